@@ -1,0 +1,60 @@
+# The project's commands. The README names two of them: `make demo` and `make test`.
+# Everything downloaded is cached under .cache/ (git-ignored), so a second run works offline.
+
+PYTHON ?= python3.11
+VENV := .venv
+VPY := $(VENV)/bin/python
+STACK := $(PYTHON) stack/stack.py
+PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
+PYTEST_ARGS ?=
+
+export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status test test-unit demo constraints check-python
+
+install: $(VENV)/.installed kafka-jars
+
+check-python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found: install Python 3.11 or run make with PYTHON=/path/to/python3.11" >&2; exit 2; }
+
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml | check-python
+	@echo "install: virtualenv $(VENV) with the pinned requirements (pip cache: .cache/pip)"
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q -r requirements.txt -c constraints.txt
+	# pyspark-client (a dependency of the Spark provider) overwrites pyspark's Python files: put pyspark back
+	$(VPY) -m pip install -q --no-deps --force-reinstall "$(PYSPARK_PIN)"
+	$(VPY) -m pip install -q --no-deps -e .
+	@touch $@
+
+kafka-jars: | check-python
+	@$(STACK) install
+
+stack-up: kafka-jars
+	@$(STACK) up
+
+stack-down:
+	@$(STACK) down
+
+stack-clean:
+	@$(STACK) down --wipe
+
+stack-status:
+	@$(STACK) status
+
+# Starts whatever part of the stack is not running, runs pytest, stops only what it started.
+test: install
+	@$(STACK) run -- $(VPY) -m pytest $(PYTEST_ARGS)
+
+test-unit: $(VENV)/.installed
+	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: install stack-up
+	$(VPY) -m kmigrate.demo
+
+constraints: | check-python
+	rm -rf .cache/constraints-venv
+	$(PYTHON) -m venv .cache/constraints-venv
+	.cache/constraints-venv/bin/pip install -q -r requirements.txt
+	( sed -n 1,2p constraints.txt; .cache/constraints-venv/bin/pip freeze ) > constraints.txt.new
+	mv constraints.txt.new constraints.txt

@@ -1,0 +1,209 @@
+"""The one Kafka Connect REST client: connector lifecycle and offsets (KIP-875), STOPPED creation (KIP-980)."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import requests
+
+from kmigrate.errors import (
+    ConnectError,
+    ConnectorNotFound,
+    ConnectorStateError,
+    ConnectTimeout,
+    ConnectUnreachable,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ConnectClient:
+    """Talks to one Connect cluster's REST API.
+
+    409 answers that mean "rebalance in progress" are retried with backoff until
+    `rebalance_timeout_s`; every other failure raises a `ConnectError` subclass naming the
+    connector, the HTTP status, Connect's own message and what to do.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth: tuple[str, str] | None = None,
+        verify: bool | str = True,
+        cert: str | tuple[str, str] | None = None,
+        request_timeout_s: float = 30.0,
+        rebalance_timeout_s: float = 60.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.request_timeout_s = request_timeout_s
+        self.rebalance_timeout_s = rebalance_timeout_s
+        self._session = requests.Session()
+        self._session.auth = auth
+        self._session.verify = verify
+        self._session.cert = cert
+        self._session.headers.update({"Accept": "application/json", "Content-Type": "application/json"})
+
+    def __repr__(self) -> str:
+        return f"ConnectClient({self.url!r})"
+
+    # ------------------------------------------------------------------ transport
+
+    def _request(self, method: str, path: str, *, connector: str | None = None, body: Any = None) -> Any:
+        deadline = time.monotonic() + self.rebalance_timeout_s
+        backoff_s = 0.25
+        while True:
+            try:
+                resp = self._session.request(method, self.url + path, json=body, timeout=self.request_timeout_s)
+            except requests.ConnectionError as exc:
+                raise ConnectUnreachable(
+                    f"Kafka Connect at {self.url} is unreachable ({type(exc).__name__}); check that the worker "
+                    "is running and the URL in the connection is right",
+                    connector=connector,
+                ) from exc
+            except requests.Timeout as exc:
+                raise ConnectUnreachable(
+                    f"Kafka Connect at {self.url} did not answer {method} {path} within {self.request_timeout_s:.0f}s; "
+                    "check the worker's health and load",
+                    connector=connector,
+                ) from exc
+            if resp.status_code < 300:
+                return resp.json() if resp.content else None
+            message = _error_message(resp)
+            if resp.status_code == 409 and "already exists" not in message and time.monotonic() < deadline:
+                log.info("Connect %s answered 409 (%s) to %s %s; retrying in %.2fs", self.url, message, method, path, backoff_s)
+                time.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+                continue
+            raise _error_for(resp.status_code, message, method, path, self.url, connector)
+
+    # ------------------------------------------------------------------ reads
+
+    def version(self) -> dict[str, Any]:
+        return self._request("GET", "/")
+
+    def connectors(self) -> list[str]:
+        return sorted(self._request("GET", "/connectors"))
+
+    def plugins(self) -> list[str]:
+        return [p["class"] for p in self._request("GET", "/connector-plugins")]
+
+    def config(self, name: str) -> dict[str, str]:
+        return self._request("GET", f"/connectors/{name}/config", connector=name)
+
+    def info(self, name: str) -> dict[str, Any]:
+        """Name, config, tasks and type ("source" or "sink")."""
+        return self._request("GET", f"/connectors/{name}", connector=name)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self._request("GET", f"/connectors/{name}/status", connector=name)
+
+    def state(self, name: str) -> str:
+        return str(self.status(name)["connector"]["state"])
+
+    def offsets(self, name: str) -> list[dict[str, Any]]:
+        """The connector's offsets as `[{"partition": {...}, "offset": {...}}, ...]` (KIP-875)."""
+        return self._request("GET", f"/connectors/{name}/offsets", connector=name)["offsets"]
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, name: str, config: Mapping[str, str], *, initial_state: str | None = None,
+               wait_s: float = 30.0) -> dict[str, Any]:
+        """POST /connectors; `initial_state` is RUNNING, PAUSED or STOPPED (KIP-980).
+
+        Connect records a new connector's status asynchronously; this returns once the status
+        can be read, so the caller's next status call does not meet a 404."""
+        body: dict[str, Any] = {"name": name, "config": dict(config)}
+        if initial_state is not None:
+            body["initial_state"] = initial_state
+        created = self._request("POST", "/connectors", connector=name, body=body)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.status(name)
+                return created
+            except ConnectorNotFound:
+                if time.monotonic() > deadline:
+                    raise ConnectTimeout(
+                        f"connector {name!r} was created on {self.url} but has no status after {wait_s:.0f}s; "
+                        "check the worker log", connector=name) from None
+                time.sleep(0.1)
+
+    def stop(self, name: str, *, wait_s: float = 60.0) -> None:
+        """PUT /connectors/{c}/stop, then wait until the connector is STOPPED with no tasks left."""
+        self._request("PUT", f"/connectors/{name}/stop", connector=name)
+        self.wait_for(name, lambda st: st["connector"]["state"] == "STOPPED" and not st["tasks"],
+                      "STOPPED with no tasks", wait_s)
+
+    def pause(self, name: str) -> None:
+        self._request("PUT", f"/connectors/{name}/pause", connector=name)
+
+    def resume(self, name: str) -> None:
+        self._request("PUT", f"/connectors/{name}/resume", connector=name)
+
+    def alter_offsets(self, name: str, offsets: list[Mapping[str, Any]]) -> str:
+        """PATCH /connectors/{c}/offsets (the connector must be STOPPED); returns Connect's message."""
+        reply = self._request("PATCH", f"/connectors/{name}/offsets", connector=name, body={"offsets": list(offsets)})
+        return str(reply.get("message", "")) if reply else ""
+
+    def reset_offsets(self, name: str) -> str:
+        reply = self._request("DELETE", f"/connectors/{name}/offsets", connector=name)
+        return str(reply.get("message", "")) if reply else ""
+
+    def delete(self, name: str) -> None:
+        self._request("DELETE", f"/connectors/{name}", connector=name)
+
+    # ------------------------------------------------------------------ waiting
+
+    def wait_for(self, name: str, predicate: Any, what: str, timeout_s: float, poll_s: float = 0.25) -> dict[str, Any]:
+        """Poll the connector's status until `predicate(status)` holds; ConnectTimeout after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            current = self.status(name)
+            if predicate(current):
+                return current
+            if time.monotonic() > deadline:
+                raise ConnectTimeout(
+                    f"connector {name!r} on {self.url} was not {what} after {timeout_s:.0f}s "
+                    f"(last status: {current}); check the worker log",
+                    connector=name,
+                )
+            time.sleep(poll_s)
+
+
+def _error_message(resp: requests.Response) -> str:
+    try:
+        payload = resp.json()
+    except ValueError:
+        return resp.text.strip()[:500]
+    if isinstance(payload, dict) and "message" in payload:
+        return str(payload["message"])
+    return str(payload)[:500]
+
+
+def _error_for(status: int, message: str, method: str, path: str, url: str, connector: str | None) -> ConnectError:
+    subject = f"connector {connector!r}" if connector else f"{method} {path}"
+    if status == 404:
+        return ConnectorNotFound(
+            f"{subject} not found on Kafka Connect at {url} (404: {message}); check the connector name",
+            status=status, connector=connector,
+        )
+    if status in (400, 409):
+        hint = ("it already exists: choose another name or delete it first" if "already exists" in message
+                else "bring it into the state the call needs (offsets change only while STOPPED) and retry")
+        return ConnectorStateError(
+            f"{subject} on Kafka Connect at {url}: {method} {path} refused ({status}: {message}); {hint}",
+            status=status, connector=connector,
+        )
+    if status in (401, 403):
+        return ConnectError(
+            f"Kafka Connect at {url} refused {method} {path} ({status}: {message}); check the credentials "
+            "in the Connect connection",
+            status=status, connector=connector,
+        )
+    return ConnectError(
+        f"{subject}: Kafka Connect at {url} failed {method} {path} ({status}: {message}); see the worker log",
+        status=status, connector=connector,
+    )
