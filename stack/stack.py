@@ -35,6 +35,7 @@ POM = PROJECT_DIR / "stack" / "pom.xml"
 KAFKA_VERSION = "4.3.1"
 CACHE_DIR = Path(os.environ.get("KMIGRATE_CACHE_DIR", PROJECT_DIR / ".cache"))
 KAFKA_HOME = CACHE_DIR / f"kafka-{KAFKA_VERSION}"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack"
 
 # Broker settings shared by every local cluster; docker-compose.yaml carries the same values
@@ -59,6 +60,9 @@ BROKER_SETTINGS: dict[str, str] = {
 }
 
 CONNECT_SETTINGS: dict[str, str] = {
+    "config.storage.topic": "_connect-configs",
+    "offset.storage.topic": "_connect-offsets",
+    "status.storage.topic": "_connect-status",
     "key.converter": "org.apache.kafka.connect.storage.StringConverter",
     "value.converter": "org.apache.kafka.connect.storage.StringConverter",
     "config.storage.replication.factor": "1",
@@ -171,12 +175,12 @@ def install(home: Path = KAFKA_HOME) -> Path:
     print(f"stack: resolving Apache Kafka {KAFKA_VERSION} from Maven Central into {home} ...", flush=True)
     base = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={repo}", *maven_settings_args(partial)]
     steps = [
-        [*base, "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={partial / 'libs'}"],
-        [*base, "dependency:copy", f"-Dartifact=org.apache.kafka:connect-file:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={partial / 'libs'}"],
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-file:{KAFKA_VERSION}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-file'}"],
-        [*base, "dependency:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
-        [*base, "dependency:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
     ]
     for step in steps:
@@ -381,9 +385,6 @@ def prepare_connect(java: str, service: Service) -> list[str]:
     settings = {
         "bootstrap.servers": cluster.bootstrap,
         "group.id": f"kmigrate-{cluster.name}-connect",
-        "config.storage.topic": "_connect-configs",
-        "offset.storage.topic": "_connect-offsets",
-        "status.storage.topic": "_connect-status",
         **CONNECT_SETTINGS,
         "listeners": f"http://localhost:{cluster.connect_port}",
         "rest.advertised.host.name": "localhost",
@@ -517,16 +518,18 @@ def status(clusters: tuple[Cluster, ...], state_dir: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     usage="stack.py {install,up,down,status,run} [options] [-- COMMAND ...]")
     parser.add_argument("command", choices=["install", "up", "down", "status", "run"])
-    parser.add_argument("argv", nargs=argparse.REMAINDER, help="with run: -- COMMAND ...")
     parser.add_argument("--state-dir", type=Path, default=Path(os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)),
                         help="where configs, data, logs and pid files live (default: .stack/)")
     parser.add_argument("--cluster", type=parse_cluster, action="append", dest="clusters",
                         help="NAME:KAFKA_PORT:CONTROLLER_PORT:CONNECT_PORT; repeatable (default: source and target)")
     parser.add_argument("--wipe", action="store_true", help="with down: delete data and logs too")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each group of services")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     clusters = tuple(args.clusters or DEFAULT_CLUSTERS)
     state_dir = args.state_dir.resolve()
     try:
@@ -535,7 +538,6 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "up":
             up(clusters, state_dir, args.timeout)
         elif args.command == "run":
-            command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             return run_with_stack(clusters, state_dir, args.timeout, command)
         elif args.command == "down":
             down(clusters, state_dir, args.wipe)

@@ -1,0 +1,98 @@
+"""docker-compose.yaml describes the same stack as stack/stack.py: versions, ports and settings.
+No Docker engine runs here, so this is the check that keeps the file honest."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import PROJECT_DIR, load_stack_module
+
+stack = load_stack_module()
+COMPOSE = yaml.safe_load((PROJECT_DIR / "docker-compose.yaml").read_text())
+SERVICES = COMPOSE["services"]
+
+
+def pinned(package: str) -> str:
+    text = (PROJECT_DIR / "requirements.txt").read_text()
+    match = re.search(rf"^{re.escape(package)}==(\S+)$", text, re.M)
+    assert match, f"{package} is not pinned in requirements.txt"
+    return match.group(1)
+
+
+def host_ports(service: str) -> set[int]:
+    return {int(str(p).split(":")[0]) for p in SERVICES[service].get("ports", [])}
+
+
+def properties(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def test_services_are_the_stack_plus_airflow_and_spark():
+    expected = {
+        "source-kafka", "target-kafka", "source-connect", "target-connect",
+        "postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+        "airflow-triggerer", "spark-master", "spark-worker",
+    }
+    assert set(SERVICES) == expected
+
+
+def test_kafka_images_are_the_pinned_version():
+    for name in ("source-kafka", "target-kafka", "source-connect", "target-connect"):
+        assert SERVICES[name]["image"] == f"apache/kafka:{stack.KAFKA_VERSION}", name
+
+
+def test_host_ports_match_the_local_stack():
+    for cluster in stack.DEFAULT_CLUSTERS:
+        assert cluster.kafka_port in host_ports(f"{cluster.name}-kafka")
+        assert cluster.connect_port in host_ports(f"{cluster.name}-connect")
+
+
+def test_broker_settings_match_the_local_stack():
+    for cluster in stack.DEFAULT_CLUSTERS:
+        env = SERVICES[f"{cluster.name}-kafka"]["environment"]
+        assert env["KAFKA_HEAP_OPTS"] == stack.BROKER_HEAP
+        for key, value in stack.BROKER_SETTINGS.items():
+            env_key = "KAFKA_" + key.upper().replace(".", "_")
+            if key == "listener.security.protocol.map":
+                # compose adds a HOST listener for clients outside the compose network
+                assert set(value.split(",")) <= set(env[env_key].split(",")), key
+            else:
+                assert env[env_key] == value, key
+        assert f"HOST://localhost:{cluster.kafka_port}" in env["KAFKA_ADVERTISED_LISTENERS"]
+        assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"1@{cluster.name}-kafka:9093"
+
+
+def test_connect_settings_match_the_local_stack():
+    for cluster in stack.DEFAULT_CLUSTERS:
+        service = SERVICES[f"{cluster.name}-connect"]
+        assert service["environment"]["KAFKA_HEAP_OPTS"] == stack.CONNECT_HEAP
+        mount = next(v for v in service["volumes"] if v.endswith(":/opt/kmigrate/connect.properties:ro"))
+        props = properties(PROJECT_DIR / mount.split(":")[0])
+        for key, value in stack.CONNECT_SETTINGS.items():
+            assert props[key] == value, (cluster.name, key)
+        assert props["bootstrap.servers"] == f"{cluster.name}-kafka:9092"
+        assert props["group.id"] == f"kmigrate-{cluster.name}-connect"
+        assert props["plugin.path"].endswith(f"connect-file-{stack.KAFKA_VERSION}.jar")
+
+
+def test_airflow_and_spark_run_the_pinned_versions():
+    dockerfile = (PROJECT_DIR / "stack" / "compose" / "Dockerfile").read_text()
+    assert "FROM python:3.11-" in dockerfile
+    assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile
+    assert pinned("apache-airflow").startswith("3.3.")
+    assert pinned("pyspark").startswith("4.3.")
+    commands = {name: SERVICES[name]["command"] for name in SERVICES if name.startswith(("airflow-", "spark-"))}
+    assert commands["airflow-apiserver"] == ["airflow", "api-server"]
+    assert commands["airflow-scheduler"] == ["airflow", "scheduler"]
+    assert commands["airflow-dag-processor"] == ["airflow", "dag-processor"]
+    assert commands["airflow-triggerer"] == ["airflow", "triggerer"]
+    assert commands["spark-master"][:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
+    assert commands["spark-worker"][:2] == ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    for name in commands:
+        assert SERVICES[name]["image"] == "kmigrate:0.1.0", name  # one project image: same pins everywhere
+    env = SERVICES["airflow-scheduler"]["environment"]
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/kmigrate/dags"
+    assert ".:/opt/kmigrate" in SERVICES["airflow-scheduler"]["volumes"]
