@@ -292,16 +292,25 @@ class Service:
         return None
 
 
-def process_is_ours(pid: int, service_dir: Path) -> bool:
-    """The pid is alive and its command line names this service's directory (not a reused pid)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    if "\nState:\tZ" in status:
-        return False
-    return str(service_dir) in cmdline
+def process_is_ours(pid: int, service_dir: Path, settle_s: float = 1.0) -> bool:
+    """The pid is alive and its command line names this service's directory (not a reused pid).
+
+    /proc/<pid>/cmdline can read empty or stale while a process execs or exits, so a
+    mismatch on a live pid is re-read for up to `settle_s` before it counts."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False  # no such process
+        if "\nState:\tZ" in status:
+            return False
+        if str(service_dir) in cmdline:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def services(clusters: tuple[Cluster, ...], state_dir: Path) -> list[Service]:
@@ -395,7 +404,7 @@ def prepare_connect(java: str, service: Service) -> list[str]:
     return java_command(java, service, CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props))
 
 
-def launch(java: str, service: Service) -> int:
+def launch(java: str, service: Service) -> subprocess.Popen:
     service.dir.mkdir(parents=True, exist_ok=True)
     for port in service.ports:
         if port_open(port):
@@ -408,7 +417,7 @@ def launch(java: str, service: Service) -> int:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=service.dir)
     service.pid_file.write_text(f"{proc.pid}\n")
-    return proc.pid
+    return proc
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -418,7 +427,9 @@ def tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def wait_until_answering(pending: list[Service], timeout_s: float) -> None:
+def wait_until_answering(pending: list[Service], launched: dict[str, subprocess.Popen], timeout_s: float) -> None:
+    """Wait until every service in `pending` answers; one that exits meanwhile fails the wait.
+    Liveness of a process launched by this call comes from its Popen handle."""
     deadline = time.monotonic() + timeout_s
     waiting = list(pending)
     while waiting:
@@ -426,7 +437,8 @@ def wait_until_answering(pending: list[Service], timeout_s: float) -> None:
             if service.answers():
                 print(f"stack: {service.name} answers on localhost:{service.port}", flush=True)
                 waiting.remove(service)
-            elif service.pid() is None:
+            elif (launched[service.name].poll() is not None if service.name in launched
+                  else service.pid() is None):
                 raise StackError(
                     f"{service.name} exited during start-up; see {service.dir / 'stdout.log'} and {service.log_file}:\n"
                     + tail(service.log_file if service.log_file.exists() else service.dir / "stdout.log")
@@ -445,6 +457,7 @@ def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float) -> list
     java = check_java()
     all_services = services(clusters, state_dir)
     started: list[Service] = []
+    launched: dict[str, subprocess.Popen] = {}
     try:
         for kind in ("kafka", "connect"):
             group = [s for s in all_services if s.kind == kind]
@@ -456,14 +469,15 @@ def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float) -> list
                     if not service.answers():
                         to_wait.append(service)
                     continue
-                pid = launch(java, service)
+                launched[service.name] = launch(java, service)
                 started.append(service)
                 to_wait.append(service)
-                print(f"stack: started {service.name} (pid {pid}), waiting for localhost:{service.port} ...", flush=True)
-            wait_until_answering(to_wait, timeout_s)
+                print(f"stack: started {service.name} (pid {launched[service.name].pid}), "
+                      f"waiting for localhost:{service.port} ...", flush=True)
+            wait_until_answering(to_wait, launched, timeout_s)
     except BaseException:
         for service in reversed(started):
-            stop(service)
+            stop(service, pid=launched[service.name].pid)
         raise
     print(f"stack: up ({', '.join(f'{c.name}: kafka {c.bootstrap}, connect {c.connect_url}' for c in clusters)})")
     return started
@@ -484,19 +498,31 @@ def run_with_stack(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: fl
                 print(f"stack: stopped {service.name}", flush=True)
 
 
-def stop(service: Service, timeout_s: float = 30.0) -> bool:
-    pid = service.pid()
+def stop(service: Service, timeout_s: float = 30.0, pid: int | None = None) -> bool:
+    """SIGTERM the service's process group, SIGKILL after `timeout_s`; wait until it is gone.
+    `pid`: a process this program launched itself (its group is ours whatever /proc says)."""
+    pid = pid if pid is not None else service.pid()
     if pid is None:
         return False
-    os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while process_is_ours(pid, service.dir):
-        if time.monotonic() > deadline:
-            os.killpg(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while Path(f"/proc/{pid}").exists() and "\nState:\tZ" not in _status(pid):
+            if time.monotonic() > deadline:
+                os.killpg(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+            time.sleep(0.2)
+    except ProcessLookupError:
+        pass
     service.pid_file.unlink(missing_ok=True)
     return True
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "\nState:\tZ"
 
 
 def down(clusters: tuple[Cluster, ...], state_dir: Path, wipe: bool) -> None:
