@@ -33,3 +33,50 @@ class ConnectorStateError(ConnectError):
 
 class ConnectTimeout(ConnectError):
     """A wait on the Connect cluster (rebalance, stop, start) ran past its deadline."""
+
+
+class ClusterUnavailable(KmigrateError):
+    """A Kafka cluster did not answer in time, or refused the client."""
+
+
+class TopicNotFound(KmigrateError):
+    """The topic does not exist on that cluster."""
+
+
+class CopyError(KmigrateError):
+    """Copying one partition failed; the message names topic and partition."""
+
+    def __init__(self, message: str, *, topic: str, partition: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+
+
+class OffsetMismatch(CopyError):
+    """A record landed on the target at another offset than its source offset (a racing writer,
+    or target data this copier did not write)."""
+
+    def __init__(self, topic: str, partition: int, expected: int, actual: int) -> None:
+        super().__init__(
+            f"{topic}[{partition}]: record expected at target offset {expected} landed at {actual}; another "
+            "writer is producing to the target partition, or the target holds data this migration did not "
+            "write. Stop other writers to the target topic, then re-run the copy (it resumes from the target's end)",
+            topic=topic, partition=partition)
+        self.expected = expected
+        self.actual = actual
+
+
+class ForeignTarget(CopyError):
+    """The target partition holds data that is not a prefix of this source partition."""
+
+
+class TargetDiverged(CopyError):
+    """The target partition's last records differ from the source's at the same offsets."""
+
+
+class SourceNotReady(CopyError):
+    """The source partition cannot be read up to the requested end (open transaction, truncation)."""
+
+
+class TopicMismatch(KmigrateError):
+    """The target topic exists with a shape or configs that conflict with the source topic."""

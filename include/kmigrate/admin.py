@@ -1,0 +1,152 @@
+"""Cluster admin: watermarks, topic shape and configs, topic creation, DeleteRecords (confluent-kafka)."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicNotFound
+
+log = logging.getLogger(__name__)
+
+
+class ClusterAdmin:
+    """Admin and offset look-ups for one cluster, every call with an explicit timeout."""
+
+    def __init__(self, cluster: ClusterConfig, timeout_s: float = 30.0) -> None:
+        self.cluster = cluster
+        self.timeout_s = timeout_s
+        self._admin = AdminClient(cluster.admin())
+        self._offsets_reader: Consumer | None = None
+
+    def close(self) -> None:
+        if self._offsets_reader is not None:
+            self._offsets_reader.close()
+            self._offsets_reader = None
+
+    def __enter__(self) -> ClusterAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reader(self) -> Consumer:
+        if self._offsets_reader is None:
+            self._offsets_reader = Consumer(self.cluster.consumer("kmigrate-offsets-reader"))
+        return self._offsets_reader
+
+    # ------------------------------------------------------------------ offsets
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, high watermark) of one partition."""
+        try:
+            return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable(f"watermarks of {topic}[{partition}]", exc) from exc
+
+    def wait_for_end(self, topic: str, partition: int, at_least: int, timeout_s: float = 30.0) -> int:
+        """Poll until the partition's high watermark is >= `at_least` (transaction markers land
+        after commit/abort returns); returns it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            _, high = self.watermarks(topic, partition)
+            if high >= at_least:
+                return high
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable(
+                    f"{self.cluster.name}: {topic}[{partition}] end offset stayed at {high} < {at_least} for "
+                    f"{timeout_s:.0f}s (a transaction marker did not land); check the broker log"
+                )
+            time.sleep(0.005)
+
+    # ------------------------------------------------------------------ topics
+
+    def partition_count(self, topic: str) -> int | None:
+        """Number of partitions, or None when the topic does not exist."""
+        try:
+            meta = self._admin.list_topics(topic, timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable(f"metadata of {topic}", exc) from exc
+        described = meta.topics.get(topic)
+        if described is None or described.error is not None and described.error.code() in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+            return None
+        if described.error is not None:
+            raise KmigrateError(f"{self.cluster.name}: topic {topic}: {described.error}")
+        return len(described.partitions)
+
+    def require_partition_count(self, topic: str) -> int:
+        count = self.partition_count(topic)
+        if count is None:
+            raise TopicNotFound(f"{self.cluster.name}: topic {topic!r} does not exist; check the topic selection")
+        return count
+
+    def topic_configs(self, topic: str, *, explicit_only: bool = False) -> dict[str, str]:
+        """The topic's configs; with `explicit_only`, only those set on the topic itself."""
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource], request_timeout=self.timeout_s)[resource].result(
+                timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable(f"configs of {topic}", exc) from exc
+        return {
+            name: entry.value
+            for name, entry in entries.items()
+            if entry.value is not None
+            and (not explicit_only or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+        }
+
+    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str]) -> bool:
+        """Create the topic; False (with a warning) when it already exists."""
+        futures = self._admin.create_topics(
+            [NewTopic(topic, partitions, -1, config=dict(configs))], operation_timeout=self.timeout_s,
+            request_timeout=self.timeout_s)
+        for future in futures.values():
+            try:
+                future.result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    log.warning("%s: topic %s already exists", self.cluster.name, topic)
+                    return False
+                raise KmigrateError(f"{self.cluster.name}: creating topic {topic!r} failed: {exc.args[0].str()}") from exc
+        self._wait_for_metadata(topic, partitions)
+        return True
+
+    def alter_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Incrementally set configs on the topic."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()])
+        for future in self._admin.incremental_alter_configs([resource], request_timeout=self.timeout_s).values():
+            future.result(timeout=self.timeout_s)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """DeleteRecords(before=`before_offset`); returns the new log start offset."""
+        futures = self._admin.delete_records([TopicPartition(topic, partition, before_offset)],
+                                             request_timeout=self.timeout_s, operation_timeout=self.timeout_s)
+        for future in futures.values():
+            try:
+                return future.result(timeout=self.timeout_s).low_watermark
+            except KafkaException as exc:
+                raise KmigrateError(
+                    f"{self.cluster.name}: DeleteRecords on {topic}[{partition}] before {before_offset} failed: "
+                    f"{exc.args[0].str()}") from exc
+        raise AssertionError("no DeleteRecords result")
+
+    def _wait_for_metadata(self, topic: str, partitions: int) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while self.partition_count(topic) != partitions:
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic} not in metadata {self.timeout_s:.0f}s after creation")
+            time.sleep(0.05)
+
+    def _unavailable(self, what: str, exc: KafkaException) -> KmigrateError:
+        return ClusterUnavailable(
+            f"{self.cluster.name} ({self.cluster.bootstrap_servers}): reading {what} failed: {exc.args[0].str()}; "
+            "check that the cluster is reachable and the credentials are right"
+        )

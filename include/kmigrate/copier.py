@@ -1,0 +1,495 @@
+"""Copy one partition from the source cluster to the target so that every record keeps its offset.
+
+The contract is DESIGN section 4: expected-offset writes (4.1), log-start alignment with fillers
+and DeleteRecords (4.2), resume from the target's own end after checking its last records (4.3),
+gaps rendered with transaction markers (4.4). `translate` mode copies the visible records densely
+and records an exact offset map instead (section 5).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import (
+    CopyError,
+    ForeignTarget,
+    OffsetMismatch,
+    SourceNotReady,
+    TargetDiverged,
+)
+from kmigrate.records import (
+    FILLER_HEADER,
+    FILLER_KEY,
+    ContentDigest,
+    is_filler,
+    iter_range,
+    read_range,
+    reader,
+)
+
+log = logging.getLogger(__name__)
+
+PRESERVE = "preserve"
+TRANSLATE = "translate"
+FILLER_HEADERS = [(FILLER_HEADER, b"1")]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkUnit:
+    """One partition to copy up to (not including) `end_offset`, the snapshot end."""
+
+    topic: str
+    partition: int
+    end_offset: int
+    mode: str = PRESERVE
+
+
+@dataclasses.dataclass
+class OffsetRun:
+    """Source offsets [source_start, source_start + length) sit at [target_start, ...) on the target."""
+
+    source_start: int
+    target_start: int
+    length: int
+
+
+@dataclasses.dataclass
+class PartitionResult:
+    topic: str
+    partition: int
+    mode: str
+    source_log_start: int
+    end_offset: int
+    target_start: int          # the target's end when this run began (resume point)
+    target_end: int
+    records: int = 0           # visible records copied by this run
+    bytes: int = 0             # key + value bytes of those records
+    fillers: int = 0           # alignment and gap fillers written
+    markers: int = 0           # transaction markers written (commits + aborts)
+    first_offset: int | None = None
+    last_offset: int | None = None
+    offset_map: list[OffsetRun] = dataclasses.field(default_factory=list)
+    source_digest: str | None = None
+    target_digest: str | None = None
+    digests_equal: bool | None = None
+    align_seconds: float = 0.0
+    copy_seconds: float = 0.0
+    verify_seconds: float = 0.0
+
+    def as_row(self) -> dict[str, Any]:
+        row = dataclasses.asdict(self)
+        row["offset_map"] = [[r.source_start, r.target_start, r.length] for r in self.offset_map]
+        return row
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyOptions:
+    run_id: str = "default"
+    check_every: int = 5000          # delivery reports checked: first and last of each chunk of this size
+    resume_window: int = 64          # target records compared with the source before resuming
+    idle_timeout_s: float = 30.0
+    verify: bool = True              # read both sides back and compare digests over [log start, end)
+    max_message_bytes: int = 1_048_576 + 65_536
+    producer_overrides: tuple[tuple[str, Any], ...] = ()
+    # test hook: called with the count of records handed to the producer so far
+    progress_hook: Callable[[int], None] | None = None
+
+
+def transactional_id(run_id: str, topic: str, partition: int) -> str:
+    """Derived from the run and the target partition, so a stale copier of the same partition is fenced."""
+    return f"kmigrate-{run_id}-{topic}-{partition}"
+
+
+class _Writer:
+    """Writes records to one target partition at expected offsets.
+
+    Bulk records go through an idempotent producer (ordered, one writer per partition), so a
+    sparse check of delivery reports is enough: if the first and last record of each chunk
+    land where expected, nothing was interleaved. Transaction markers need a transactional
+    producer; the two never have records in flight at the same time."""
+
+    def __init__(self, target: ClusterConfig, topic: str, partition: int, admin: ClusterAdmin,
+                 options: CopyOptions, transactional: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.admin = admin
+        self.options = options
+        self.next_offset = 0
+        self.fillers = 0
+        self.markers = 0
+        self._mismatch: OffsetMismatch | None = None
+        self._failure: KafkaError | None = None
+        self._fatal: KafkaError | None = None
+        self._since_check = 0
+        common = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.max.bytes": options.max_message_bytes,
+            "error_cb": self._on_error,
+        }
+        self.bulk = Producer(target.producer(**{
+            **common,
+            "linger.ms": 20,
+            "batch.size": 4 * 1024 * 1024,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1024 * 1024,
+            "compression.type": "lz4",
+            **dict(options.producer_overrides),
+        }))
+        self.txn: Producer | None = None
+        if transactional:
+            self.txn = Producer(target.producer(**{
+                **common,
+                "transactional.id": transactional_id(options.run_id, topic, partition),
+                "transaction.timeout.ms": 60_000,
+                "linger.ms": 0,
+            }))
+            # Fences an earlier copier of this partition and aborts its open transaction, so the
+            # target's end read after this is final.
+            self.txn.init_transactions(30)
+
+    # ---------------------------------------------------------------- callbacks
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = err
+
+    def _checker(self, expected: int) -> Callable[[KafkaError | None, Any], None]:
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self._failure = self._failure or err
+            elif msg.offset() != expected and self._mismatch is None:
+                self._mismatch = OffsetMismatch(self.topic, self.partition, expected, msg.offset())
+        return on_delivery
+
+    def raise_if_failed(self) -> None:
+        if self._mismatch is not None:
+            raise self._mismatch
+        err = self._fatal or self._failure
+        if err is not None:
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                raise CopyError(
+                    f"{self.topic}[{self.partition}]: a record is larger than the target allows ({err.str()}); "
+                    "raise max.message.bytes on the target topic to at least the source topic's value",
+                    topic=self.topic, partition=self.partition)
+            raise CopyError(f"{self.topic}[{self.partition}]: writing to the target failed: {err.str()}",
+                            topic=self.topic, partition=self.partition)
+
+    # ---------------------------------------------------------------- bulk path
+
+    def _produce(self, producer: Producer, key: bytes | None, value: bytes | None,
+                 headers: Any, timestamp: int, check: bool) -> None:
+        kwargs: dict[str, Any] = {"partition": self.partition, "key": key, "value": value, "headers": headers}
+        if timestamp > 0:
+            kwargs["timestamp"] = timestamp
+        if check:
+            kwargs["on_delivery"] = self._checker(self.next_offset)
+        while True:
+            try:
+                producer.produce(self.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        self.next_offset += 1
+
+    def write_bulk(self, msg: Any, last_of_chunk: bool) -> None:
+        check = self._since_check == 0 or last_of_chunk
+        self._since_check = (self._since_check + 1) % self.options.check_every
+        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], check)
+
+    def write_fillers(self, count: int) -> None:
+        """Non-transactional fillers (alignment); every 'check_every'th and the last are checked."""
+        for i in range(count):
+            check = i % self.options.check_every == 0 or i == count - 1
+            self._produce(self.bulk, FILLER_KEY, None, FILLER_HEADERS, 0, check)
+            if i % 10000 == 0:
+                self.bulk.poll(0)
+                self.raise_if_failed()
+        self.fillers += count
+
+    def flush_bulk(self) -> None:
+        while self.bulk.flush(1.0) > 0:
+            self.raise_if_failed()
+        self.raise_if_failed()
+        self._since_check = 0
+
+    # ---------------------------------------------------------------- gaps (DESIGN 4.4)
+
+    def commit_with_marker(self, msg: Any) -> None:
+        """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
+        assert self.txn is not None
+        self.flush_bulk()
+        self.txn.begin_transaction()
+        self._produce(self.txn, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
+        self.txn.flush(30)
+        self.raise_if_failed()
+        self.txn.commit_transaction(30)
+        self._after_marker()
+
+    def abort_fillers(self, start: int, end: int) -> None:
+        """Render the gap [start, end), end - start >= 2: end-start-1 aborted fillers and the abort marker."""
+        assert self.txn is not None and end - start >= 2 and start == self.next_offset
+        self.flush_bulk()
+        self.txn.begin_transaction()
+        for _ in range(end - start - 1):
+            self._produce(self.txn, FILLER_KEY, None, FILLER_HEADERS, 0, True)
+        # librdkafka purges unsent messages on abort: make sure the fillers are written first
+        self.txn.flush(30)
+        self.raise_if_failed()
+        self.txn.abort_transaction(30)
+        self.fillers += end - start - 1
+        self._after_marker()
+
+    def _after_marker(self) -> None:
+        # The coordinator writes the marker after commit/abort returns: wait until it has landed,
+        # so the next write gets the offset after it.
+        marker_offset = self.next_offset
+        self.next_offset += 1
+        self.markers += 1
+        self.admin.wait_for_end(self.topic, self.partition, self.next_offset)
+        _, high = self.admin.watermarks(self.topic, self.partition)
+        if high != self.next_offset:
+            raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
+
+    def close(self) -> None:
+        self.bulk.flush(30)
+        if self.txn is not None:
+            self.txn.flush(30)
+
+
+def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
+                   options: CopyOptions = CopyOptions()) -> PartitionResult:
+    """Copy `unit` and return its result. Safe to re-run: it resumes from the target's end."""
+    topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        source_low, source_high = source_admin.watermarks(topic, partition)
+        if end > source_high:
+            raise SourceNotReady(
+                f"{topic}[{partition}]: snapshot end {end} is beyond the source's end {source_high}; the source "
+                "partition was truncated or the snapshot is from another cluster. Take a new snapshot",
+                topic=topic, partition=partition)
+        if source_low > end:
+            raise SourceNotReady(
+                f"{topic}[{partition}]: the source's log start {source_low} moved past the snapshot end {end} "
+                "(retention deleted the records); take a new snapshot", topic=topic, partition=partition)
+        if unit.mode == TRANSLATE:
+            return _copy_translate(source, target, unit, options, source_low, target_admin)
+        writer = _Writer(target, topic, partition, target_admin, options, transactional=True)
+        try:
+            return _copy_preserve(source, target, unit, options, source_low, target_admin, writer)
+        finally:
+            writer.close()
+
+
+def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
+                   source_low: int, target_admin: ClusterAdmin, writer: _Writer) -> PartitionResult:
+    topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    target_low, target_high = target_admin.watermarks(topic, partition)
+    result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
+    if target_high > end:
+        raise ForeignTarget(
+            f"{topic}[{partition}]: the target already holds offsets up to {target_high}, beyond the snapshot end "
+            f"{end}; it was written by something else. Delete the target topic or pick another target",
+            topic=topic, partition=partition)
+
+    started = time.monotonic()
+    if target_high <= source_low:
+        _align(source_low, target_low, target_high, topic, partition, target, target_admin, writer, result)
+        target_high = source_low
+    elif target_low > source_low:
+        raise ForeignTarget(
+            f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; "
+            "records the source still has cannot be written there. Delete the target topic and re-run",
+            topic=topic, partition=partition)
+    else:
+        _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high, options)
+    result.align_seconds = time.monotonic() - started
+    writer.next_offset = target_high
+
+    started = time.monotonic()
+    held: Any = None  # one record of look-ahead: a gap of exactly 1 after it needs it inside a transaction
+    consumer = reader(source)
+    try:
+        for chunk in iter_range(consumer, topic, partition, target_high, end, idle_timeout_s=options.idle_timeout_s):
+            last_index = len(chunk) - 1
+            for index, msg in enumerate(chunk):
+                offset = msg.offset()
+                if held is not None:
+                    gap_start = held.offset() + 1
+                    if offset == gap_start:
+                        writer.write_bulk(held, index == last_index)
+                    elif offset == gap_start + 1:
+                        writer.commit_with_marker(held)
+                    else:
+                        writer.write_bulk(held, True)
+                        writer.abort_fillers(gap_start, offset)
+                elif offset > writer.next_offset:
+                    _render_leading_gap(writer, offset, topic, partition)
+                result.records += 1
+                result.bytes += len(msg.value() or b"") + len(msg.key() or b"")
+                if result.first_offset is None:
+                    result.first_offset = offset
+                result.last_offset = offset
+                held = msg
+            writer.bulk.poll(0)
+            writer.raise_if_failed()
+            if options.progress_hook is not None:
+                options.progress_hook(result.records)
+    finally:
+        consumer.close()
+    if held is not None:
+        tail = end - (held.offset() + 1)
+        if tail == 1:
+            writer.commit_with_marker(held)
+        else:
+            writer.write_bulk(held, True)
+            if tail >= 2:
+                writer.abort_fillers(held.offset() + 1, end)
+    elif writer.next_offset < end:
+        _render_leading_gap(writer, end, topic, partition)
+    writer.flush_bulk()
+    result.copy_seconds = time.monotonic() - started
+
+    _, result.target_end = target_admin.watermarks(topic, partition)
+    if result.target_end != end:
+        raise OffsetMismatch(topic, partition, end, result.target_end)
+    result.fillers, result.markers = writer.fillers, writer.markers
+    if result.records:
+        result.offset_map = [OffsetRun(result.first_offset, result.first_offset,
+                                       result.last_offset - result.first_offset + 1)]
+    if options.verify:
+        verify_into(source, target, result, source_low)
+    return result
+
+
+def _render_leading_gap(writer: _Writer, until: int, topic: str, partition: int) -> None:
+    """A gap that starts where this run starts, with no record of this run before it."""
+    gap = until - writer.next_offset
+    if gap == 1:
+        raise TargetDiverged(
+            f"{topic}[{partition}]: offset {writer.next_offset} is a single invisible offset (a transaction "
+            "marker) directly after a record already on the target; it can only be reproduced together with "
+            "that record. Delete the target topic and re-run the copy of this topic",
+            topic=topic, partition=partition)
+    writer.abort_fillers(writer.next_offset, until)
+
+
+def _align(source_low: int, target_low: int, target_high: int, topic: str, partition: int,
+           target: ClusterConfig, target_admin: ClusterAdmin, writer: _Writer, result: PartitionResult) -> None:
+    """Make the target's log start and end both equal the source's log start (DESIGN 4.2)."""
+    if target_high > target_low:
+        last = read_range(target, topic, partition, target_high - 1, target_high)
+        if not last or not is_filler(last[-1]):
+            raise ForeignTarget(
+                f"{topic}[{partition}]: the target holds records below the source's log start {source_low} that "
+                "this migration did not write; delete the target topic or pick another target",
+                topic=topic, partition=partition)
+    if target_high < source_low:
+        writer.next_offset = target_high
+        writer.write_fillers(source_low - target_high)
+        writer.flush_bulk()
+    if source_low > target_low:
+        target_admin.delete_records(topic, partition, source_low)
+    low, high = target_admin.watermarks(topic, partition)
+    if (low, high) != (source_low, source_low):
+        raise CopyError(f"{topic}[{partition}]: after alignment the target spans [{low}, {high}), expected "
+                        f"[{source_low}, {source_low})", topic=topic, partition=partition)
+
+
+def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
+                        low: int, target_high: int, options: CopyOptions) -> None:
+    """The target's last records must be the source's records at the same offsets (DESIGN 4.3)."""
+    window = options.resume_window
+    while True:
+        start = max(low, target_high - window)
+        on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
+        on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
+        if on_target != on_source:
+            first = next((i for i, (a, b) in enumerate(zip(on_target, on_source)) if a != b),
+                         min(len(on_target), len(on_source)))
+            at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
+                  if first < len(on_source) else target_high)
+            raise TargetDiverged(
+                f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
+                f"(first difference at offset {at}); the target was written by something else, or a copy was "
+                "killed inside a transaction. Delete the target topic and re-run the copy of this topic",
+                topic=topic, partition=partition)
+        if on_target or start == low:
+            return
+        window *= 8
+
+
+def _fingerprint(msg: Any) -> tuple[int, str]:
+    digest = ContentDigest()
+    digest.update_message(msg)
+    return msg.offset(), digest.hexdigest()
+
+
+def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionResult, start: int) -> None:
+    """Digest both sides over [start, end) and store them in `result`."""
+    from kmigrate.records import partition_digest
+
+    started = time.monotonic()
+    result.source_digest = partition_digest(source, result.topic, result.partition, start, result.end_offset).hexdigest()
+    result.target_digest = partition_digest(target, result.topic, result.partition, start, result.end_offset).hexdigest()
+    result.digests_equal = result.source_digest == result.target_digest
+    result.verify_seconds = time.monotonic() - started
+
+
+def _copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
+                    source_low: int, target_admin: ClusterAdmin) -> PartitionResult:
+    """Visible records appended densely after whatever the target holds; an exact offset map is kept."""
+    topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    _, target_high = target_admin.watermarks(topic, partition)
+    result = PartitionResult(topic, partition, TRANSLATE, source_low, end, target_high, target_high)
+    writer = _Writer(target, topic, partition, target_admin, options, transactional=False)
+    writer.next_offset = target_high
+    runs: list[OffsetRun] = []
+    started = time.monotonic()
+    consumer = reader(source)
+    try:
+        for chunk in iter_range(consumer, topic, partition, source_low, end, idle_timeout_s=options.idle_timeout_s):
+            last_index = len(chunk) - 1
+            for index, msg in enumerate(chunk):
+                offset = msg.offset()
+                if runs and offset == runs[-1].source_start + runs[-1].length:
+                    runs[-1].length += 1
+                else:
+                    runs.append(OffsetRun(offset, writer.next_offset, 1))
+                writer.write_bulk(msg, index == last_index)
+                result.records += 1
+                result.bytes += len(msg.value() or b"") + len(msg.key() or b"")
+            writer.bulk.poll(0)
+            writer.raise_if_failed()
+            if options.progress_hook is not None:
+                options.progress_hook(result.records)
+        writer.flush_bulk()
+    finally:
+        consumer.close()
+        writer.close()
+    result.copy_seconds = time.monotonic() - started
+    _, result.target_end = target_admin.watermarks(topic, partition)
+    if result.target_end != writer.next_offset:
+        raise OffsetMismatch(topic, partition, writer.next_offset, result.target_end)
+    result.offset_map = runs
+    if runs:
+        result.first_offset, result.last_offset = runs[0].source_start, runs[-1].source_start + runs[-1].length - 1
+    return result
+
+
+def translate_offset(runs: list[OffsetRun], offset: int, target_end: int) -> int:
+    """The target offset of the first record at or after source `offset` (`target_end` past the last run)."""
+    for run in runs:
+        if offset < run.source_start:
+            return run.target_start
+        if offset < run.source_start + run.length:
+            return run.target_start + (offset - run.source_start)
+    return target_end
