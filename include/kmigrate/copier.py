@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from kmigrate import fastfill
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import (
@@ -96,6 +97,7 @@ class CopyOptions:
     resume_window: int = 64          # target records compared with the source before resuming
     idle_timeout_s: float = 30.0
     verify: bool = True              # read both sides back and compare digests over [log start, end)
+    fast_alignment: bool = True      # hand-built filler batches (PLAINTEXT targets); else the producer
     max_message_bytes: int = 1_048_576 + 65_536
     producer_overrides: tuple[tuple[str, Any], ...] = ()
     # test hook: called with the count of records handed to the producer so far
@@ -393,9 +395,15 @@ def _align(source_low: int, target_low: int, target_high: int, topic: str, parti
                 "this migration did not write; delete the target topic or pick another target",
                 topic=topic, partition=partition)
     if target_high < source_low:
-        writer.next_offset = target_high
-        writer.write_fillers(source_low - target_high)
-        writer.flush_bulk()
+        count = source_low - target_high
+        if writer.options.fast_alignment and fastfill.supported(target):
+            max_bytes = int(target_admin.topic_configs(topic)["max.message.bytes"])
+            fastfill.write_fillers(target, topic, partition, target_high, count, max_batch_bytes=max_bytes)
+            writer.fillers += count
+        else:
+            writer.next_offset = target_high
+            writer.write_fillers(count)
+            writer.flush_bulk()
     if source_low > target_low:
         target_admin.delete_records(topic, partition, source_low)
     low, high = target_admin.watermarks(topic, partition)

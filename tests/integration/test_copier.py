@@ -91,13 +91,14 @@ def test_plain_topic_keeps_offsets_and_content(stack, unique_name, source_untouc
     assert all(r.digests_equal for r in again)
 
 
-def test_log_start_above_zero_is_aligned(stack, unique_name, source_untouched):
+@pytest.mark.parametrize("fast_alignment", [True, False], ids=["record-batches", "producer"])
+def test_log_start_above_zero_is_aligned(stack, unique_name, source_untouched, fast_alignment):
     create_topic(stack.source, unique_name)
     produce(stack.source, unique_name, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(1000)])
     with ClusterAdmin(stack.source) as admin:
         assert admin.delete_records(unique_name, 0, 400) == 400
     source_untouched(unique_name)
-    [result] = copy_topic(stack, unique_name)
+    [result] = copy_topic(stack, unique_name, options=CopyOptions(fast_alignment=fast_alignment))
     assert all_watermarks(stack.target, unique_name) == [(400, 1000)]
     assert result.fillers == 400 and result.records == 600 and result.digests_equal
     assert_same_partition(stack, unique_name, 0)
@@ -198,6 +199,7 @@ def test_copy_killed_mid_partition_resumes_without_duplicates(stack, unique_name
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     _, partial_end = all_watermarks(stack.target, unique_name)[0]
     assert 0 <= partial_end < 60_000
+    print(f"killed after {kill_after} records handed over: target end {partial_end}")
 
     [result] = copy_topic(stack, unique_name)
     assert result.target_start == partial_end
@@ -285,3 +287,22 @@ def test_translate_mode_records_an_exact_offset_map(stack, unique_name, source_u
         assert target[translate_offset(result.offset_map, offset, result.target_end)] == tuple(content)
     # a committed offset past the last record maps to the target's end
     assert translate_offset(result.offset_map, source[-1][0] + 1, result.target_end) == result.target_end == 16
+
+
+def test_alignment_interrupted_before_delete_records_is_finished_on_rerun(stack, unique_name, source_untouched):
+    from kmigrate import fastfill
+
+    create_topic(stack.source, unique_name)
+    produce(stack.source, unique_name, [(f"k{i}".encode(), b"v") for i in range(300)])
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(unique_name, 0, 250)
+    source_untouched(unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    # the state a copier killed after its fillers and before DeleteRecords leaves behind
+    fastfill.write_fillers(stack.target, unique_name, 0, 0, 250)
+    assert all_watermarks(stack.target, unique_name) == [(0, 250)]
+
+    [result] = copy_topic(stack, unique_name)
+    assert result.fillers == 0 and result.records == 50 and result.digests_equal
+    assert all_watermarks(stack.target, unique_name) == [(250, 300)]
