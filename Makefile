@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status test test-unit demo constraints check-python
+.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status test test-unit demo bench-copy constraints check-python
 
 install: $(VENV)/.installed kafka-jars
 
@@ -51,6 +51,10 @@ test-unit: $(VENV)/.installed
 
 demo: install stack-up
 	$(VPY) -m kmigrate.demo
+
+# Copier throughput against a plain producer ceiling, and alignment speed (bench/bench_copy.py).
+bench-copy: install stack-up
+	$(VPY) bench/bench_copy.py
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

@@ -129,7 +129,6 @@ class _Writer:
         self._mismatch: OffsetMismatch | None = None
         self._failure: KafkaError | None = None
         self._fatal: KafkaError | None = None
-        self._since_check = 0
         common = {
             "enable.idempotence": True,
             "acks": "all",
@@ -146,17 +145,24 @@ class _Writer:
             "compression.type": "lz4",
             **dict(options.producer_overrides),
         }))
-        self.txn: Producer | None = None
-        if transactional:
-            self.txn = Producer(target.producer(**{
-                **common,
-                "transactional.id": transactional_id(options.run_id, topic, partition),
-                "transaction.timeout.ms": 60_000,
-                "linger.ms": 0,
-            }))
-            # Fences an earlier copier of this partition and aborts its open transaction, so the
-            # target's end read after this is final.
-            self.txn.init_transactions(30)
+        self._txn_config = {
+            **common,
+            "transactional.id": transactional_id(options.run_id, topic, partition),
+            "transaction.timeout.ms": 60_000,
+            "linger.ms": 0,
+        } if transactional else None
+        self._target = target
+        self._txn: Producer | None = None
+
+    @property
+    def txn(self) -> Producer:
+        """The transactional producer, created on first use. `init_transactions` fences an earlier
+        copier of this partition and aborts its open transaction (adding its abort marker)."""
+        if self._txn is None:
+            assert self._txn_config is not None, "translate mode writes no transaction markers"
+            self._txn = Producer(self._target.producer(**self._txn_config))
+            self._txn.init_transactions(30)
+        return self._txn
 
     # ---------------------------------------------------------------- callbacks
 
@@ -202,10 +208,35 @@ class _Writer:
                 producer.poll(0.05)
         self.next_offset += 1
 
-    def write_bulk(self, msg: Any, last_of_chunk: bool) -> None:
-        check = self._since_check == 0 or last_of_chunk
-        self._since_check = (self._since_check + 1) % self.options.check_every
-        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], check)
+    def write_one(self, msg: Any) -> None:
+        """Bulk-write one record, delivery checked."""
+        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
+
+    def write_run(self, msgs: list[Any]) -> int:
+        """Bulk-write records that take consecutive offsets from `next_offset`; returns their key +
+        value bytes. The hot loop of the copy: the first and last delivery of each slice of
+        `check_every` records are checked, the rest carry no callback."""
+        produce, topic, partition = self.bulk.produce, self.topic, self.partition
+        check_every = self.options.check_every
+        count, nbytes, i = len(msgs), 0, 0
+        while i < count:
+            try:
+                while i < count:
+                    msg = msgs[i]
+                    key, value, timestamp = msg.key(), msg.value(), msg.timestamp()[1]
+                    if i % check_every == 0 or i == count - 1:
+                        produce(topic, value, key, partition=partition, headers=msg.headers(),
+                                timestamp=timestamp if timestamp > 0 else 0,
+                                on_delivery=self._checker(self.next_offset + i))
+                    else:
+                        produce(topic, value, key, partition=partition, headers=msg.headers(),
+                                timestamp=timestamp if timestamp > 0 else 0)
+                    nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+                    i += 1
+            except BufferError:
+                self.bulk.poll(0.05)
+        self.next_offset += count
+        return nbytes
 
     def write_fillers(self, count: int) -> None:
         """Non-transactional fillers (alignment); every 'check_every'th and the last are checked."""
@@ -221,13 +252,11 @@ class _Writer:
         while self.bulk.flush(1.0) > 0:
             self.raise_if_failed()
         self.raise_if_failed()
-        self._since_check = 0
 
     # ---------------------------------------------------------------- gaps (DESIGN 4.4)
 
     def commit_with_marker(self, msg: Any) -> None:
         """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
-        assert self.txn is not None
         self.flush_bulk()
         self.txn.begin_transaction()
         self._produce(self.txn, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
@@ -238,7 +267,7 @@ class _Writer:
 
     def abort_fillers(self, start: int, end: int) -> None:
         """Render the gap [start, end), end - start >= 2: end-start-1 aborted fillers and the abort marker."""
-        assert self.txn is not None and end - start >= 2 and start == self.next_offset
+        assert end - start >= 2 and start == self.next_offset
         self.flush_bulk()
         self.txn.begin_transaction()
         for _ in range(end - start - 1):
@@ -263,8 +292,8 @@ class _Writer:
 
     def close(self) -> None:
         self.bulk.flush(30)
-        if self.txn is not None:
-            self.txn.flush(30)
+        if self._txn is not None:
+            self._txn.flush(30)
 
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
@@ -295,6 +324,12 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                    source_low: int, target_admin: ClusterAdmin, writer: _Writer) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     target_low, target_high = target_admin.watermarks(topic, partition)
+    if target_high > target_low:
+        # An earlier copier may have left a transaction open here: fence it and abort it (its
+        # marker lands), then read the end again. An empty partition holds no such transaction.
+        writer.txn  # noqa: B018 - created for its init_transactions side effect
+        target_admin.wait_for_end(topic, partition, target_high)
+        target_low, target_high = target_admin.watermarks(topic, partition)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
     if target_high > end:
         raise ForeignTarget(
@@ -321,26 +356,25 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     consumer = reader(source)
     try:
         for chunk in iter_range(consumer, topic, partition, target_high, end, idle_timeout_s=options.idle_timeout_s):
-            last_index = len(chunk) - 1
-            for index, msg in enumerate(chunk):
-                offset = msg.offset()
+            for run in _contiguous_runs(chunk):
+                offset = run[0].offset()
                 if held is not None:
                     gap_start = held.offset() + 1
                     if offset == gap_start:
-                        writer.write_bulk(held, index == last_index)
+                        writer.write_one(held)
                     elif offset == gap_start + 1:
                         writer.commit_with_marker(held)
                     else:
-                        writer.write_bulk(held, True)
+                        writer.write_one(held)
                         writer.abort_fillers(gap_start, offset)
                 elif offset > writer.next_offset:
                     _render_leading_gap(writer, offset, topic, partition)
-                result.records += 1
-                result.bytes += len(msg.value() or b"") + len(msg.key() or b"")
+                held = run[-1]
+                result.bytes += writer.write_run(run[:-1]) + len(held.key() or b"") + len(held.value() or b"")
+                result.records += len(run)
                 if result.first_offset is None:
                     result.first_offset = offset
-                result.last_offset = offset
-                held = msg
+                result.last_offset = held.offset()
             writer.bulk.poll(0)
             writer.raise_if_failed()
             if options.progress_hook is not None:
@@ -352,7 +386,7 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         if tail == 1:
             writer.commit_with_marker(held)
         else:
-            writer.write_bulk(held, True)
+            writer.write_one(held)
             if tail >= 2:
                 writer.abort_fillers(held.offset() + 1, end)
     elif writer.next_offset < end:
@@ -370,6 +404,23 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     if options.verify:
         verify_into(source, target, result, source_low)
     return result
+
+
+def _contiguous_runs(chunk: list[Any]) -> list[list[Any]]:
+    """Split a chunk into runs of consecutive offsets (one run, the common case, without a scan)."""
+    first = chunk[0].offset()
+    if chunk[-1].offset() - first == len(chunk) - 1:
+        return [chunk]
+    runs, start = [], 0
+    previous = first
+    for index in range(1, len(chunk)):
+        current = chunk[index].offset()
+        if current != previous + 1:
+            runs.append(chunk[start:index])
+            start = index
+        previous = current
+    runs.append(chunk[start:])
+    return runs
 
 
 def _render_leading_gap(writer: _Writer, until: int, topic: str, partition: int) -> None:
@@ -465,16 +516,14 @@ def _copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit
     consumer = reader(source)
     try:
         for chunk in iter_range(consumer, topic, partition, source_low, end, idle_timeout_s=options.idle_timeout_s):
-            last_index = len(chunk) - 1
-            for index, msg in enumerate(chunk):
-                offset = msg.offset()
+            for run in _contiguous_runs(chunk):
+                offset = run[0].offset()
                 if runs and offset == runs[-1].source_start + runs[-1].length:
-                    runs[-1].length += 1
+                    runs[-1].length += len(run)
                 else:
-                    runs.append(OffsetRun(offset, writer.next_offset, 1))
-                writer.write_bulk(msg, index == last_index)
-                result.records += 1
-                result.bytes += len(msg.value() or b"") + len(msg.key() or b"")
+                    runs.append(OffsetRun(offset, writer.next_offset, len(run)))
+                result.bytes += writer.write_run(run)
+                result.records += len(run)
             writer.bulk.poll(0)
             writer.raise_if_failed()
             if options.progress_hook is not None:

@@ -78,7 +78,8 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
     last_progress = time.monotonic()
     try:
         while position < end:
-            messages = consumer.consume(batch, timeout=0.5)
+            # never ask for more than remains: consume() waits for a full batch until its timeout
+            messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.2)
             out = []
             for msg in messages:
                 err = msg.error()
