@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kmigrate import fastfill
+from kmigrate import fastfill, wire
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import (
@@ -71,7 +71,8 @@ class PartitionResult:
     target_start: int          # the target's end when this run began (resume point)
     target_end: int
     records: int = 0           # visible records copied by this run
-    bytes: int = 0             # key + value bytes of those records
+    bytes: int = 0             # key + value bytes of records copied one by one, plus the wire size
+                               # of record batches copied whole
     fillers: int = 0           # alignment and gap fillers written
     markers: int = 0           # transaction markers written (commits + aborts)
     first_offset: int | None = None
@@ -98,6 +99,8 @@ class CopyOptions:
     idle_timeout_s: float = 30.0
     verify: bool = True              # read both sides back and compare digests over [log start, end)
     fast_alignment: bool = True      # hand-built filler batches (PLAINTEXT targets); else the producer
+    raw_batches: bool = True         # copy plain record batches whole (PLAINTEXT clusters); else record by record
+    fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
     max_message_bytes: int = 1_048_576 + 65_536
     producer_overrides: tuple[tuple[str, Any], ...] = ()
     # test hook: called with the count of records handed to the producer so far
@@ -135,7 +138,7 @@ class _Writer:
             "message.max.bytes": options.max_message_bytes,
             "error_cb": self._on_error,
         }
-        self.bulk = Producer(target.producer(**{
+        self._bulk_config = {
             **common,
             "linger.ms": 20,
             "batch.size": 4 * 1024 * 1024,
@@ -144,7 +147,8 @@ class _Writer:
             "queue.buffering.max.kbytes": 1024 * 1024,
             "compression.type": "lz4",
             **dict(options.producer_overrides),
-        }))
+        }
+        self._bulk: Producer | None = None
         self._txn_config = {
             **common,
             "transactional.id": transactional_id(options.run_id, topic, partition),
@@ -153,6 +157,14 @@ class _Writer:
         } if transactional else None
         self._target = target
         self._txn: Producer | None = None
+
+    @property
+    def bulk(self) -> Producer:
+        """The idempotent producer for records copied one by one, created on first use (a copy
+        of plain batches never needs it)."""
+        if self._bulk is None:
+            self._bulk = Producer(self._target.producer(**self._bulk_config))
+        return self._bulk
 
     @property
     def txn(self) -> Producer:
@@ -249,6 +261,8 @@ class _Writer:
         self.fillers += count
 
     def flush_bulk(self) -> None:
+        if self._bulk is None:
+            return
         while self.bulk.flush(1.0) > 0:
             self.raise_if_failed()
         self.raise_if_failed()
@@ -291,7 +305,8 @@ class _Writer:
             raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
 
     def close(self) -> None:
-        self.bulk.flush(30)
+        if self._bulk is not None:
+            self._bulk.flush(30)
         if self._txn is not None:
             self._txn.flush(30)
 
@@ -352,45 +367,15 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     writer.next_offset = target_high
 
     started = time.monotonic()
-    held: Any = None  # one record of look-ahead: a gap of exactly 1 after it needs it inside a transaction
-    consumer = reader(source)
+    copy = _PreserveCopy(source, writer, result, options)
     try:
-        for chunk in iter_range(consumer, topic, partition, target_high, end, idle_timeout_s=options.idle_timeout_s):
-            for run in _contiguous_runs(chunk):
-                offset = run[0].offset()
-                if held is not None:
-                    gap_start = held.offset() + 1
-                    if offset == gap_start:
-                        writer.write_one(held)
-                    elif offset == gap_start + 1:
-                        writer.commit_with_marker(held)
-                    else:
-                        writer.write_one(held)
-                        writer.abort_fillers(gap_start, offset)
-                elif offset > writer.next_offset:
-                    _render_leading_gap(writer, offset, topic, partition)
-                held = run[-1]
-                result.bytes += writer.write_run(run[:-1]) + len(held.key() or b"") + len(held.value() or b"")
-                result.records += len(run)
-                if result.first_offset is None:
-                    result.first_offset = offset
-                result.last_offset = held.offset()
-            writer.bulk.poll(0)
-            writer.raise_if_failed()
-            if options.progress_hook is not None:
-                options.progress_hook(result.records)
-    finally:
-        consumer.close()
-    if held is not None:
-        tail = end - (held.offset() + 1)
-        if tail == 1:
-            writer.commit_with_marker(held)
+        if options.raw_batches and wire.plaintext(source) and wire.plaintext(target):
+            copy.by_batches(source, target, target_high, end)
         else:
-            writer.write_one(held)
-            if tail >= 2:
-                writer.abort_fillers(held.offset() + 1, end)
-    elif writer.next_offset < end:
-        _render_leading_gap(writer, end, topic, partition)
+            copy.by_records(target_high, end)
+    finally:
+        copy.close()
+    copy.finish(end)
     writer.flush_bulk()
     result.copy_seconds = time.monotonic() - started
 
@@ -404,6 +389,150 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     if options.verify:
         verify_into(source, target, result, source_low)
     return result
+
+
+class _PreserveCopy:
+    """The copy loop of preserve mode. Plain record batches are copied whole, byte for byte
+    (`by_batches`); everything else goes record by record through librdkafka (`by_records`).
+    Both keep one visible record of look-ahead (`held`): a gap of exactly 1 after it means it
+    must be written inside a transaction whose commit marker takes the gap's offset."""
+
+    def __init__(self, source: ClusterConfig, writer: _Writer, result: PartitionResult, options: CopyOptions) -> None:
+        self.source = source
+        self.writer = writer
+        self.result = result
+        self.options = options
+        self.held: Any = None
+        self._consumer: Any = None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def _next_visible(self, offset: int) -> None:
+        """Settle `held` (and any gap) now that the next visible record is at `offset`."""
+        writer = self.writer
+        if self.held is not None:
+            gap_start = self.held.offset() + 1
+            if offset == gap_start:
+                writer.write_one(self.held)
+            elif offset == gap_start + 1:
+                writer.commit_with_marker(self.held)
+            else:
+                writer.write_one(self.held)
+                writer.abort_fillers(gap_start, offset)
+            self.held = None
+        elif offset > writer.next_offset:
+            _render_leading_gap(writer, offset, self.result.topic, self.result.partition)
+
+    def _progress(self, first: int, last: int, records: int, nbytes: int) -> None:
+        result = self.result
+        result.records += records
+        result.bytes += nbytes
+        if result.first_offset is None:
+            result.first_offset = first
+        result.last_offset = last
+        if self.options.progress_hook is not None:
+            self.options.progress_hook(result.records)
+
+    def by_records(self, start: int, stop: int) -> None:
+        writer = self.writer
+        topic, partition = self.result.topic, self.result.partition
+        if self._consumer is None:
+            self._consumer = reader(self.source)
+        for chunk in iter_range(self._consumer, topic, partition, start, stop, idle_timeout_s=self.options.idle_timeout_s):
+            for run in _contiguous_runs(chunk):
+                self._next_visible(run[0].offset())
+                held = self.held = run[-1]
+                nbytes = writer.write_run(run[:-1]) + len(held.key() or b"") + len(held.value() or b"")
+                self._progress(run[0].offset(), held.offset(), len(run), nbytes)
+            writer.bulk.poll(0)
+            writer.raise_if_failed()
+
+    def by_batches(self, source: ClusterConfig, target: ClusterConfig, start: int, end: int) -> None:
+        topic, partition = self.result.topic, self.result.partition
+        position = start
+        with wire.BrokerConnection(*wire.leader(source, topic, partition)) as fetcher, \
+                wire.BrokerConnection(*wire.leader(target, topic, partition)) as sender:
+            while position < end:
+                error, _high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
+                if error:
+                    raise CopyError(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
+                                    f"{wire.error_name(error)}", topic=topic, partition=partition)
+                batches = [b for b in wire.parse_batches(blob) if b.last_offset >= position]
+                if len(batches) == 1 and batches[0].last_offset + 1 < end:
+                    # one batch filled the fetch: peek at what follows it, to know whether it may go whole
+                    _, _, more = fetcher.fetch(topic, partition, batches[0].last_offset + 1, 1)
+                    batches += wire.parse_batches(more)[:1]
+                if not batches:
+                    # nothing readable yet (the stable offset holds back, or only markers follow):
+                    # the record path waits for it, with its idle timeout
+                    self.by_records(position, end)
+                    return
+                whole = 0
+                while whole < len(batches) and _copy_whole(batches, whole, position, end):
+                    whole += 1
+                if whole:
+                    self._send_batches(sender, batches[:whole])
+                    position = batches[whole - 1].last_offset + 1
+                else:
+                    stop = next((b.base_offset for i, b in enumerate(batches) if i and _copy_whole(batches, i, position, end)),
+                                batches[-1].last_offset + 1)
+                    stop = min(stop, end)
+                    self.by_records(position, stop)
+                    position = stop
+
+    def _send_batches(self, sender: wire.BrokerConnection, batches: list[wire.Batch]) -> None:
+        writer = self.writer
+        topic, partition = self.result.topic, self.result.partition
+        self._next_visible(batches[0].base_offset)
+        writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
+        expected: dict[int, wire.Batch] = {}
+        for index, batch in enumerate(batches):
+            expected[sender.send_produce(topic, partition, batch.for_produce())] = batch
+            while expected and (len(expected) >= 8 or index == len(batches) - 1):
+                correlation_id, error, base_offset = sender.receive_produce()
+                sent = expected.pop(correlation_id)
+                if error:
+                    raise CopyError(f"{topic}[{partition}]: writing the batch at offset {sent.base_offset} to the "
+                                    f"target failed: {wire.error_name(error)}", topic=topic, partition=partition)
+                if base_offset != sent.base_offset:
+                    raise OffsetMismatch(topic, partition, sent.base_offset, base_offset)
+        writer.next_offset = batches[-1].last_offset + 1
+        self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),
+                       sum(len(b.data) for b in batches))
+
+    def finish(self, end: int) -> None:
+        writer, held = self.writer, self.held
+        if held is not None:
+            tail = end - (held.offset() + 1)
+            if tail == 1:
+                writer.commit_with_marker(held)
+            else:
+                writer.write_one(held)
+                if tail >= 2:
+                    writer.abort_fillers(held.offset() + 1, end)
+            self.held = None
+        elif writer.next_offset < end:
+            _render_leading_gap(writer, end, self.result.topic, self.result.partition)
+
+
+def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int) -> bool:
+    """Whether batches[index] can be copied byte for byte: a plain batch (not transactional, not
+    a marker, no record removed by compaction, no delete horizon, CreateTime) entirely inside [position, end), whose
+    next offset is known to hold a visible record or is the end. (A gap of exactly 1 after it
+    would need its last record inside a transaction.)"""
+    batch = batches[index]
+    if (batch.base_offset < position or batch.last_offset >= end or batch.transactional or batch.control
+            or not batch.dense or batch.log_append_time or batch.delete_horizon):
+        return False
+    if batch.last_offset + 1 == end:
+        return True
+    if index + 1 == len(batches):
+        return False
+    following = batches[index + 1]
+    return (following.base_offset == batch.last_offset + 1 and not following.transactional
+            and not following.control and following.dense)
 
 
 def _contiguous_runs(chunk: list[Any]) -> list[list[Any]]:

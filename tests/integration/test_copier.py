@@ -123,6 +123,15 @@ def test_compacted_topic_keeps_offsets_and_visible_records(stack, unique_name, s
             break
         assert time.monotonic() < deadline, "the source was not compacted within 90s"
         time.sleep(0.2)  # give the segment time to roll (segment.ms) before the next round
+    # The cleaner keeps going for a while: copy once the visible records have stopped changing
+    # (three looks, each after more than the cleaner's 1 s backoff).
+    stable, last = 0, None
+    while stable < 3:
+        current = [r[:2] for r in records_of(stack.source, unique_name, 0)]
+        stable = stable + 1 if current == last else 0
+        last = current
+        assert time.monotonic() < deadline + 60, "the source's compaction did not settle"
+        time.sleep(1.2)
     source_untouched(unique_name)
     [result] = copy_topic(stack, unique_name)
     assert result.markers > 0 and result.digests_equal
@@ -178,23 +187,25 @@ KILL_SCRIPT = """
 import os, signal, sys
 from kmigrate.config import ClusterConfig
 from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
-topic, end, kill_after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+topic, end, kill_after, raw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "raw"
 def hook(records):
     if records >= kill_after:
         os.kill(os.getpid(), signal.SIGKILL)
 copy_partition(ClusterConfig.from_bootstrap("source", "localhost:19092"),
                ClusterConfig.from_bootstrap("target", "localhost:29092"),
-               WorkUnit(topic, 0, end), CopyOptions(progress_hook=hook, verify=False))
+               WorkUnit(topic, 0, end), CopyOptions(progress_hook=hook, verify=False, raw_batches=raw,
+                                                    fetch_max_bytes=256 * 1024))
 """
 
 
+@pytest.mark.parametrize("path", ["raw", "records"])
 @pytest.mark.parametrize("kill_after", [1, 20_000, 45_000])
-def test_copy_killed_mid_partition_resumes_without_duplicates(stack, unique_name, source_untouched, kill_after):
+def test_copy_killed_mid_partition_resumes_without_duplicates(stack, unique_name, source_untouched, kill_after, path):
     seed_plain(stack.source, unique_name, partitions=1, per_partition=60_000)
     source_untouched(unique_name)
     with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
         prepare_target_topic(source, target, unique_name)
-    killed = subprocess.run([sys.executable, "-c", KILL_SCRIPT, unique_name, "60000", str(kill_after)],
+    killed = subprocess.run([sys.executable, "-c", KILL_SCRIPT, unique_name, "60000", str(kill_after), path],
                             cwd=PROJECT_DIR, capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     _, partial_end = all_watermarks(stack.target, unique_name)[0]

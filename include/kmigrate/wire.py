@@ -1,0 +1,181 @@
+"""The few Kafka wire-protocol requests the copier sends itself: Produce (v7) and Fetch (v11).
+
+Both versions are non-flexible and served by Kafka 2.1 through 4.x. Only PLAINTEXT listeners:
+callers fall back to librdkafka for SASL/SSL clusters (`plaintext`)."""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+
+from confluent_kafka.admin import AdminClient
+
+from kmigrate.config import ClusterConfig
+
+PRODUCE, FETCH = 0, 1
+PRODUCE_VERSION, FETCH_VERSION = 7, 11
+ERRORS = {
+    1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER",
+    7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS", 29: "TOPIC_AUTHORIZATION_FAILED",
+    76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
+}
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
+
+
+def plaintext(cluster: ClusterConfig) -> bool:
+    return str(cluster.settings.get("security.protocol", "PLAINTEXT")).upper() == "PLAINTEXT"
+
+
+def error_name(code: int) -> str:
+    return ERRORS.get(code, f"error {code}")
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One RecordBatch (v2) as fetched: its bytes and the header fields the copier decides on."""
+
+    data: bytes
+    base_offset: int
+    last_offset: int
+    attributes: int
+    records: int
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & 0x08)
+
+    @property
+    def delete_horizon(self) -> bool:
+        """Set by the log cleaner on batches with tombstones: the base timestamp holds the delete horizon."""
+        return bool(self.attributes & 0x40)
+
+    @property
+    def dense(self) -> bool:
+        """Every offset of the batch holds a record (compaction removed none)."""
+        return self.records == self.last_offset - self.base_offset + 1
+
+    def for_produce(self) -> bytes:
+        """The batch as a client may produce it: base offset 0, no producer id, epoch or sequence,
+        not transactional; CRC recomputed (it covers attributes onwards, not the base offset)."""
+        import crc32c
+
+        body = bytearray(self.data[21:])
+        struct.pack_into(">h", body, 0, self.attributes & ~0x10)
+        struct.pack_into(">qhi", body, 22, -1, -1, -1)
+        head = struct.pack(">qiib", 0, len(self.data) - 12, -1, 2)
+        return head + struct.pack(">I", crc32c.crc32c(body)) + bytes(body)
+
+
+def parse_batches(records: bytes) -> list[Batch]:
+    """The whole v2 batches in a fetched records blob (a trailing partial batch is dropped)."""
+    out, pos, size = [], 0, len(records)
+    while pos + _HEADER.size <= size:
+        (base, length, _epoch, magic, _crc, attributes, last_delta, _t0, _t1, _pid, _pe, _seq,
+         count) = _HEADER.unpack_from(records, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        if magic != 2:
+            raise ValueError(f"record batch at offset {base} has magic {magic}; only v2 is supported")
+        out.append(Batch(records[pos:end], base, base + last_delta, attributes, count))
+        pos = end
+    return out
+
+
+class BrokerConnection:
+    """One TCP connection to a broker, requests pipelined, responses read in order."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = 60.0, client_id: str = "kmigrate") -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._client_id = _string(client_id)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, api_key: int, version: int, body: bytes) -> int:
+        self._correlation += 1
+        header = struct.pack(">hhi", api_key, version, self._correlation) + self._client_id
+        self._sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        return self._correlation
+
+    def receive(self) -> tuple[int, bytes]:
+        (size,) = struct.unpack(">i", self._recv(4))
+        data = self._recv(size)
+        return struct.unpack_from(">i", data, 0)[0], data[4:]
+
+    def _recv(self, size: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < size:
+            chunk = self._sock.recv(min(size - len(buf), 4 << 20))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    # ---------------------------------------------------------------- Produce v7
+
+    def send_produce(self, topic: str, partition: int, batch: bytes, timeout_ms: int = 30_000) -> int:
+        body = b"".join((
+            struct.pack(">h", -1),                  # transactional id: null
+            struct.pack(">hi", -1, timeout_ms),     # acks=all
+            struct.pack(">i", 1), _string(topic),
+            struct.pack(">iii", 1, partition, len(batch)), batch,
+        ))
+        return self.send(PRODUCE, PRODUCE_VERSION, body)
+
+    def receive_produce(self) -> tuple[int, int, int]:
+        """(correlation id, error code, base offset) of a one-partition Produce response."""
+        correlation_id, data = self.receive()
+        (name_len,) = struct.unpack_from(">h", data, 4)
+        _index, error_code, base_offset = struct.unpack_from(">ihq", data, 6 + name_len + 4)
+        return correlation_id, error_code, base_offset
+
+    # ---------------------------------------------------------------- Fetch v11
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 16 << 20,
+              max_wait_ms: int = 100) -> tuple[int, int, bytes]:
+        """(error code, high watermark, records) of one partition, read_committed."""
+        body = b"".join((
+            struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, 1, 0, -1),
+            struct.pack(">i", 1), _string(topic),
+            struct.pack(">iiiqqi", 1, partition, -1, offset, -1, max_bytes),
+            struct.pack(">i", 0), _string(""),
+        ))
+        self.send(FETCH, FETCH_VERSION, body)
+        _, data = self.receive()
+        _throttle, error_code, _session, _topics = struct.unpack_from(">ihii", data, 0)
+        if error_code:
+            return error_code, -1, b""
+        (name_len,) = struct.unpack_from(">h", data, 14)
+        pos = 16 + name_len + 4
+        _index, error_code, high, _lso, _log_start, aborted = struct.unpack_from(">ihqqqi", data, pos)
+        pos += 34 + max(aborted, 0) * 16 + 4      # skip aborted transactions and preferred replica
+        (length,) = struct.unpack_from(">i", data, pos)
+        return error_code, high, data[pos + 4: pos + 4 + max(length, 0)]
+
+
+def leader(cluster: ClusterConfig, topic: str, partition: int) -> tuple[str, int]:
+    meta = AdminClient(cluster.admin()).list_topics(topic, timeout=30)
+    broker = meta.brokers[meta.topics[topic].partitions[partition].leader]
+    return broker.host, broker.port
