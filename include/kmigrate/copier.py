@@ -487,17 +487,8 @@ class _PreserveCopy:
         topic, partition = self.result.topic, self.result.partition
         self._next_visible(batches[0].base_offset)
         writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
-        expected: dict[int, wire.Batch] = {}
-        for index, batch in enumerate(batches):
-            expected[sender.send_produce(topic, partition, batch.for_produce())] = batch
-            while expected and (len(expected) >= 8 or index == len(batches) - 1):
-                correlation_id, error, base_offset = sender.receive_produce()
-                sent = expected.pop(correlation_id)
-                if error:
-                    raise CopyError(f"{topic}[{partition}]: writing the batch at offset {sent.base_offset} to the "
-                                    f"target failed: {wire.error_name(error)}", topic=topic, partition=partition)
-                if base_offset != sent.base_offset:
-                    raise OffsetMismatch(topic, partition, sent.base_offset, base_offset)
+        wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
+                        "a copied record batch")
         writer.next_offset = batches[-1].last_offset + 1
         self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),
                        sum(len(b.data) for b in batches))

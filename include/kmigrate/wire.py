@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import socket
 import struct
+from collections.abc import Iterable
 
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
+from kmigrate.errors import CopyError, OffsetMismatch
 
 PRODUCE, FETCH = 0, 1
 PRODUCE_VERSION, FETCH_VERSION = 7, 11
@@ -173,6 +175,27 @@ class BrokerConnection:
         pos += 34 + max(aborted, 0) * 16 + 4      # skip aborted transactions and preferred replica
         (length,) = struct.unpack_from(">i", data, pos)
         return error_code, high, data[pos + 4: pos + 4 + max(length, 0)]
+
+
+def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iterable[tuple[bytes, int]],
+               what: str, in_flight: int = 8, timeout_ms: int = 30_000) -> None:
+    """Produce each (batch, expected base offset) in order, up to `in_flight` requests pipelined,
+    and check every response: an error fails with its name, and a base offset other than the
+    expected one is an OffsetMismatch (the expected-offset check of DESIGN 4.1, per batch)."""
+    pending: dict[int, int] = {}
+    batches = iter(batches)
+    item = next(batches, None)
+    while item is not None or pending:
+        while item is not None and len(pending) < in_flight:
+            pending[conn.send_produce(topic, partition, item[0], timeout_ms)] = item[1]
+            item = next(batches, None)
+        correlation_id, error_code, base_offset = conn.receive_produce()
+        want = pending.pop(correlation_id)
+        if error_code:
+            raise CopyError(f"{topic}[{partition}]: writing {what} at offset {want} to the target failed: "
+                            f"{error_name(error_code)}; check the target broker log", topic=topic, partition=partition)
+        if base_offset != want:
+            raise OffsetMismatch(topic, partition, want, base_offset)
 
 
 def leader(cluster: ClusterConfig, topic: str, partition: int) -> tuple[str, int]:
