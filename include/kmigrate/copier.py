@@ -73,6 +73,7 @@ class PartitionResult:
     records: int = 0           # visible records copied by this run
     bytes: int = 0             # key + value bytes of records copied one by one, plus the wire size
                                # of record batches copied whole
+    whole_batches: int = 0     # record batches copied byte for byte (the rest went record by record)
     fillers: int = 0           # alignment and gap fillers written
     markers: int = 0           # transaction markers written (commits + aborts)
     first_offset: int | None = None
@@ -490,6 +491,7 @@ class _PreserveCopy:
         wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
                         "a copied record batch")
         writer.next_offset = batches[-1].last_offset + 1
+        self.result.whole_batches += len(batches)
         self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),
                        sum(len(b.data) for b in batches))
 

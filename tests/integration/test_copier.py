@@ -82,6 +82,7 @@ def test_plain_topic_keeps_offsets_and_content(stack, unique_name, source_untouc
     results = copy_topic(stack, unique_name)
     for result in results:
         assert result.records == 3000 and result.fillers == 0 and result.markers == 0
+        assert result.whole_batches > 0
         assert result.digests_equal and result.source_digest == result.target_digest
         assert result.offset_map[0].source_start == result.offset_map[0].target_start == 0
         assert_same_partition(stack, unique_name, result.partition)
@@ -138,7 +139,8 @@ def test_compacted_topic_keeps_offsets_and_visible_records(stack, unique_name, s
     assert_same_partition(stack, unique_name, 0)
 
 
-def test_transactional_topic_keeps_offsets_and_visibility(stack, unique_name, source_untouched):
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_transactional_topic_keeps_offsets_and_visibility(stack, unique_name, source_untouched, raw_batches):
     create_topic(stack.source, unique_name)
     plain = Producer(stack.source.producer(**{"enable.idempotence": True}))
     txn = Producer(stack.source.producer(**{"transactional.id": f"{unique_name}-seed"}))
@@ -170,17 +172,20 @@ def test_transactional_topic_keeps_offsets_and_visibility(stack, unique_name, so
     transaction(1, "e", commit=True)       # 16, marker 17: gap 11..15 (5) -> 4 aborted fillers + abort marker
     transaction(1, "f", commit=False)      # 18 aborted, marker 19: gap 17..19 (3) -> 2 fillers + abort
     transaction(2, "g", commit=True)       # 20-21, marker 22
-    plain_records(3, "h")                  # 23-25: gap of 1 at 22 -> commit
-    transaction(2, "i", commit=False)      # 26-27 aborted, marker 28: trailing gap of 3 -> 2 fillers + abort
+    plain_records(3, "h")                  # 23-25: gap of 1 at 22 -> g21 committed; h can go whole (j follows)
+    plain_records(3, "j")                  # 26-28: a plain batch between plain batches
+    plain_records(3, "k")                  # 29-31: followed by an aborted transaction -> record by record
+    transaction(2, "i", commit=False)      # 32-33 aborted, marker 34: trailing gap of 3 -> 2 fillers + abort
     source_untouched(unique_name)
 
-    [result] = copy_topic(stack, unique_name)
+    [result] = copy_topic(stack, unique_name, options=CopyOptions(raw_batches=raw_batches))
     assert result.digests_equal
-    assert (result.markers, result.fillers, result.records) == (5, 8, 16)
+    assert (result.markers, result.fillers, result.records) == (5, 8, 22)
+    assert result.whole_batches == (2 if raw_batches else 0)  # h and j
     assert_same_partition(stack, unique_name, 0)
     visible = records_of(stack.target, unique_name, 0)
-    assert [offset for offset, *_ in visible] == [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 16, 20, 21, 23, 24, 25]
-    assert [k.decode().split("-")[0] for _, k, *_ in visible] == list("aaaaabbbddegghhh")
+    assert [offset for offset, *_ in visible] == [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 16, 20, 21, *range(23, 32)]
+    assert [k.decode().split("-")[0] for _, k, *_ in visible] == list("aaaaabbbddegghhhjjjkkk")
 
 
 KILL_SCRIPT = """
