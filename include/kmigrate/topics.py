@@ -18,6 +18,11 @@ NOT_COPIED = frozenset({
     "local.retention.ms",
     "local.retention.bytes",
 })
+# Configs that decide which records survive and which are accepted: the source's effective values
+# are always carried over, so a target broker with other defaults cannot delete or refuse what the
+# source keeps.
+CARRY_EFFECTIVE = ("cleanup.policy", "retention.ms", "retention.bytes", "delete.retention.ms",
+                   "min.compaction.lag.ms", "max.compaction.lag.ms", "max.message.bytes")
 # Configs where a larger target value is no conflict.
 AT_LEAST = frozenset({"max.message.bytes"})
 
@@ -30,11 +35,10 @@ class TopicPlan:
     created: bool
 
 
-def desired_configs(source_explicit: dict[str, str], source_max_message_bytes: str) -> dict[str, str]:
+def desired_configs(source_explicit: dict[str, str], source_effective: dict[str, str]) -> dict[str, str]:
     configs = {k: v for k, v in source_explicit.items() if k not in NOT_COPIED}
+    configs.update({k: source_effective[k] for k in CARRY_EFFECTIVE if k in source_effective})
     configs["message.timestamp.type"] = "CreateTime"
-    # the target must accept every record the source accepted, whatever its broker default
-    configs["max.message.bytes"] = source_max_message_bytes
     return configs
 
 
@@ -54,8 +58,7 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str)
     """Create the topic on the target like the source's, or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then."""
     partitions = source.require_partition_count(topic)
-    source_all = source.topic_configs(topic)
-    wanted = desired_configs(source.topic_configs(topic, explicit_only=True), source_all["max.message.bytes"])
+    wanted = desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
     existing = target.partition_count(topic)
     if existing is None:
         created = target.create_topic(topic, partitions, wanted)

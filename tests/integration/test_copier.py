@@ -63,6 +63,8 @@ def source_untouched(stack):
 
 
 def seed_plain(cluster, topic, partitions, per_partition):
+    # distinct, recent timestamps: older than the broker's 7-day retention would be deleted by it
+    first_timestamp = int(time.time() * 1000) - per_partition * 10
     create_topic(cluster, topic, partitions)
     producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
     for p in range(partitions):
@@ -71,7 +73,7 @@ def seed_plain(cluster, topic, partitions, per_partition):
             value = None if i % 50 == 13 else (f"value-{p}-{i}-" + "x" * (i % 200)).encode()
             headers = [("h", f"{i}".encode()), ("empty", b""), ("null", None)] if i % 3 == 0 else None
             producer.produce(topic, key=key, value=value, partition=p, headers=headers,
-                             timestamp=1_700_000_000_000 + i * 1000)
+                             timestamp=first_timestamp + i * 10)
             producer.poll(0)
     assert producer.flush(30) == 0
 
