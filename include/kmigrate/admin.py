@@ -13,6 +13,12 @@ from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicNotFound
 
 log = logging.getLogger(__name__)
 
+# Errors that pass once a partition's leadership settles.
+RETRIABLE = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
+    KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT,
+})
+
 
 class ClusterAdmin:
     """Admin and offset look-ups for one cluster, every call with an explicit timeout."""
@@ -42,11 +48,17 @@ class ClusterAdmin:
     # ------------------------------------------------------------------ offsets
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        """(log start offset, high watermark) of one partition."""
-        try:
-            return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self._unavailable(f"watermarks of {topic}[{partition}]", exc) from exc
+        """(log start offset, high watermark) of one partition. Retriable errors (a leader moving
+        or not elected yet, as right after creation) are retried until the admin timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not error.retriable() and error.code() not in RETRIABLE or time.monotonic() > deadline:
+                    raise self._unavailable(f"watermarks of {topic}[{partition}]", exc) from exc
+                time.sleep(0.1)
 
     def wait_for_end(self, topic: str, partition: int, at_least: int, timeout_s: float = 30.0) -> int:
         """Poll until the partition's high watermark is >= `at_least` (transaction markers land
@@ -139,10 +151,17 @@ class ClusterAdmin:
         raise AssertionError("no DeleteRecords result")
 
     def _wait_for_metadata(self, topic: str, partitions: int) -> None:
+        """Until the topic is in the metadata with every partition led by a broker."""
         deadline = time.monotonic() + self.timeout_s
-        while self.partition_count(topic) != partitions:
+        while True:
+            described = self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+            if (described is not None and described.error is None and len(described.partitions) == partitions
+                    and all(p.leader >= 0 for p in described.partitions.values())):
+                return
             if time.monotonic() > deadline:
-                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic} not in metadata {self.timeout_s:.0f}s after creation")
+                raise ClusterUnavailable(
+                    f"{self.cluster.name}: topic {topic} has no leader for every partition {self.timeout_s:.0f}s "
+                    "after creation; check the broker log")
             time.sleep(0.05)
 
     def _unavailable(self, what: str, exc: KafkaException) -> KmigrateError:
