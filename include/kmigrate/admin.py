@@ -128,15 +128,6 @@ class ClusterAdmin:
         self._wait_for_metadata(topic, partitions)
         return True
 
-    def alter_topic_configs(self, topic: str, configs: Mapping[str, str]) -> None:
-        """Incrementally set configs on the topic."""
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in configs.items()])
-        for future in self._admin.incremental_alter_configs([resource], request_timeout=self.timeout_s).values():
-            future.result(timeout=self.timeout_s)
-
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """DeleteRecords(before=`before_offset`); returns the new log start offset."""
         futures = self._admin.delete_records([TopicPartition(topic, partition, before_offset)],

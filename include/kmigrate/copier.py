@@ -31,6 +31,7 @@ from kmigrate.records import (
     ContentDigest,
     is_filler,
     iter_range,
+    partition_digest,
     read_range,
     reader,
 )
@@ -616,8 +617,6 @@ def _fingerprint(msg: Any) -> tuple[int, str]:
 
 def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionResult, start: int) -> None:
     """Digest both sides over [start, end) and store them in `result`."""
-    from kmigrate.records import partition_digest
-
     started = time.monotonic()
     result.source_digest = partition_digest(source, result.topic, result.partition, start, result.end_offset).hexdigest()
     result.target_digest = partition_digest(target, result.topic, result.partition, start, result.end_offset).hexdigest()

@@ -16,17 +16,10 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
+from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 
 PARTITIONS = 3
-
-
-def create_topic(cluster: ClusterConfig, topic: str) -> None:
-    admin = AdminClient(cluster.admin())
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30).values():
-        future.result(timeout=30)
 
 
 def produce(cluster: ClusterConfig, topic: str, records: list[tuple[int, bytes, bytes]]) -> None:
@@ -90,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     records = [(i % PARTITIONS, f"order-{i}".encode(), json.dumps({"order": i, "amount": i * 7 % 1000}).encode())
                for i in range(args.records)]
     print(f"demo: seeding {len(records)} records into {topic} ({PARTITIONS} partitions) on source {args.source}")
-    create_topic(source, topic)
+    with ClusterAdmin(source) as admin:
+        admin.create_topic(topic, PARTITIONS, {})
     produce(source, topic, records)
     on_source = read_all(source, topic)
 
     print(f"demo: writing them to target {args.target}, partition by partition")
-    create_topic(target, topic)
+    with ClusterAdmin(target) as admin:
+        admin.create_topic(topic, PARTITIONS, {})
     produce(target, topic, [(p, k, v) for p, _offset, k, v in on_source])
     on_target = read_all(target, topic)
 
