@@ -1,0 +1,130 @@
+"""The run manifest (DESIGN 6): one folder per migration run at a state location (a local path or
+any fsspec URL), holding JSON parts that are each written once, atomically, and read back by
+re-runs."""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import fsspec
+
+from kmigrate.errors import KmigrateError
+
+_PART_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")
+
+
+class ManifestError(KmigrateError):
+    """The state location cannot be read or written."""
+
+
+class ManifestConflict(KmigrateError):
+    """A part exists with other content; it is never overwritten."""
+
+
+def _encode(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, sort_keys=True, indent=1) + "\n").encode()
+
+
+class Manifest:
+    """`<state_location>/<run_id>/<part>.json`, each part written once.
+
+    Writes go to a temporary name and are then renamed into place, so a reader sees a whole part
+    or none. A part that exists is never replaced: writing the same content again is a no-op
+    (re-runs are idempotent); other content raises ManifestConflict and leaves the part as it was.
+    """
+
+    def __init__(self, state_location: str, run_id: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        if not _RUN_ID.fullmatch(run_id):
+            raise ManifestError(f"run id {run_id!r} is not usable as a folder name; use letters, digits and ._:+-")
+        self.location = f"{str(state_location).rstrip('/')}/{run_id}"
+        self.run_id = run_id
+        try:
+            self._fs, self._root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
+        except (ImportError, ValueError) as exc:
+            raise ManifestError(
+                f"state location {state_location!r} cannot be opened ({exc}); use a local path or an fsspec URL "
+                "whose filesystem package is installed") from exc
+
+    def __repr__(self) -> str:
+        return f"Manifest({self.location!r})"
+
+    def _path(self, part: str) -> str:
+        if not _PART_NAME.fullmatch(part):
+            raise ManifestError(f"manifest part name {part!r} is invalid; use letters, digits, ._- and / between names")
+        return f"{self._root}/{part}.json"
+
+    def _fail(self, action: str, part: str, exc: Exception) -> ManifestError:
+        return ManifestError(
+            f"{action} part {part!r} of the run manifest at {self.location} failed ({type(exc).__name__}: {exc}); "
+            "check that the state location exists, is writable and is reachable")
+
+    def exists(self, part: str) -> bool:
+        try:
+            return bool(self._fs.exists(self._path(part)))
+        except OSError as exc:
+            raise self._fail("looking up", part, exc) from exc
+
+    def read(self, part: str) -> dict[str, Any] | None:
+        """The part's content, or None when it was never written."""
+        path = self._path(part)
+        try:
+            with self._fs.open(path, "rb") as handle:
+                return json.loads(handle.read())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._fail("reading", part, exc) from exc
+
+    def write_once(self, part: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Write the part unless it exists. The same content again is a no-op; other content raises
+        ManifestConflict. Returns what is stored."""
+        encoded = _encode(data)
+        stored = self.read(part)
+        if stored is None:
+            self._put(part, encoded)
+            stored = self.read(part)  # a concurrent writer may have won the rename
+        if _encode(stored) != encoded:
+            raise ManifestConflict(
+                f"part {part!r} of the run manifest at {self.location} already holds other content; it is never "
+                f"overwritten. Start a new run id, or delete {self.location}/{part}.json if it is known to be wrong")
+        return stored
+
+    def get_or_create(self, part: str, compute: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+        """The stored part; computed and written only when absent (a snapshot is taken once per run)."""
+        stored = self.read(part)
+        if stored is not None:
+            return stored
+        self._put(part, _encode(compute()))
+        return self.read(part)  # whichever writer's rename landed
+
+    def parts(self) -> list[str]:
+        """Names of the stored parts, sorted."""
+        try:
+            files = self._fs.find(self._root) if self._fs.exists(self._root) else []
+        except OSError as exc:
+            raise self._fail("listing", "*", exc) from exc
+        prefix = self._root.rstrip("/") + "/"
+        return sorted(f[len(prefix):-len(".json")] for f in files if f.endswith(".json") and ".tmp-" not in f)
+
+    def _put(self, part: str, encoded: bytes) -> None:
+        path = self._path(part)
+        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        try:
+            self._fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            with self._fs.open(temporary, "wb") as handle:
+                handle.write(encoded)
+            if self._fs.exists(path):  # another writer finished first: keep theirs
+                self._fs.rm(temporary)
+                return
+            self._fs.mv(temporary, path)
+        except OSError as exc:
+            try:
+                if self._fs.exists(temporary):
+                    self._fs.rm(temporary)
+            except OSError:
+                pass
+            raise self._fail("writing", part, exc) from exc
