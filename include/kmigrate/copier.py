@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -314,8 +314,10 @@ class _Writer:
 
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
-                   options: CopyOptions = CopyOptions()) -> PartitionResult:
-    """Copy `unit` and return its result. Safe to re-run: it resumes from the target's end."""
+                   options: CopyOptions = CopyOptions(), resume_map: Sequence[OffsetRun] = ()) -> PartitionResult:
+    """Copy `unit` and return its result. Safe to re-run: preserve mode resumes from the target's
+    end. Translate mode resumes from `resume_map`, the offset map of the earlier runs of this
+    partition (from the run manifest); without it the target's data counts as an unrelated prefix."""
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         source_low, source_high = source_admin.watermarks(topic, partition)
@@ -329,7 +331,7 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                 f"{topic}[{partition}]: the source's log start {source_low} moved past the snapshot end {end} "
                 "(retention deleted the records); take a new snapshot", topic=topic, partition=partition)
         if unit.mode == TRANSLATE:
-            return _copy_translate(source, target, unit, options, source_low, target_admin)
+            return _copy_translate(source, target, unit, options, source_low, target_admin, resume_map)
         writer = _Writer(target, topic, partition, target_admin, options, transactional=True)
         try:
             return _copy_preserve(source, target, unit, options, source_low, target_admin, writer)
@@ -625,18 +627,28 @@ def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionR
 
 
 def _copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
-                    source_low: int, target_admin: ClusterAdmin) -> PartitionResult:
+                    source_low: int, target_admin: ClusterAdmin, resume_map: Sequence[OffsetRun]) -> PartitionResult:
     """Visible records appended densely after whatever the target holds; an exact offset map is kept."""
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     _, target_high = target_admin.watermarks(topic, partition)
     result = PartitionResult(topic, partition, TRANSLATE, source_low, end, target_high, target_high)
+    runs = [dataclasses.replace(run) for run in resume_map]
+    start = source_low
+    if runs:
+        mapped_end = runs[-1].target_start + runs[-1].length
+        if target_high != mapped_end:
+            raise TargetDiverged(
+                f"{topic}[{partition}]: the target ends at {target_high}, but the offset map of the earlier runs "
+                f"ends at {mapped_end}; something else wrote to the target, or an earlier copy stopped before "
+                "recording its map. Delete the target topic and copy this topic again",
+                topic=topic, partition=partition)
+        start = max(source_low, runs[-1].source_start + runs[-1].length)
     writer = _Writer(target, topic, partition, target_admin, options, transactional=False)
     writer.next_offset = target_high
-    runs: list[OffsetRun] = []
     started = time.monotonic()
     consumer = reader(source)
     try:
-        for chunk in iter_range(consumer, topic, partition, source_low, end, idle_timeout_s=options.idle_timeout_s):
+        for chunk in iter_range(consumer, topic, partition, start, end, idle_timeout_s=options.idle_timeout_s):
             for run in _contiguous_runs(chunk):
                 offset = run[0].offset()
                 if runs and offset == runs[-1].source_start + runs[-1].length:
@@ -658,7 +670,7 @@ def _copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit
     if result.target_end != writer.next_offset:
         raise OffsetMismatch(topic, partition, writer.next_offset, result.target_end)
     result.offset_map = runs
-    if runs:
+    if result.records:
         result.first_offset, result.last_offset = runs[0].source_start, runs[-1].source_start + runs[-1].length - 1
     return result
 

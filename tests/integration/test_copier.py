@@ -306,6 +306,26 @@ def test_translate_mode_records_an_exact_offset_map(stack, unique_name, source_u
     # a committed offset past the last record maps to the target's end
     assert translate_offset(result.offset_map, source[-1][0] + 1, result.target_end) == result.target_end == 16
 
+    # a re-run with the recorded map copies nothing; new source records continue the map exactly
+    unit = WorkUnit(unique_name, 0, result.end_offset, "translate")
+    again = copy_partition(stack.source, stack.target, unit, resume_map=result.offset_map)
+    assert again.records == 0 and again.offset_map == result.offset_map and again.target_end == 16
+    produce(stack.source, unique_name, [(b"later", b"v")] * 4)
+    source_untouched(unique_name)  # the test's own seeding: the copier must not move it from here
+    _, source_end = all_watermarks(stack.source, unique_name)[0]
+    more = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, source_end, "translate"),
+                          resume_map=again.offset_map)
+    assert more.records == 4 and more.target_end == 20
+    target = {r[0]: r[1:] for r in records_of(stack.target, unique_name, 0)}
+    for offset, *content in records_of(stack.source, unique_name, 0):
+        assert target[translate_offset(more.offset_map, offset, more.target_end)] == tuple(content)
+
+    # a map that does not match the target is refused, nothing written
+    with pytest.raises(TargetDiverged, match="offset map of the earlier runs ends at 16"):
+        copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, source_end, "translate"),
+                       resume_map=result.offset_map)
+    assert all_watermarks(stack.target, unique_name)[0] == (0, 20)
+
 
 def test_alignment_interrupted_before_delete_records_is_finished_on_rerun(stack, unique_name, source_untouched):
     from kmigrate import fastfill
