@@ -301,8 +301,7 @@ class _Writer:
         marker_offset = self.next_offset
         self.next_offset += 1
         self.markers += 1
-        self.admin.wait_for_end(self.topic, self.partition, self.next_offset)
-        _, high = self.admin.watermarks(self.topic, self.partition)
+        high = self.admin.wait_for_end(self.topic, self.partition, self.next_offset)
         if high != self.next_offset:
             raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
 
@@ -347,7 +346,6 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         # An earlier copier may have left a transaction open here: fence it and abort it (its
         # marker lands), then read the end again. An empty partition holds no such transaction.
         writer.txn  # noqa: B018 - created for its init_transactions side effect
-        target_admin.wait_for_end(topic, partition, target_high)
         target_low, target_high = target_admin.watermarks(topic, partition)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
     if target_high > end:
@@ -358,7 +356,7 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
 
     started = time.monotonic()
     if target_high <= source_low:
-        _align(source_low, target_low, target_high, topic, partition, target, target_admin, writer, result)
+        _align(source_low, target_low, target_high, topic, partition, target, target_admin, writer)
         target_high = source_low
     elif target_low > source_low:
         raise ForeignTarget(
@@ -561,7 +559,7 @@ def _render_leading_gap(writer: _Writer, until: int, topic: str, partition: int)
 
 
 def _align(source_low: int, target_low: int, target_high: int, topic: str, partition: int,
-           target: ClusterConfig, target_admin: ClusterAdmin, writer: _Writer, result: PartitionResult) -> None:
+           target: ClusterConfig, target_admin: ClusterAdmin, writer: _Writer) -> None:
     """Make the target's log start and end both equal the source's log start (DESIGN 4.2)."""
     if target_high > target_low:
         last = read_range(target, topic, partition, target_high - 1, target_high)
@@ -572,7 +570,7 @@ def _align(source_low: int, target_low: int, target_high: int, topic: str, parti
                 topic=topic, partition=partition)
     if target_high < source_low:
         count = source_low - target_high
-        if writer.options.fast_alignment and fastfill.supported(target):
+        if writer.options.fast_alignment and wire.plaintext(target):
             max_bytes = int(target_admin.topic_configs(topic)["max.message.bytes"])
             fastfill.write_fillers(target, topic, partition, target_high, count, max_batch_bytes=max_bytes)
             writer.fillers += count

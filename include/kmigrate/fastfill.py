@@ -23,7 +23,6 @@ from kmigrate.records import FILLER_HEADER, FILLER_KEY
 
 COMPRESSION_ZSTD = 4
 FILLER_TIMESTAMP_MS = 0
-supported = wire.plaintext
 
 
 def _varint(value: int) -> bytes:
