@@ -103,7 +103,7 @@ def align(offsets: int) -> dict:
     producer.flush(30)
     with ClusterAdmin(SOURCE) as source, ClusterAdmin(TARGET) as target:
         prepare_target_topic(source, target, topic)
-    fastfill.filler_batch(400_000)  # build the reusable batch before timing (once per process)
+    fastfill.filler_batch(100_000)  # build the reusable batch before timing (once per process)
     result = copy_partition(SOURCE, TARGET, WorkUnit(topic, 0, offsets + 10), CopyOptions(verify=True, run_id="bench"))
     assert result.digests_equal and result.fillers == offsets
     with ClusterAdmin(TARGET) as target:

@@ -571,8 +571,10 @@ def _align(source_low: int, target_low: int, target_high: int, topic: str, parti
     if target_high < source_low:
         count = source_low - target_high
         if writer.options.fast_alignment and wire.plaintext(target):
-            max_bytes = int(target_admin.topic_configs(topic)["max.message.bytes"])
-            fastfill.write_fillers(target, topic, partition, target_high, count, max_batch_bytes=max_bytes)
+            configs = target_admin.topic_configs(topic)
+            fastfill.write_fillers(target, topic, partition, target_high, count,
+                                   keyed="compact" in configs["cleanup.policy"],
+                                   max_batch_bytes=int(configs["max.message.bytes"]))
             writer.fillers += count
         else:
             writer.next_offset = target_high

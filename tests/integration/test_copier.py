@@ -95,8 +95,9 @@ def test_plain_topic_keeps_offsets_and_content(stack, unique_name, source_untouc
 
 
 @pytest.mark.parametrize("fast_alignment", [True, False], ids=["record-batches", "producer"])
-def test_log_start_above_zero_is_aligned(stack, unique_name, source_untouched, fast_alignment):
-    create_topic(stack.source, unique_name)
+@pytest.mark.parametrize("cleanup", ["delete", "compact,delete"])
+def test_log_start_above_zero_is_aligned(stack, unique_name, source_untouched, fast_alignment, cleanup):
+    create_topic(stack.source, unique_name, config={"cleanup.policy": cleanup})
     produce(stack.source, unique_name, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(1000)])
     with ClusterAdmin(stack.source) as admin:
         assert admin.delete_records(unique_name, 0, 400) == 400
@@ -327,7 +328,7 @@ def test_translate_mode_records_an_exact_offset_map(stack, unique_name, source_u
     assert all_watermarks(stack.target, unique_name)[0] == (0, 20)
 
 
-def test_alignment_interrupted_before_delete_records_is_finished_on_rerun(stack, unique_name, source_untouched):
+def test_alignment_interrupted_between_filler_batches_is_finished_on_rerun(stack, unique_name, source_untouched):
     from kmigrate import fastfill
 
     create_topic(stack.source, unique_name)
@@ -337,10 +338,10 @@ def test_alignment_interrupted_before_delete_records_is_finished_on_rerun(stack,
     source_untouched(unique_name)
     with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
         prepare_target_topic(source, target, unique_name)
-    # the state a copier killed after its fillers and before DeleteRecords leaves behind
-    fastfill.write_fillers(stack.target, unique_name, 0, 0, 250)
-    assert all_watermarks(stack.target, unique_name) == [(0, 250)]
+    # the state a copier killed between two filler batches leaves behind (2 of 3 batches of 100)
+    fastfill.write_fillers(stack.target, unique_name, 0, 0, 200, batch_records=100)
+    assert all_watermarks(stack.target, unique_name) == [(0, 200)]
 
     [result] = copy_topic(stack, unique_name)
-    assert result.fillers == 0 and result.records == 50 and result.digests_equal
+    assert result.fillers == 50 and result.records == 50 and result.digests_equal
     assert all_watermarks(stack.target, unique_name) == [(250, 300)]

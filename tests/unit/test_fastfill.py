@@ -4,7 +4,6 @@ from __future__ import annotations
 import struct
 
 import crc32c
-import zstandard
 
 from kmigrate import fastfill
 from kmigrate.records import FILLER_HEADER, FILLER_KEY
@@ -28,31 +27,53 @@ def test_varint_zigzag():
         assert read_varint(fastfill._varint(value), 0) == (value, len(fastfill._varint(value)))
 
 
-def test_filler_batch_decodes_as_a_v2_batch_of_fillers():
-    count = 70_000
-    batch = fastfill.filler_batch(count)
+def decode(batch: bytes) -> list[tuple[int, bytes | None, list[bytes]]]:
+    """(offset delta, key, header names) of each record of an uncompressed v2 batch."""
     base_offset, length, leader_epoch, magic, crc = struct.unpack_from(">qiibI", batch, 0)
     assert base_offset == 0 and length == len(batch) - 12 and magic == 2
     assert crc == crc32c.crc32c(batch[21:])
-    attributes, last_delta, _t0, _t1, producer_id, _epoch, _seq, records = struct.unpack_from(">hiqqqhii", batch, 21)
-    assert attributes & 0x7 == fastfill.COMPRESSION_ZSTD and not attributes & 0x30  # not transactional/control
-    assert last_delta == count - 1 and records == count and producer_id == -1
-    data = zstandard.ZstdDecompressor().decompress(batch[61:], max_output_size=100 * count)
-    pos = 0
-    for expected_delta in range(count):
+    attributes, last_delta, _t0, _t1, producer_id, _epoch, _seq, count = struct.unpack_from(">hiqqqhii", batch, 21)
+    assert attributes == fastfill.COMPRESSION_NONE  # and neither transactional nor control
+    assert last_delta == count - 1 and producer_id == -1
+    data, pos, out = batch[61:], 0, []
+    for _ in range(count):
         length, pos = read_varint(data, pos)
         end = pos + length
         pos += 1  # attributes
         _ts, pos = read_varint(data, pos)
         delta, pos = read_varint(data, pos)
-        assert delta == expected_delta
         key_len, pos = read_varint(data, pos)
-        assert data[pos:pos + key_len] == FILLER_KEY
-        pos += key_len
+        key = None if key_len < 0 else data[pos:pos + key_len]
+        pos += max(key_len, 0)
         value_len, pos = read_varint(data, pos)
         assert value_len == -1
         headers, pos = read_varint(data, pos)
-        name_len, pos = read_varint(data, pos)
-        assert headers == 1 and data[pos:pos + name_len] == FILLER_HEADER.encode()
-        pos = end
+        names = []
+        for _ in range(headers):
+            name_len, pos = read_varint(data, pos)
+            names.append(data[pos:pos + name_len])
+            pos += name_len
+            value_len, pos = read_varint(data, pos)
+            pos += value_len
+        assert pos == end
+        out.append((delta, key, names))
     assert pos == len(data)
+    return out
+
+
+def test_filler_batch_is_a_v2_batch_whose_last_record_is_marked():
+    count = 70_000
+    records = decode(fastfill.filler_batch(count))
+    assert [delta for delta, _, _ in records] == list(range(count))
+    assert records[-1][1:] == (FILLER_KEY, [FILLER_HEADER.encode()])
+    assert all(key is None and not names for _, key, names in records[:-1])
+
+
+def test_keyed_filler_batch_gives_every_record_a_key():
+    records = decode(fastfill.filler_batch(300, keyed=True))
+    assert all(key == fastfill.ANONYMOUS_KEY for _, key, _ in records[:-1])
+    assert records[-1][1:] == (FILLER_KEY, [FILLER_HEADER.encode()])
+
+
+def test_a_one_record_batch_is_the_marked_record():
+    assert decode(fastfill.filler_batch(1)) == [(0, FILLER_KEY, [FILLER_HEADER.encode()])]

@@ -7,6 +7,8 @@ import crc32c
 
 from kmigrate import fastfill, wire
 
+COMPRESSION_ZSTD = 4  # the attribute value only; the bytes below are not really compressed
+
 
 def as_fetched(batch: bytes, base_offset: int, attributes: int, producer_id: int) -> bytes:
     """The batch as a broker would serve it: its base offset, a producer id, other attributes."""
@@ -17,8 +19,8 @@ def as_fetched(batch: bytes, base_offset: int, attributes: int, producer_id: int
 
 
 def test_parse_batches_reads_headers_and_drops_a_partial_tail():
-    first = as_fetched(fastfill.filler_batch(10), 100, fastfill.COMPRESSION_ZSTD | 0x10, 42)
-    second = as_fetched(fastfill.filler_batch(5), 110, fastfill.COMPRESSION_ZSTD | 0x20, 42)
+    first = as_fetched(fastfill.filler_batch(10), 100, COMPRESSION_ZSTD | 0x10, 42)
+    second = as_fetched(fastfill.filler_batch(5), 110, COMPRESSION_ZSTD | 0x20, 42)
     batches = wire.parse_batches(first + second + second[:30])
     assert [(b.base_offset, b.last_offset, b.records) for b in batches] == [(100, 109, 10), (110, 114, 5)]
     assert batches[0].transactional and not batches[0].control and batches[0].dense
@@ -26,13 +28,13 @@ def test_parse_batches_reads_headers_and_drops_a_partial_tail():
 
 
 def test_for_produce_clears_producer_state_and_keeps_a_valid_crc():
-    fetched = wire.parse_batches(as_fetched(fastfill.filler_batch(10), 1234, fastfill.COMPRESSION_ZSTD | 0x10, 42))[0]
+    fetched = wire.parse_batches(as_fetched(fastfill.filler_batch(10), 1234, COMPRESSION_ZSTD | 0x10, 42))[0]
     out = fetched.for_produce()
     base_offset, length, epoch, magic, crc = struct.unpack_from(">qiibI", out, 0)
     attributes, last_delta, _t0, _t1, producer_id, producer_epoch, sequence, count = struct.unpack_from(">hiqqqhii", out, 21)
     assert (base_offset, length, magic) == (0, len(out) - 12, 2)
     assert crc == crc32c.crc32c(out[21:])
-    assert attributes == fastfill.COMPRESSION_ZSTD  # transactional bit cleared, compression kept
+    assert attributes == COMPRESSION_ZSTD  # transactional bit cleared, compression kept
     assert (producer_id, producer_epoch, sequence) == (-1, -1, -1)
     assert (last_delta, count) == (9, 10)
     assert out[61:] == fetched.data[61:]  # the records themselves travel unchanged
