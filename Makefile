@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status test test-unit demo bench-copy constraints check-python
+.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status test test-unit demo bench-copy bench-spark constraints check-python
 
 install: $(VENV)/.installed kafka-jars
 
@@ -42,6 +42,17 @@ stack-clean:
 stack-status:
 	@$(STACK) status
 
+# A Spark standalone master and two workers on localhost, from the pinned pyspark (.stack/spark/);
+# jobs reach it with --master spark://127.0.0.1:17077, its UI is http://127.0.0.1:18090.
+spark-up: $(VENV)/.installed
+	@$(PYTHON) stack/spark_cluster.py up
+
+spark-down:
+	@$(PYTHON) stack/spark_cluster.py down
+
+spark-status:
+	@$(PYTHON) stack/spark_cluster.py status
+
 # Starts whatever part of the stack is not running, runs pytest, stops only what it started.
 test: install
 	@$(STACK) run -- $(VPY) -m pytest $(PYTEST_ARGS)
@@ -55,6 +66,10 @@ demo: install stack-up
 # Copier throughput against a plain producer ceiling, and alignment speed (bench/bench_copy.py).
 bench-copy: install stack-up
 	$(VPY) bench/bench_copy.py
+
+# The Spark copy job against the bare copier, sequential and in a process pool (bench/bench_spark.py).
+bench-spark: install stack-up
+	$(VPY) bench/bench_spark.py
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

@@ -1,74 +1,92 @@
 """Copy every partition of a run's plan from the source cluster to the target, one Spark task per
-partition, each running the kmigrate copier (which resumes from the target's end, so a retried
-task continues where the lost one stopped).
+partition work unit, each running the kmigrate copier (which resumes from the target's end, so a
+retried task continues where the lost one stopped).
 
-    spark-submit --master 'local[2]' spark_jobs/copy_partitions.py \\
+    spark-submit --master 'local[*]' spark_jobs/copy_partitions.py \\
         --state-location ./state --run-id RUN --clients /path/clients.json
 
---clients is a JSON file {"source": {...}, "target": {...}} of librdkafka settings, mode 600.
-The result rows go to the run manifest as part copy-results/<attempt>; the job exits 1 naming
-every partition that failed.
+--clients is a JSON file {"source": {...}, "target": {...}} of librdkafka settings, mode 600 (secrets
+never travel on the command line). Before any task starts, both clusters must answer, every topic of
+the plan must exist on the source, and each target topic is created like the source's (or checked).
+The result rows go to the run manifest as part copy-results/<attempt>. Exit 0 when every partition
+was copied, 1 naming the partitions that failed, 2 when the job could not start (bad input).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
-import uuid
-from typing import Any
 
-from kmigrate.copier import CopyOptions, copy_partition
+from driver import run_units, say, start_spark
+
+from kmigrate.copier import TRANSLATE
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
-from kmigrate.plan import load_clients, read_plan, work_units
+from kmigrate.plan import (
+    COPY_RESULTS,
+    latest_copy_rows,
+    load_clients,
+    new_attempt,
+    offset_map_of,
+    preflight,
+    read_plan,
+    work_units,
+)
+from kmigrate.tasks import copy_task
+
+JOB = "copy_partitions"
 
 
-def copy_unit(unit: Any, clients: tuple[Any, Any], run_id: str) -> dict[str, Any]:
-    """Runs on an executor. Data errors (foreign target, mismatches) become a failed row; anything
-    else propagates so that Spark retries the task."""
-    source, target = clients
-    try:
-        return {"ok": True, **copy_partition(source, target, unit, CopyOptions(run_id=run_id)).as_row()}
-    except KmigrateError as exc:
-        return {"ok": False, "topic": unit.topic, "partition": unit.partition, "error": str(exc)}
+def describe(row: dict) -> str:
+    if not row["ok"]:
+        return f"FAILED: {row['error']}"
+    return (f"ok: {row['records']} records, {row['bytes']} bytes, {row['fillers']} fillers, "
+            f"{row['copy_seconds']:.2f}s, digests equal: {row['digests_equal']}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state-location", required=True)
+    parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--clients", required=True, help="JSON file of client configs, mode 600")
+    parser.add_argument("--parallelism", type=int, help="partitions copied at once (default: the task slots)")
+    parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest))
         clients = load_clients(args.clients)
+        resume_maps = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items()
+                       if row["mode"] == TRANSLATE}
+        preflight(*clients, units)
     except KmigrateError as exc:
-        print(f"copy_partitions: {exc}", file=sys.stderr)
+        say(JOB, f"error: {exc}", err=True)
         return 2
 
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"kmigrate-copy-{args.run_id}").getOrCreate()
+    spark = start_spark(f"kmigrate-copy-{args.run_id}")
     started = time.monotonic()
     try:
-        run_id = args.run_id
-        rows = (spark.sparkContext.parallelize(units, max(1, len(units)))
-                .map(lambda unit: copy_unit(unit, clients, run_id))
-                .collect())
+        rows = run_units(
+            spark, units,
+            # a partial of a library function: executors import it by name, nothing from this file
+            functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=resume_maps,
+                              fetch_max_bytes=args.fetch_max_bytes),
+            job=JOB, action="copy", describe=describe, parallelism=args.parallelism)
     finally:
         spark.stop()
-    attempt = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    manifest.write_once(f"copy-results/{attempt}", {"rows": rows, "seconds": round(time.monotonic() - started, 3)})
+    seconds = round(time.monotonic() - started, 3)
+    attempt = f"{COPY_RESULTS}/{new_attempt()}"
+    manifest.write_once(attempt, {"rows": rows, "seconds": seconds})
     failed = [r for r in rows if not r["ok"]]
-    for row in rows:
-        state = "ok" if row["ok"] else f"FAILED: {row['error']}"
-        print(f"copy_partitions: {row['topic']}[{row['partition']}] {row.get('records', 0)} records, {state}")
     if failed:
         names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in failed)
-        print(f"copy_partitions: {len(failed)} of {len(rows)} partitions failed: {names}", file=sys.stderr)
+        say(JOB, f"{len(failed)} of {len(rows)} partitions failed: {names}; see {manifest.location}/{attempt}.json "
+                 "and re-run the job once the cause is fixed (copied partitions are kept)", err=True)
         return 1
-    print(f"copy_partitions: {len(rows)} partitions copied; results in {manifest.location}/copy-results/{attempt}.json")
+    records = sum(r["records"] for r in rows)
+    say(JOB, f"{len(rows)} partitions copied, {records} new records in {seconds:.1f}s; "
+             f"results in {manifest.location}/{attempt}.json")
     return 0
 
 

@@ -75,6 +75,16 @@ class ClusterAdmin:
                 )
             time.sleep(0.005)
 
+    def check_reachable(self, timeout_s: float = 10.0) -> None:
+        """One metadata request; ClusterUnavailable naming the bootstrap servers when it fails."""
+        try:
+            self._admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            raise ClusterUnavailable(
+                f"{self.cluster.name} cluster at {self.cluster.bootstrap_servers} did not answer within "
+                f"{timeout_s:.0f}s ({exc.args[0].str()}); check bootstrap.servers, that the cluster is up and "
+                "that this host can reach it") from exc
+
     # ------------------------------------------------------------------ topics
 
     def partition_count(self, topic: str) -> int | None:

@@ -2,20 +2,25 @@
 the Spark jobs read from a file with restricted permissions (secrets never travel in arguments)."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import stat
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import PRESERVE, TRANSLATE, WorkUnit
-from kmigrate.errors import ConfigError
+from kmigrate.copier import PRESERVE, TRANSLATE, OffsetRun, WorkUnit
+from kmigrate.errors import ConfigError, TopicMismatch, TopicNotFound
 from kmigrate.manifest import Manifest
+from kmigrate.topics import prepare_target_topic
 
 PLAN_PART = "plan"
+COPY_RESULTS = "copy-results"
+VERIFICATION = "verification"
 
 
 def build_plan(source: ClusterConfig, topics: Iterable[str], modes: dict[str, str] | None = None) -> dict[str, Any]:
@@ -43,6 +48,51 @@ def read_plan(manifest: Manifest) -> dict[str, Any]:
     if plan is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no plan; run the snapshot step first")
     return plan
+
+
+def new_attempt() -> str:
+    """A part-name suffix for one run of a job: sorts by time, unique across concurrent runs."""
+    return f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:6]}"
+
+
+def latest_copy_rows(manifest: Manifest) -> dict[tuple[str, int], dict[str, Any]]:
+    """The newest successful copy result row of each partition, over every copy attempt."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for part in manifest.parts():
+        if part.startswith(f"{COPY_RESULTS}/"):
+            for row in manifest.read(part)["rows"]:
+                if row.get("ok"):
+                    latest[(row["topic"], row["partition"])] = row
+    return latest
+
+
+def offset_map_of(row: dict[str, Any] | None) -> list[OffsetRun]:
+    return [OffsetRun(*run) for run in (row or {}).get("offset_map", [])]
+
+
+def preflight(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit], *,
+              timeout_s: float = 10.0) -> None:
+    """Before any task starts: both clusters answer, every topic of the plan exists on the source
+    with the planned partitions, and each target topic exists like the source's (created when
+    absent; refused when it conflicts). Fails fast with one clear error."""
+    needed: dict[str, int] = {}
+    for unit in units:
+        needed[unit.topic] = max(needed.get(unit.topic, 0), unit.partition + 1)
+    with ClusterAdmin(source, timeout_s) as source_admin, ClusterAdmin(target, timeout_s) as target_admin:
+        source_admin.check_reachable(timeout_s)
+        target_admin.check_reachable(timeout_s)
+        for topic, partitions in sorted(needed.items()):
+            count = source_admin.partition_count(topic)
+            if count is None:
+                raise TopicNotFound(
+                    f"topic {topic!r} of the plan does not exist on the source cluster "
+                    f"({source.bootstrap_servers}); check the topic selection, or start a new run id so that a "
+                    "new snapshot is taken")
+            if count < partitions:
+                raise TopicMismatch(
+                    f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
+                    "from another cluster or the topic was re-created: start a new run id")
+            prepare_target_topic(source_admin, target_admin, topic)
 
 
 def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterConfig]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -29,6 +29,7 @@ class ContentDigest:
     def __init__(self) -> None:
         self._hash = hashlib.blake2b(digest_size=16)
         self.records = 0
+        self.unmapped = 0  # records left out because they had no offset to be hashed under
 
     def update(self, offset: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]] | None, timestamp: int) -> None:
@@ -117,13 +118,24 @@ def read_range(cluster: ClusterConfig, topic: str, partition: int, start: int, e
         consumer.close()
 
 
-def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int) -> ContentDigest:
+def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int,
+                     offset_of: Callable[[int], int | None] | None = None) -> ContentDigest:
+    """Digest of the visible records in [start, end). `offset_of` maps each record's offset to the
+    one it is hashed under (translate mode: the target offset); records it maps to None are
+    counted in `unmapped` and left out."""
     consumer = reader(cluster)
     digest = ContentDigest()
     try:
         for chunk in iter_range(consumer, topic, partition, start, end):
             for msg in chunk:
-                digest.update_message(msg)
+                if offset_of is None:
+                    digest.update_message(msg)
+                    continue
+                mapped = offset_of(msg.offset())
+                if mapped is None:
+                    digest.unmapped += 1
+                else:
+                    digest.update(mapped, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
     finally:
         consumer.close()
     return digest

@@ -62,11 +62,11 @@ def source_untouched(stack):
         assert all_watermarks(stack.source, topic) == before, f"source topic {topic} changed"
 
 
-def seed_plain(cluster, topic, partitions, per_partition):
+def seed_plain(cluster, topic, partitions, per_partition, **producer_settings):
     # distinct, recent timestamps: older than the broker's 7-day retention would be deleted by it
     first_timestamp = int(time.time() * 1000) - per_partition * 10
     create_topic(cluster, topic, partitions)
-    producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+    producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5, **producer_settings}))
     for p in range(partitions):
         for i in range(per_partition):
             key = None if i % 50 == 7 else f"key-{p}-{i}".encode()

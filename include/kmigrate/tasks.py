@@ -1,0 +1,107 @@
+"""What one Spark task does with one work unit: copy it, or verify it. Pure Python (no pyspark), so
+the functions are shipped to executors by reference and can be called from anywhere else too.
+
+Each task logs its progress to stderr (the executor's log in the Spark UI; the console with
+`local[*]`): a line when it starts, one every `progress_every_s` seconds, one when it ends.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.copier import CopyOptions, OffsetRun, WorkUnit, copy_partition
+from kmigrate.errors import KmigrateError
+from kmigrate.verify import verify_partition
+
+log = logging.getLogger("kmigrate.tasks")
+
+# Test hook, read on the executor: "N:DIR" kills the copying process with SIGKILL once per
+# partition, the first time it has handed N records to the target (DIR keeps the "once").
+KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
+
+
+def _setup_logging() -> None:
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s kmigrate %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def _kill_hook(unit: WorkUnit):
+    setting = os.environ.get(KILL_HOOK_ENV)
+    if not setting:
+        return None
+    after, marker_dir = setting.split(":", 1)
+    marker = os.path.join(marker_dir, f"{unit.topic}-{unit.partition}")
+
+    def maybe_kill(records: int) -> None:
+        if records < int(after):
+            return
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        log.info("%s[%d]: test hook %s: SIGKILL after %d records", unit.topic, unit.partition, KILL_HOOK_ENV, records)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    return maybe_kill
+
+
+def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
+              resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
+              fetch_max_bytes: int | None = None, progress_every_s: float = 10.0) -> dict[str, Any]:
+    """Copy one unit; returns its result row with "ok". `resume_maps`: the offset maps of earlier
+    runs of translate-mode partitions, by (topic, partition). Data errors (foreign target, offset
+    mismatch, ...) become a failed row naming the partition; anything else propagates so that
+    Spark retries the task, whose copier resumes from the target's end."""
+    _setup_logging()
+    source, target = clients
+    name = f"{unit.topic}[{unit.partition}]"
+    kill = _kill_hook(unit)
+    last_report = [time.monotonic()]
+
+    def progress(records: int) -> None:
+        now = time.monotonic()
+        if now - last_report[0] >= progress_every_s:
+            last_report[0] = now
+            log.info("copy %s: %d records copied so far (snapshot end %d)", name, records, unit.end_offset)
+        if kill is not None:
+            kill(records)
+
+    options = CopyOptions(run_id=run_id, progress_hook=progress,
+                          **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
+    log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
+    try:
+        result = copy_partition(source, target, unit, options,
+                                (resume_maps or {}).get((unit.topic, unit.partition), ()))
+    except KmigrateError as exc:
+        log.info("copy %s: FAILED: %s", name, exc)
+        return {"ok": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "error": str(exc)}
+    log.info("copy %s: done, %d records from offset %d, %d fillers, %d markers, digests equal: %s",
+             name, result.records, result.target_start, result.fillers, result.markers, result.digests_equal)
+    return {"ok": True, **result.as_row()}
+
+
+def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
+                offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None) -> dict[str, Any]:
+    """Verify one unit; a verification row ("equal", "problems"). `offset_maps`: the copy's offset
+    maps of translate-mode partitions, by (topic, partition). Errors become a row too."""
+    _setup_logging()
+    source, target = clients
+    name = f"{unit.topic}[{unit.partition}]"
+    try:
+        row = verify_partition(source, target, unit, (offset_maps or {}).get((unit.topic, unit.partition), ()))
+    except KmigrateError as exc:
+        log.info("verify %s: FAILED: %s", name, exc)
+        return {"topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "equal": False,
+                "problems": [str(exc)]}
+    log.info("verify %s: %s", name, "equal" if row["equal"] else "; ".join(row["problems"]))
+    return row

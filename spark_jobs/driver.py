@@ -1,0 +1,64 @@
+"""Driver-side helpers shared by the Spark entry points (never shipped to executors).
+
+`run_units` runs one Spark job per work unit from a small thread pool, in plan order (largest
+first), with as many jobs in flight as the application has task slots (plus one queued). One job per
+unit gives a person something to follow: each job carries the unit's name as its description in the
+Spark UI, and the driver log gets a line as each unit finishes plus a status line while it waits.
+A job whose task failed more times than Spark retries becomes a failed row, not an aborted run.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from kmigrate.copier import WorkUnit
+
+
+def start_spark(app_name: str) -> SparkSession:
+    return SparkSession.builder.appName(app_name).getOrCreate()
+
+
+def say(job: str, message: str, *, err: bool = False) -> None:
+    print(f"{job}: {message}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def _run_one(spark: SparkSession, action: str, task: Callable[[WorkUnit], dict[str, Any]],
+             unit: WorkUnit) -> dict[str, Any]:
+    sc = spark.sparkContext
+    sc.setJobDescription(f"{action} {unit.topic}[{unit.partition}] up to offset {unit.end_offset}")
+    try:
+        [row] = sc.parallelize([unit], 1).map(task).collect()
+        return row
+    except Exception as exc:  # noqa: BLE001 - Spark gave up on the task after its retries
+        first_line = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        return {"ok": False, "equal": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode,
+                "error": f"the Spark task failed after its retries: {first_line[:500]}",
+                "problems": [f"the Spark task failed after its retries: {first_line[:500]}"]}
+
+
+def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
+              job: str, action: str, describe: Callable[[dict[str, Any]], str], parallelism: int | None = None,
+              status_every_s: float = 10.0) -> list[dict[str, Any]]:
+    """Rows of `task` over `units`, in plan order."""
+    slots = parallelism or spark.sparkContext.defaultParallelism
+    started = time.monotonic()
+    rows: dict[int, dict[str, Any]] = {}
+    say(job, f"{len(units)} partitions to {action}, {slots} at a time")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=slots + 1, thread_name_prefix=action) as pool:
+        pending = {pool.submit(_run_one, spark, action, task, unit): index for index, unit in enumerate(units)}
+        while pending:
+            done, _ = concurrent.futures.wait(pending, timeout=status_every_s,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
+                rows[index] = row = future.result()
+                unit = units[index]
+                say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
+            if not done:
+                say(job, f"{len(rows)}/{len(units)} partitions done after {time.monotonic() - started:.0f}s")
+    return [rows[i] for i in range(len(units))]

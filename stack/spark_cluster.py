@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Start, stop and inspect a real Spark standalone cluster on localhost: one master and N workers,
+run from the pinned pyspark install (its `spark-class`), so the Spark jobs can be tested against a
+cluster manager and not only `local[*]`.
+
+    python3 stack/spark_cluster.py up [--workers 2]   # start what is not running, wait for the workers
+    python3 stack/spark_cluster.py status
+    python3 stack/spark_cluster.py down
+
+Jobs then run with `spark-submit --master spark://127.0.0.1:17077`. Standard library only; the
+processes are tracked by pid under .stack/spark/ and stopped by pid, like stack.py's.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stack import PROJECT_DIR, StackError, check_java, port_open, process_is_ours, stop, tail  # noqa: E402
+
+DEFAULT_STATE_DIR = PROJECT_DIR / ".stack" / "spark"
+DEFAULT_PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
+MASTER_PORT = 17077
+MASTER_UI_PORT = 18090
+DAEMON_MEMORY = "256m"
+
+
+@dataclasses.dataclass
+class SparkService:
+    name: str
+    state_dir: Path
+    ports: list[int]
+    arguments: list[str]
+
+    @property
+    def dir(self) -> Path:
+        return self.state_dir / self.name
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dir / "pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "stdout.log"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if process_is_ours(pid, self.dir):
+            return pid
+        self.pid_file.unlink(missing_ok=True)
+        return None
+
+
+def cluster_services(state_dir: Path, workers: int, master_port: int, ui_port: int,
+                     worker_cores: int, worker_memory: str) -> list[SparkService]:
+    master_url = f"spark://127.0.0.1:{master_port}"
+    master = SparkService("spark-master", state_dir, [master_port, ui_port], [
+        "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(master_port),
+        "--webui-port", str(ui_port), "--properties-file", str(state_dir / "spark-master" / "spark.conf")])
+    out = [master]
+    for i in range(1, workers + 1):
+        ui = ui_port + i
+        out.append(SparkService(f"spark-worker-{i}", state_dir, [ui], [
+            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port", str(ui),
+            "--cores", str(worker_cores), "--memory", worker_memory,
+            "--work-dir", str(state_dir / f"spark-worker-{i}" / "work"),
+            "--properties-file", str(state_dir / f"spark-worker-{i}" / "spark.conf"), master_url]))
+    return out
+
+
+def spark_home(python: Path) -> Path:
+    if not python.exists():
+        raise StackError(f"{python} does not exist; run `make install` first (it installs the pinned pyspark)")
+    found = subprocess.run([str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        raise StackError(f"{python} cannot import pyspark; run `make install` first")
+    return Path(found.stdout.strip())
+
+
+def master_state(ui_port: int) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def launch(service: SparkService, home: Path, java: str) -> subprocess.Popen:
+    service.dir.mkdir(parents=True, exist_ok=True)
+    for port in service.ports:
+        if port_open(port):
+            raise StackError(f"{service.name}: port {port} is already taken by another process; free it "
+                             f"(`ss -ltnp 'sport = :{port}'` shows which) or pick other ports with --master-port/--ui-port")
+    # the properties file's path names the service directory on the command line (process_is_ours)
+    (service.dir / "spark.conf").write_text("spark.ui.reverseProxy false\n")
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
+    with open(service.log_file, "ab") as out:
+        proc = subprocess.Popen([str(home / "bin" / "spark-class"), *service.arguments], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=service.dir, env=env)
+    service.pid_file.write_text(f"{proc.pid}\n")
+    return proc
+
+
+def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: float) -> list[SparkService]:
+    """Start what is not running; wait until the master counts every worker alive. Returns what it started."""
+    home = spark_home(python)
+    java = check_java()
+    started: list[tuple[SparkService, subprocess.Popen]] = []
+    try:
+        for service in services:
+            pid = service.pid()
+            if pid is not None:
+                print(f"spark: {service.name} already running (pid {pid})", flush=True)
+                continue
+            proc = launch(service, home, java)
+            started.append((service, proc))
+            print(f"spark: started {service.name} (pid {proc.pid})", flush=True)
+        workers = len(services) - 1
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = master_state(ui_port)
+            alive = state.get("aliveworkers", 0) if state else 0
+            if state and state.get("status") == "ALIVE" and alive >= workers:
+                break
+            for service, proc in started:
+                if proc.poll() is not None:
+                    raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
+                                     + tail(service.log_file))
+            if time.monotonic() > deadline:
+                raise StackError(f"the Spark master counts {alive} of {workers} workers alive after {timeout_s:.0f}s; "
+                                 f"see the logs under {services[0].state_dir}")
+            time.sleep(0.5)
+    except BaseException:
+        for service, proc in reversed(started):
+            stop(service, pid=proc.pid)
+        raise
+    print(f"spark: up: master spark://127.0.0.1:{services[0].ports[0]}, {workers} workers, "
+          f"UI http://127.0.0.1:{ui_port}", flush=True)
+    return [service for service, _ in started]
+
+
+def down(services: list[SparkService]) -> None:
+    for service in reversed(services):
+        if stop(service):
+            print(f"spark: stopped {service.name}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--python", type=Path, default=DEFAULT_PYTHON, help="the interpreter whose pyspark to run")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worker-cores", type=int, default=1)
+    parser.add_argument("--worker-memory", default="1g")
+    parser.add_argument("--master-port", type=int, default=MASTER_PORT)
+    parser.add_argument("--ui-port", type=int, default=MASTER_UI_PORT, help="master UI; workers take the next ports")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    services = cluster_services(args.state_dir.resolve(), args.workers, args.master_port, args.ui_port,
+                                args.worker_cores, args.worker_memory)
+    try:
+        if args.command == "up":
+            up(services, args.python, args.ui_port, args.timeout)
+        elif args.command == "down":
+            down(services)
+        else:
+            state = master_state(args.ui_port)
+            print(json.dumps({"services": {s.name: s.pid() for s in services},
+                              "master": {k: state.get(k) for k in ("url", "status", "aliveworkers", "cores")}
+                              if state else None}, indent=2))
+            return 0 if state and state.get("aliveworkers", 0) >= args.workers else 1
+    except StackError as exc:
+        print(f"spark: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

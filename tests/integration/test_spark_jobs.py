@@ -1,0 +1,213 @@
+"""The Spark copy and verify jobs through a real `spark-submit`, on `local[2]` and on a Spark
+standalone cluster (a master and two workers started from the pinned pyspark), against the local
+Kafka stack."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.config import ClusterConfig
+from kmigrate.manifest import Manifest
+from kmigrate.plan import build_plan, write_clients
+from kmigrate.tasks import KILL_HOOK_ENV
+from tests.conftest import PROJECT_DIR
+from tests.integration.test_copier import assert_same_partition, seed_plain
+from tests.kafka_helpers import produce
+
+SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
+# this module's own standalone cluster ports (make spark-up uses 17077 and 18090-18092)
+MASTER_PORT, MASTER_UI_PORT = 37077, 38090
+
+
+def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str, master: str = "local[2]",
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                   **(env or {})}
+    return subprocess.run(
+        [SPARK_SUBMIT, "--master", master, "--conf", "spark.ui.enabled=false",
+         str(PROJECT_DIR / "spark_jobs" / f"{job}.py"),
+         "--state-location", str(state), "--run-id", run_id, "--clients", str(clients), *extra],
+        capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
+
+
+def output(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr  # spark-submit merges the Python driver's stderr into stdout
+
+
+def attempts(manifest: Manifest, kind: str) -> list[dict]:
+    return [manifest.read(p) for p in manifest.parts() if p.startswith(f"{kind}/")]
+
+
+def make_run(stack, tmp_path: Path, topics: list[str], run_id: str = "run-1") -> tuple[Manifest, Path]:
+    manifest = Manifest(str(tmp_path / "state"), run_id)
+    manifest.write_once("plan", build_plan(stack.source, topics))
+    return manifest, write_clients(tmp_path / "clients.json", stack.source, stack.target)
+
+
+def seed_workload(stack, name: str, topics: int = 3, partitions: int = 4, per_partition: int = 500) -> list[str]:
+    names = [f"{name}-{i}" for i in range(topics)]
+    for topic in names:
+        seed_plain(stack.source, topic, partitions=partitions, per_partition=per_partition)
+    return names
+
+
+def copy_and_verify(stack, tmp_path: Path, topics: list[str], master: str) -> Manifest:
+    manifest, clients = make_run(stack, tmp_path, topics)
+    copied = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, master=master)
+    assert copied.returncode == 0, output(copied)[-4000:]
+    assert "12 partitions copied, 6000 new records" in copied.stdout
+    assert copied.stdout.count("ok: 500 records") == 12  # a progress line per partition
+    [copy] = attempts(manifest, "copy-results")
+    assert len(copy["rows"]) == 12 and all(r["ok"] and r["digests_equal"] and r["records"] == 500 for r in copy["rows"])
+
+    verified = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients, master=master)
+    assert verified.returncode == 0, output(verified)[-4000:]
+    assert "all 12 partitions equal (6000 records)" in verified.stdout
+    [table] = attempts(manifest, "verification")
+    assert table["all_equal"] and len(table["rows"]) == 12
+    for row in table["rows"]:
+        assert row["equal"] and row["source_digest"] == row["target_digest"]
+        assert (row["target_log_start"], row["target_end"]) == (row["source_log_start"], row["snapshot_end"]) == (0, 500)
+    for topic in topics:
+        for partition in range(4):
+            assert_same_partition(stack, topic, partition)
+    return manifest
+
+
+def test_copy_and_verify_on_local_then_a_rerun_is_a_quick_noop(stack, unique_name, tmp_path):
+    topics = seed_workload(stack, unique_name)
+    manifest = copy_and_verify(stack, tmp_path, topics, "local[2]")
+
+    started = time.monotonic()
+    again = spark_submit("copy_partitions", tmp_path / "state", "run-1", tmp_path / "clients.json")
+    rerun_s = time.monotonic() - started
+    assert again.returncode == 0, output(again)[-3000:]
+    assert "12 partitions copied, 0 new records" in again.stdout
+    rerun = [a for a in attempts(manifest, "copy-results") if all(r["records"] == 0 for r in a["rows"])]
+    assert len(rerun) == 1 and len(rerun[0]["rows"]) == 12 and all(r["digests_equal"] for r in rerun[0]["rows"])
+    print(f"re-run of a finished copy: {rerun_s:.1f}s wall, {rerun[0]['seconds']:.1f}s after the session started")
+    assert rerun[0]["seconds"] < 30
+
+
+def load_spark_cluster_module():
+    spec = importlib.util.spec_from_file_location("kmigrate_spark_cluster", PROJECT_DIR / "stack" / "spark_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    """A standalone master and two one-core workers on this module's own ports, stopped by pid."""
+    module = load_spark_cluster_module()
+    services = module.cluster_services(tmp_path_factory.mktemp("spark-cluster"), 2, MASTER_PORT, MASTER_UI_PORT,
+                                       1, "1g")
+    started = module.up(services, Path(sys.executable), MASTER_UI_PORT, timeout_s=120)
+    try:
+        yield f"spark://127.0.0.1:{MASTER_PORT}"
+    finally:
+        module.down(started)
+
+
+def test_copy_and_verify_on_a_standalone_cluster(stack, unique_name, tmp_path, spark_cluster):
+    topics = seed_workload(stack, unique_name)
+    copy_and_verify(stack, tmp_path, topics, spark_cluster)
+
+
+def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_path):
+    topic = unique_name
+    # record batches of at most 100 records and small fetches, so that the copier reports progress
+    # (and the hook fires) well before the end; local[2,4]: two slots, four attempts per task
+    seed_plain(stack.source, topic, partitions=2, per_partition=4000, **{"batch.num.messages": 100})
+    manifest, clients = make_run(stack, tmp_path, [topic])
+    markers = tmp_path / "killed"
+    markers.mkdir()
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, "--fetch-max-bytes", "16384",
+                          master="local[2,4]", env={KILL_HOOK_ENV: f"1000:{markers}"})
+    assert result.returncode == 0, output(result)[-4000:]
+    assert sorted(p.name for p in markers.iterdir()) == [f"{topic}-0", f"{topic}-1"]  # both were killed once
+    assert "Python worker exited unexpectedly" in output(result) or "crashed" in output(result)
+    [copy] = attempts(manifest, "copy-results")
+    for row in copy["rows"]:
+        # the retry resumed from what the killed attempt had written, and finished the partition
+        assert row["ok"] and row["digests_equal"] and 1000 <= row["target_start"] < 4000
+        assert row["records"] == 4000 - row["target_start"] and row["target_end"] == 4000
+    verified = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    assert verified.returncode == 0, output(verified)[-3000:]
+    for partition in range(2):
+        assert_same_partition(stack, topic, partition)  # no duplicate, nothing missing
+
+
+def test_verify_names_a_partition_that_differs(stack, unique_name, tmp_path):
+    topics = seed_workload(stack, unique_name, topics=1, partitions=2, per_partition=100)
+    manifest, clients = make_run(stack, tmp_path, topics)
+    assert spark_submit("copy_partitions", tmp_path / "state", "run-1", clients).returncode == 0
+    produce(stack.target, topics[0], [(b"stray", b"written on the target after the copy")], partition=1)
+    result = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    assert result.returncode == 1
+    assert f"1 of 2 partitions differ: {topics[0]}[1]" in output(result)
+    [table] = attempts(manifest, "verification")
+    rows = {r["partition"]: r for r in table["rows"]}
+    assert not table["all_equal"] and rows[0]["equal"] and not rows[1]["equal"]
+    assert "target end 101 != snapshot end 100" in rows[1]["problems"]
+
+
+def test_wrong_bootstrap_fails_fast_with_one_message(stack, unique_name, tmp_path):
+    topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
+    Manifest(str(tmp_path / "state"), "run-1").write_once("plan", build_plan(stack.source, topics))
+    clients = write_clients(tmp_path / "clients.json", ClusterConfig.from_bootstrap("source", "127.0.0.1:1"),
+                            stack.target)
+    started = time.monotonic()
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    assert result.returncode == 2 and time.monotonic() - started < 60
+    assert "source cluster at 127.0.0.1:1 did not answer within 10s" in output(result)
+    assert "check bootstrap.servers" in output(result)
+
+
+def test_unknown_topic_fails_fast_and_creates_nothing(stack, unique_name, tmp_path):
+    topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
+    missing = f"{unique_name}-missing"
+    plan = build_plan(stack.source, topics)
+    plan["units"].append({"topic": missing, "partition": 0, "end_offset": 5, "mode": "preserve", "offsets": 5})
+    Manifest(str(tmp_path / "state"), "run-1").write_once("plan", plan)
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    assert result.returncode == 2
+    assert f"topic '{missing}' of the plan does not exist on the source cluster" in output(result)
+    with ClusterAdmin(stack.target) as target:
+        assert target.partition_count(missing) is None
+
+
+def test_unreadable_state_location_fails_fast(stack, tmp_path):
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state location's folder should be")
+    for job in ("copy_partitions", "verify_partitions"):
+        result = spark_submit(job, blocker / "state", "run-1", clients)
+        assert result.returncode == 2
+        assert "reading part 'plan' of the run manifest" in output(result)
+        assert "check that the state location exists" in output(result)
+
+
+def test_client_file_others_can_read_is_refused(tmp_path, stack):
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    clients.chmod(0o644)
+    Manifest(str(tmp_path / "state"), "run-1").write_once("plan", {"units": []})
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    assert result.returncode == 2
+    assert "readable by others" in output(result) and "chmod 600" in output(result)
+
+
+def test_job_without_a_plan_says_what_to_do(tmp_path, stack):
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    assert result.returncode == 2
+    assert "has no plan; run the snapshot step first" in output(result)
