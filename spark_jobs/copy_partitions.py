@@ -18,7 +18,7 @@ import functools
 import sys
 import time
 
-from driver import run_units, say, start_spark
+from driver import run_units, say, start_spark, warm_up
 
 from kmigrate.copier import TRANSLATE
 from kmigrate.errors import KmigrateError
@@ -65,19 +65,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     spark = start_spark(f"kmigrate-copy-{args.run_id}")
-    started = time.monotonic()
     try:
+        warm_up_s = warm_up(spark)
+        started = time.monotonic()
         rows = run_units(
             spark, units,
             # a partial of a library function: executors import it by name, nothing from this file
             functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=resume_maps,
                               fetch_max_bytes=args.fetch_max_bytes),
             job=JOB, action="copy", describe=describe, parallelism=args.parallelism)
+        seconds = round(time.monotonic() - started, 3)
+    except KmigrateError as exc:
+        say(JOB, f"error: {exc}", err=True)
+        return 2
     finally:
         spark.stop()
-    seconds = round(time.monotonic() - started, 3)
     attempt = f"{COPY_RESULTS}/{new_attempt()}"
-    manifest.write_once(attempt, {"rows": rows, "seconds": seconds})
+    manifest.write_once(attempt, {"rows": rows, "seconds": seconds, "warm_up_seconds": round(warm_up_s, 3)})
     failed = [r for r in rows if not r["ok"]]
     if failed:
         names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in failed)

@@ -17,10 +17,29 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from kmigrate.copier import WorkUnit
+from kmigrate.errors import ConfigError
+from kmigrate.tasks import ready
 
 
 def start_spark(app_name: str) -> SparkSession:
     return SparkSession.builder.appName(app_name).getOrCreate()
+
+
+def warm_up(spark: SparkSession) -> float:
+    """Start a Python worker on every task slot and import the library there, before the timed
+    work: it fails fast when executors cannot import kmigrate. Returns the seconds it took."""
+    started = time.monotonic()
+    sc = spark.sparkContext
+    sc.setJobDescription("start Python workers and import kmigrate")
+    slots = sc.defaultParallelism
+    try:
+        # a library function, pickled by name: unpickling it imports kmigrate on the executor
+        sc.parallelize(range(slots), slots).map(ready).collect()
+    except Exception as exc:  # noqa: BLE001
+        first_line = next((line for line in str(exc).splitlines() if "Error" in line), str(exc)[:300])
+        raise ConfigError(f"the Spark executors cannot run the kmigrate library ({first_line.strip()}); "
+                          "install the project (pip install .) in the executors' Python") from None
+    return time.monotonic() - started
 
 
 def say(job: str, message: str, *, err: bool = False) -> None:

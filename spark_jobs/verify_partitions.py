@@ -16,7 +16,7 @@ import functools
 import sys
 import time
 
-from driver import run_units, say, start_spark
+from driver import run_units, say, start_spark, warm_up
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.copier import TRANSLATE
@@ -55,16 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     spark = start_spark(f"kmigrate-verify-{args.run_id}")
-    started = time.monotonic()
     try:
+        warm_up_s = warm_up(spark)
+        started = time.monotonic()
         rows = run_units(spark, units, functools.partial(verify_task, clients=clients, offset_maps=offset_maps),
                          job=JOB, action="verify", describe=describe, parallelism=args.parallelism)
+        seconds = round(time.monotonic() - started, 3)
+    except KmigrateError as exc:
+        say(JOB, f"error: {exc}", err=True)
+        return 2
     finally:
         spark.stop()
     unequal = [r for r in rows if not r["equal"]]
-    seconds = round(time.monotonic() - started, 3)
     attempt = f"{VERIFICATION}/{new_attempt()}"
-    manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds})
+    manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds,
+                                  "warm_up_seconds": round(warm_up_s, 3)})
     if unequal:
         names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in unequal)
         say(JOB, f"{len(unequal)} of {len(rows)} partitions differ: {names}; table in {manifest.location}/{attempt}.json",

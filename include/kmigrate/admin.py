@@ -4,12 +4,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicNotFound
+from kmigrate.errors import ClusterUnavailable, GroupError, KmigrateError, TopicNotFound
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,13 @@ class ClusterAdmin:
 
     # ------------------------------------------------------------------ topics
 
+    def list_topics(self) -> list[str]:
+        try:
+            meta = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable("the topic list", exc) from exc
+        return sorted(meta.topics)
+
     def partition_count(self, topic: str) -> int | None:
         """Number of partitions, or None when the topic does not exist."""
         try:
@@ -150,6 +158,54 @@ class ClusterAdmin:
                     f"{self.cluster.name}: DeleteRecords on {topic}[{partition}] before {before_offset} failed: "
                     f"{exc.args[0].str()}") from exc
         raise AssertionError("no DeleteRecords result")
+
+    # ------------------------------------------------------------------ consumer groups
+
+    def list_groups(self) -> list[str]:
+        try:
+            listed = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable("the consumer groups", exc) from exc
+        return sorted(g.group_id for g in listed.valid)
+
+    def describe_group(self, group: str) -> dict[str, Any]:
+        """{"state": "EMPTY"|"STABLE"|"DEAD"|..., "members": [client ids and hosts]}; a group that
+        does not exist is DEAD with no members."""
+        try:
+            described = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group].result(
+                timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise GroupError(f"{self.cluster.name}: describing consumer group {group!r} failed: {exc.args[0].str()}",
+                             group=group) from exc
+        return {"state": described.state.name,
+                "members": [f"{m.client_id}@{m.host}" for m in described.members]}
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets, by (topic, partition); empty for an unknown group."""
+        try:
+            answer = self._admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)[group].result(
+                timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise GroupError(f"{self.cluster.name}: reading the offsets of consumer group {group!r} failed: "
+                             f"{exc.args[0].str()}", group=group) from exc
+        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
+                if tp.error is None and tp.offset >= 0}
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Set the group's committed offsets (the group must have no members)."""
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())])
+        try:
+            answer = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group].result(
+                timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise GroupError(f"{self.cluster.name}: writing the offsets of consumer group {group!r} failed: "
+                             f"{exc.args[0].str()}", group=group) from exc
+        failed = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in answer.topic_partitions if tp.error]
+        if failed:
+            raise GroupError(f"{self.cluster.name}: consumer group {group!r}: offsets not written for "
+                             f"{', '.join(failed)}", group=group)
 
     def _wait_for_metadata(self, topic: str, partitions: int) -> None:
         """Until the topic is in the metadata with every partition led by a broker."""

@@ -80,3 +80,19 @@ class SourceNotReady(CopyError):
 
 class TopicMismatch(KmigrateError):
     """The target topic exists with a shape or configs that conflict with the source topic."""
+
+
+class GroupError(KmigrateError):
+    """A consumer group cannot be read, checked or written; the message names the group."""
+
+    def __init__(self, message: str, *, group: str) -> None:
+        super().__init__(message)
+        self.group = group
+
+
+class GroupActive(GroupError):
+    """The group has members on the target cluster: its offsets cannot (and must not) be changed."""
+
+
+class OffsetsNotApplied(KmigrateError):
+    """Offsets read back after a write differ from what was written."""

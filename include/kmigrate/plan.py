@@ -7,7 +7,7 @@ import json
 import os
 import stat
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +23,34 @@ COPY_RESULTS = "copy-results"
 VERIFICATION = "verification"
 
 
-def build_plan(source: ClusterConfig, topics: Iterable[str], modes: dict[str, str] | None = None) -> dict[str, Any]:
-    """One unit per partition of each topic, up to its current end, largest first."""
+def topic_partitions(admin: ClusterAdmin, topic: str) -> list[dict[str, int]]:
+    """Each partition's log start and end offsets now."""
+    out = []
+    for partition in range(admin.require_partition_count(topic)):
+        log_start, end = admin.watermarks(topic, partition)
+        out.append({"partition": partition, "log_start": log_start, "end": end})
+    return out
+
+
+def plan_from_topics(topics: Mapping[str, Mapping[str, Any]], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One work unit per partition of `topics` ({topic: {"partitions": topic_partitions(...)}}), up
+    to its end offset, largest first."""
     units = []
-    with ClusterAdmin(source) as admin:
-        for topic in topics:
-            mode = (modes or {}).get(topic, PRESERVE)
-            if mode not in (PRESERVE, TRANSLATE):
-                raise ConfigError(f"topic {topic!r}: mode {mode!r} is not 'preserve' or 'translate'")
-            for partition in range(admin.require_partition_count(topic)):
-                low, high = admin.watermarks(topic, partition)
-                units.append({"topic": topic, "partition": partition, "end_offset": high, "mode": mode,
-                              "offsets": high - low})
+    for topic, entry in topics.items():
+        mode = (modes or {}).get(topic, PRESERVE)
+        if mode not in (PRESERVE, TRANSLATE):
+            raise ConfigError(f"topic {topic!r}: mode {mode!r} is not 'preserve' or 'translate'")
+        for p in entry["partitions"]:
+            units.append({"topic": topic, "partition": p["partition"], "end_offset": p["end"], "mode": mode,
+                          "offsets": p["end"] - p["log_start"]})
     units.sort(key=lambda u: (-u["offsets"], u["topic"], u["partition"]))
     return {"units": units}
+
+
+def build_plan(source: ClusterConfig, topics: Iterable[str], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A plan for `topics` up to their current ends (without a snapshot: tests and benchmarks)."""
+    with ClusterAdmin(source) as admin:
+        return plan_from_topics({topic: {"partitions": topic_partitions(admin, topic)} for topic in topics}, modes)
 
 
 def work_units(plan: dict[str, Any]) -> list[WorkUnit]:

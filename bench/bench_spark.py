@@ -1,0 +1,147 @@
+"""Spark copy job benchmark on the local stack (`make bench-spark`).
+
+The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded three
+times under different topic names, then copied to the target three ways, in one run:
+  - the Spark job (`spark-submit --master local[2] spark_jobs/copy_partitions.py`): `spark_s` is the
+    job's own time from its warmed-up executors to the last result, `spark_startup_s` the rest of
+    the spark-submit wall time (JVM, session, preflight, Python workers, shutdown);
+  - the bare copier, partition after partition in one process (`bare_sequential_s`);
+  - the bare copier in a pool of 2 started processes, the parallelism of local[2] (`bare_parallel_s`).
+Every copy verifies digests, as the job does. The last line is one JSON object.
+
+    python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100]
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.config import ClusterConfig
+from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
+from kmigrate.manifest import Manifest
+from kmigrate.plan import build_plan, work_units, write_clients
+from kmigrate.tasks import ready
+from kmigrate.topics import prepare_target_topic
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
+TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
+PARALLELISM = 2
+
+
+def seed(topics: list[str], partitions: int, records: int, value_bytes: int) -> None:
+    producer = Producer(SOURCE.producer(**{"linger.ms": 20, "batch.size": 1 << 20, "compression.type": "lz4",
+                                           "queue.buffering.max.messages": 1_000_000}))
+    value = b"v" * value_bytes
+    with ClusterAdmin(SOURCE) as admin:
+        for topic in topics:
+            admin.create_topic(topic, partitions, {})
+    for topic in topics:
+        for partition in range(partitions):
+            for i in range(records):
+                while True:
+                    try:
+                        producer.produce(topic, key=b"key-%08d" % i, value=value, partition=partition)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def prepare(topics: list[str]) -> list[WorkUnit]:
+    with ClusterAdmin(SOURCE) as source, ClusterAdmin(TARGET) as target:
+        for topic in topics:
+            prepare_target_topic(source, target, topic)
+    return work_units(build_plan(SOURCE, topics))
+
+
+def copy_one(unit: WorkUnit) -> int:
+    result = copy_partition(SOURCE, TARGET, unit, CopyOptions(run_id="bench"))
+    assert result.digests_equal, unit
+    return result.records
+
+
+def bare_sequential(units: list[WorkUnit]) -> float:
+    started = time.monotonic()
+    copied = sum(copy_one(unit) for unit in units)
+    assert copied == sum(u.end_offset for u in units)
+    return time.monotonic() - started
+
+
+def bare_parallel(units: list[WorkUnit]) -> float:
+    # spawned, not forked: a fork of a process holding librdkafka threads can hang. The workers
+    # are started and have imported the library before the clock starts, as the Spark job's
+    # Python workers have after its warm-up.
+    with concurrent.futures.ProcessPoolExecutor(PARALLELISM, mp_context=multiprocessing.get_context("spawn")) as pool:
+        assert list(pool.map(ready, range(PARALLELISM))) == ["ready"] * PARALLELISM
+        started = time.monotonic()
+        copied = sum(pool.map(copy_one, units))
+        seconds = time.monotonic() - started
+    assert copied == sum(u.end_offset for u in units)
+    return seconds
+
+
+def spark(topics: list[str], workdir: Path) -> tuple[float, float]:
+    manifest = Manifest(str(workdir / "state"), "bench")
+    manifest.write_once("plan", build_plan(SOURCE, topics))
+    clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    started = time.monotonic()
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
+         "--conf", "spark.ui.enabled=false", str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),
+         "--state-location", str(workdir / "state"), "--run-id", "bench", "--clients", str(clients)],
+        capture_output=True, text=True, env=env, cwd=PROJECT_DIR)
+    wall = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"spark job failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    [part] = [p for p in manifest.parts() if p.startswith("copy-results/")]
+    job = manifest.read(part)
+    assert all(r["ok"] and r["digests_equal"] for r in job["rows"])
+    return job["seconds"], wall - job["seconds"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--records", type=int, default=100_000, help="per partition")
+    parser.add_argument("--value-bytes", type=int, default=100)
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:6]
+    sets = {way: [f"bench.spark.{run}.{way}.{i}" for i in range(args.topics)] for way in ("spark", "seq", "pool")}
+    total = args.topics * args.partitions * args.records
+    print(f"seeding 3 x {args.topics} topics x {args.partitions} partitions x {args.records} records "
+          f"of {args.value_bytes} B ({total} records per copy)", flush=True)
+    for topics in sets.values():
+        seed(topics, args.partitions, args.records, args.value_bytes)
+    with tempfile.TemporaryDirectory() as workdir:
+        spark_s, startup_s = spark(sets["spark"], Path(workdir))
+    print(f"spark job (local[{PARALLELISM}]): {spark_s:.2f}s copying, {startup_s:.2f}s start-up and preflight", flush=True)
+    sequential_s = bare_sequential(prepare(sets["seq"]))
+    print(f"bare copier, one partition after another: {sequential_s:.2f}s", flush=True)
+    parallel_s = bare_parallel(prepare(sets["pool"]))
+    print(f"bare copier, {PARALLELISM} processes: {parallel_s:.2f}s", flush=True)
+    print(json.dumps({
+        "records": total, "partitions": args.topics * args.partitions, "value_bytes": args.value_bytes,
+        "spark_s": round(spark_s, 3), "spark_startup_s": round(startup_s, 3),
+        "bare_sequential_s": round(sequential_s, 3), "bare_parallel_s": round(parallel_s, 3),
+        "overhead_ratio": round(spark_s / parallel_s, 3),
+        "spark_records_per_s": round(total / spark_s), "bare_parallel_records_per_s": round(total / parallel_s),
+    }))
+
+
+if __name__ == "__main__":
+    main()

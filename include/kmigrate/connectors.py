@@ -1,0 +1,129 @@
+"""Connector migration (DESIGN 3): stop connectors on the source Connect cluster, re-create them on
+the target one in STOPPED state with their offsets carried over, resume them there; and the
+rollback that puts them back on the source.
+
+Source connectors' offsets (positions in their external system) are PATCHed as they are; sink
+connectors' offsets (`kafka_offset` per topic partition) are translated through the run's offset
+maps. Everything is checked before anything is created; every call is idempotent, so each step can
+be re-run."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kmigrate.connect import ConnectClient
+from kmigrate.errors import ConnectorNotFound, ConnectorStateError, OffsetsNotApplied
+from kmigrate.groups import OffsetTranslator
+from kmigrate.manifest import Manifest
+from kmigrate.plan import new_attempt
+from kmigrate.snapshot import read_snapshot
+
+CONNECTOR_RESULTS = "connector-migration"
+
+
+def stop_connectors(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[str]:
+    """Stop each connector and wait until its tasks are gone; already stopped ones stay so."""
+    for name in names:
+        connect.stop(name, wait_s=wait_s)
+    return list(names)
+
+
+def target_config(config: Mapping[str, str], *, target_bootstrap: str | None = None,
+                  overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The connector's config for the target Connect cluster: client overrides that name a
+    bootstrap address (`producer.override.bootstrap.servers`, ...) point at the target cluster,
+    then `overrides` (for example another input or output file) apply."""
+    out = dict(config)
+    if target_bootstrap:
+        for key in out:
+            if key.endswith("bootstrap.servers"):
+                out[key] = target_bootstrap
+    out.update(overrides or {})
+    return out
+
+
+def _canonical(offsets: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted(json.dumps(entry, sort_keys=True) for entry in offsets)
+
+
+def translated_offsets(entry: Mapping[str, Any], translator: OffsetTranslator) -> list[dict[str, Any]]:
+    if entry["type"] != "sink":
+        return [dict(o) for o in entry["offsets"]]
+    out = []
+    for o in entry["offsets"]:
+        topic, partition = o["partition"]["kafka_topic"], int(o["partition"]["kafka_partition"])
+        offset = translator.target_offset(topic, partition, int(o["offset"]["kafka_offset"]))
+        out.append({"partition": {"kafka_topic": topic, "kafka_partition": partition},
+                    "offset": {"kafka_offset": offset}})
+    return out
+
+
+def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, target_bootstrap: str | None = None,
+                       overrides: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
+    """Create each snapshot connector on the target Connect cluster in STOPPED state with its
+    config and (translated) offsets, and read the offsets back. Resuming is `resume_connectors`.
+    A connector that already runs on the target (an earlier attempt resumed it) is left alone."""
+    snapshot = read_snapshot(manifest)
+    translator = OffsetTranslator.for_run(manifest)
+    prepared = []
+    for name, entry in sorted(snapshot["connectors"].items()):
+        if entry["state"] != "STOPPED":
+            raise ConnectorStateError(
+                f"connector {name!r} was {entry['state']} on the source when the snapshot was taken, so its "
+                "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",
+                connector=name)
+        config = target_config(entry["config"], target_bootstrap=target_bootstrap, overrides=(overrides or {}).get(name))
+        offsets = translated_offsets(entry, translator)
+        try:
+            existing = target_connect.config(name)
+        except ConnectorNotFound:
+            existing = None
+        if existing is not None and {k: v for k, v in existing.items() if k != "name"} != \
+                {k: v for k, v in config.items() if k != "name"}:
+            raise ConnectorStateError(
+                f"connector {name!r} already exists on the target Connect cluster ({target_connect.url}) with "
+                "another config; delete it there or rename it (nothing was created)", connector=name)
+        prepared.append((name, entry["type"], config, offsets, existing is not None))
+
+    results = []
+    for name, kind, config, offsets, exists in prepared:
+        if not exists:
+            target_connect.create(name, config, initial_state="STOPPED")
+        state = target_connect.state(name)
+        if state != "STOPPED":
+            results.append({"name": name, "type": kind, "created": False, "offsets_written": False, "state": state})
+            continue
+        if offsets:
+            target_connect.alter_offsets(name, offsets)
+            got = target_connect.offsets(name)
+            if _canonical(got) != _canonical(offsets):
+                raise OffsetsNotApplied(f"connector {name!r} on {target_connect.url}: offsets read back {got} differ "
+                                        f"from those written {offsets}; re-run this step", )
+        results.append({"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
+                        "offsets": offsets, "state": state})
+    manifest.write_once(f"{CONNECTOR_RESULTS}/{new_attempt()}", {"connectors": results})
+    return results
+
+
+def resume_connectors(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[dict[str, Any]]:
+    """Resume each connector and wait until it and all its tasks run."""
+    out = []
+    for name in names:
+        connect.resume(name)
+        status = connect.wait_for(
+            name, lambda st: st["connector"]["state"] == "RUNNING" and st["tasks"]
+            and all(t["state"] == "RUNNING" for t in st["tasks"]), "RUNNING with all tasks running", wait_s)
+        out.append({"name": name, "state": status["connector"]["state"], "tasks": len(status["tasks"])})
+    return out
+
+
+def rollback_connectors(source_connect: ConnectClient, target_connect: ConnectClient, names: Sequence[str],
+                        wait_s: float = 60.0) -> list[dict[str, Any]]:
+    """Stop the target copies (where they exist), then resume the connectors on the source."""
+    for name in names:
+        try:
+            target_connect.stop(name, wait_s=wait_s)
+        except ConnectorNotFound:
+            pass
+    return resume_connectors(source_connect, names, wait_s)

@@ -1,0 +1,116 @@
+"""The snapshot step (DESIGN 3 and 6): the selected topics, consumer groups and connectors as they
+are at the cut-over, written into the run manifest once. A re-run reads the stored snapshot back;
+it is never taken again or overwritten. The run's plan (one work unit per partition) is derived
+from it."""
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.config import ClusterConfig
+from kmigrate.connect import ConnectClient
+from kmigrate.errors import ConfigError
+from kmigrate.manifest import Manifest
+from kmigrate.plan import PLAN_PART, plan_from_topics, topic_partitions
+
+SNAPSHOT_PART = "snapshot"
+
+
+def compile_pattern(pattern: str, what: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"the {what} pattern {pattern!r} is not a valid regular expression ({exc}); fix it") from exc
+
+
+def select(names: Iterable[str], include: str, exclude: str | None = None, what: str = "topic") -> list[str]:
+    """Names that fully match `include` and not `exclude`. Kafka's own internal topics (`__*`) are
+    never selected."""
+    wanted = compile_pattern(include, f"{what} include")
+    unwanted = compile_pattern(exclude, f"{what} exclude") if exclude else None
+    return sorted(n for n in names if not n.startswith("__") and wanted.fullmatch(n)
+                  and not (unwanted and unwanted.fullmatch(n)))
+
+
+def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
+    return {topic: {"partitions": topic_partitions(admin, topic),
+                    "configs": admin.topic_configs(topic, explicit_only=True)} for topic in topics}
+
+
+def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[str]) -> dict[str, Any]:
+    """Each selected group with committed offsets on the selected topics: its state and members at
+    the snapshot, and those offsets."""
+    if not pattern:
+        return {}
+    selected_topics = set(topics)
+    out = {}
+    for group in select(admin.list_groups(), pattern, what="consumer group"):
+        offsets = [{"topic": t, "partition": p, "offset": o}
+                   for (t, p), o in sorted(admin.committed_offsets(group).items()) if t in selected_topics]
+        if offsets:
+            out[group] = {**admin.describe_group(group), "offsets": offsets}
+    return out
+
+
+def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None) -> dict[str, Any]:
+    """Each selected connector of the source Connect cluster: type, config, state and offsets.
+    `selection`: a list of names (each must exist) or a regular expression over the names."""
+    if not selection:
+        return {}
+    if connect is None:
+        raise ConfigError("connectors are selected but no source Connect cluster is given; add its URL or "
+                          "select no connectors")
+    if isinstance(selection, str):
+        names = select(connect.connectors(), selection, what="connector")
+    else:
+        names = sorted(selection)
+    out = {}
+    for name in names:
+        info = connect.info(name)  # ConnectorNotFound names the connector and the Connect cluster
+        out[name] = {"type": info["type"], "config": info["config"], "state": connect.state(name),
+                     "offsets": connect.offsets(name)}
+    return out
+
+
+def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: str, topics_exclude: str | None = None,
+                  groups: str | None = None, source_connect: ConnectClient | None = None,
+                  connectors: Sequence[str] | str | None = None,
+                  modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The run's snapshot, taken now or read back when the run already has one; the plan part
+    is written from it. Nothing is written when any selection is invalid or anything named is
+    missing."""
+
+    def take() -> dict[str, Any]:
+        with ClusterAdmin(source) as admin:
+            admin.check_reachable()
+            topics = select(admin.list_topics(), topics_include, topics_exclude)
+            if not topics:
+                raise ConfigError(f"no topic on the source cluster ({source.bootstrap_servers}) matches include "
+                                  f"{topics_include!r}" + (f" and exclude {topics_exclude!r}" if topics_exclude else "")
+                                  + "; check the topic selection")
+            unknown = sorted(set(modes or {}) - set(topics))
+            if unknown:
+                raise ConfigError(f"modes are given for topics that are not selected: {', '.join(unknown)}; "
+                                  "fix the topic selection or the modes")
+            connector_entries = snapshot_connectors(source_connect, connectors)
+            return {
+                "taken_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "source": source.bootstrap_servers,
+                "topics": snapshot_topics(admin, topics),
+                "groups": snapshot_groups(admin, groups, topics),
+                "connectors": connector_entries,
+            }
+
+    snapshot = manifest.get_or_create(SNAPSHOT_PART, take)
+    manifest.write_once(PLAN_PART, plan_from_topics(snapshot["topics"], modes))
+    return snapshot
+
+
+def read_snapshot(manifest: Manifest) -> dict[str, Any]:
+    snapshot = manifest.read(SNAPSHOT_PART)
+    if snapshot is None:
+        raise ConfigError(f"the run manifest at {manifest.location} has no snapshot; run the snapshot step first")
+    return snapshot

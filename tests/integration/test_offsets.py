@@ -1,0 +1,287 @@
+"""Snapshot, consumer-group replication and connector migration against the real stack (DESIGN 3,
+5, 6): consumers and connectors continue on the target exactly where they stopped on the source."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.connect import ConnectClient
+from kmigrate.connectors import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
+from kmigrate.copier import TRANSLATE
+from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectUnreachable, GroupActive, GroupError
+from kmigrate.groups import replicate_groups
+from kmigrate.manifest import Manifest
+from kmigrate.plan import (
+    COPY_RESULTS,
+    latest_copy_rows,
+    new_attempt,
+    offset_map_of,
+    preflight,
+    read_plan,
+    work_units,
+)
+from kmigrate.snapshot import take_snapshot
+from kmigrate.tasks import copy_task
+from kmigrate.topics import prepare_target_topic
+from tests.integration.test_stack_connect import connectors, wait_until  # noqa: F401 - fixture
+from tests.kafka_helpers import create_topic, produce, read_partition, watermarks
+
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+def copy_run(stack, manifest: Manifest) -> list[dict]:
+    """The copy step in this process (the Spark job does the same per task; tested on its own)."""
+    resume = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
+    units = work_units(read_plan(manifest))
+    preflight(stack.source, stack.target, units)
+    rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume) for unit in units]
+    assert all(r["ok"] for r in rows), rows
+    manifest.write_once(f"{COPY_RESULTS}/{new_attempt()}", {"rows": rows})
+    return rows
+
+
+def commit(cluster, group: str, topic: str, positions: dict[int, int]) -> None:
+    consumer = Consumer(cluster.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def consume_group(cluster, group: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[tuple]:
+    """What a consumer of `group` reads on `cluster` from its committed positions to the end:
+    (partition, key, value) of each record."""
+    consumer = Consumer(cluster.consumer(group))
+    consumer.subscribe([topic])
+    out, at_end = [], set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"group {group} did not reach the end of {topic} in {timeout_s}s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                    continue
+                raise KafkaException(msg.error())
+            at_end.discard(msg.partition())
+            out.append((msg.partition(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def seed_keyed(cluster, topic: str, partitions: int, per_partition: int) -> None:
+    create_topic(cluster, topic, partitions)
+    for p in range(partitions):
+        produce(cluster, topic, [(f"{p}-{i}".encode(), f"value {p}-{i}".encode()) for i in range(per_partition)], p)
+
+
+def expected_after(stack, topic: str, positions: dict[int, int]) -> list[tuple]:
+    return [(p, key, value) for p, position in positions.items()
+            for offset, key, value in read_partition(stack.source, topic, p) if offset >= position]
+
+
+def assert_exactly(got: list[tuple], expected: list[tuple]) -> None:
+    duplicates = len(got) - len(set(got))
+    missing = set(expected) - set(got)
+    extra = set(got) - set(expected)
+    assert (duplicates, len(missing), len(extra)) == (0, 0, 0), (duplicates, sorted(missing)[:5], sorted(extra)[:5])
+    assert len(got) == len(expected)
+
+
+@pytest.mark.parametrize("mode", ["preserve", "translate"])
+def test_groups_resume_on_the_target_exactly_where_they_stopped(stack, unique_name, tmp_path, mode):
+    topic = unique_name
+    seed_keyed(stack.source, topic, partitions=2, per_partition=200)
+    positions = {f"{unique_name}-a": {0: 30, 1: 170}, f"{unique_name}-b": {0: 200, 1: 0}}
+    for group, at in positions.items():
+        commit(stack.source, group, topic, at)
+    if mode == TRANSLATE:  # the target already holds an unrelated prefix, so offsets differ
+        with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+            prepare_target_topic(source, target, topic)
+        produce(stack.target, topic, [(b"old", b"unrelated %d" % i) for i in range(37)], 0)
+        produce(stack.target, topic, [(b"old", b"unrelated %d" % i) for i in range(5)], 1)
+
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    snapshot = take_snapshot(manifest, stack.source, topics_include=topic, groups=f"{unique_name}-.*",
+                             modes={topic: mode})
+    assert sorted(snapshot["groups"]) == sorted(positions)
+    assert snapshot["groups"][f"{unique_name}-a"]["offsets"] == [
+        {"topic": topic, "partition": 0, "offset": 30}, {"topic": topic, "partition": 1, "offset": 170}]
+    copy_run(stack, manifest)
+
+    results = replicate_groups(manifest, stack.target)
+    shift = {0: 37, 1: 5} if mode == TRANSLATE else {0: 0, 1: 0}
+    for result in results:
+        at = positions[result["group"]]
+        assert [(o["partition"], o["target_offset"]) for o in result["offsets"]] == \
+            [(p, at[p] + shift[p]) for p in (0, 1)]
+    for _ in range(2):  # re-runs: the same offsets, nothing written
+        again = replicate_groups(manifest, stack.target)
+        assert [r["offsets"] for r in again] == [r["offsets"] for r in results]
+        assert all(r["written"] == 0 for r in again)
+
+    for group, at in positions.items():
+        assert_exactly(consume_group(stack.target, group, topic, 2), expected_after(stack, topic, at))
+
+
+def test_snapshot_is_taken_once_and_never_overwritten(stack, unique_name, tmp_path):
+    seed_keyed(stack.source, unique_name, partitions=1, per_partition=10)
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    first = take_snapshot(manifest, stack.source, topics_include=unique_name)
+    produce(stack.source, unique_name, [(b"k", b"after the snapshot")])
+    for _ in range(2):
+        assert take_snapshot(manifest, stack.source, topics_include=unique_name) == first
+    assert first["topics"][unique_name]["partitions"] == [{"partition": 0, "log_start": 0, "end": 10}]
+    assert read_plan(manifest)["units"][0]["end_offset"] == 10
+
+
+def test_a_group_active_on_the_target_is_refused_and_nothing_is_written(stack, unique_name, tmp_path):
+    topic = unique_name
+    seed_keyed(stack.source, topic, partitions=1, per_partition=20)
+    for group in ("a", "b"):
+        commit(stack.source, f"{unique_name}-{group}", topic, {0: 5})
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    take_snapshot(manifest, stack.source, topics_include=topic, groups=f"{unique_name}-.*")
+    copy_run(stack, manifest)
+    active = Consumer(stack.target.consumer(f"{unique_name}-b"))
+    active.subscribe([topic])
+    try:
+        wait_until(lambda: active.poll(0.2) is not None or active.assignment(), "the consumer to join")
+        with pytest.raises(GroupActive, match=f"consumer group '{unique_name}-b' is STABLE on the target"):
+            replicate_groups(manifest, stack.target)
+    finally:
+        active.close()
+    with ClusterAdmin(stack.target) as admin:
+        assert admin.committed_offsets(f"{unique_name}-a") == {}  # checked before anything was written
+
+
+def test_offsets_for_a_partition_the_target_lacks_are_refused(stack, unique_name, tmp_path):
+    topic = unique_name
+    seed_keyed(stack.source, topic, partitions=2, per_partition=10)
+    commit(stack.source, f"{unique_name}-g", topic, {0: 3, 1: 4})
+    create_topic(stack.target, topic, 1)  # a target topic with too few partitions
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    take_snapshot(manifest, stack.source, topics_include=topic, groups=f"{unique_name}-.*")
+    with pytest.raises(GroupError, match=rf"{topic}\[1\], which the target cluster .* does not have"):
+        replicate_groups(manifest, stack.target)
+    with ClusterAdmin(stack.target) as admin:
+        assert admin.committed_offsets(f"{unique_name}-g") == {}
+
+
+def test_bad_selections_write_nothing(stack, unique_name, tmp_path):
+    seed_keyed(stack.source, unique_name, partitions=1, per_partition=1)
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    with pytest.raises(ConfigError, match="not a valid regular expression"):
+        take_snapshot(manifest, stack.source, topics_include="orders(")
+    with pytest.raises(ConnectorNotFound, match=f"{unique_name}-missing"):
+        take_snapshot(manifest, stack.source, topics_include=unique_name, source_connect=stack.source_connect,
+                      connectors=[f"{unique_name}-missing"])
+    with pytest.raises(ConnectUnreachable, match="127.0.0.1:9"):
+        take_snapshot(manifest, stack.source, topics_include=unique_name,
+                      source_connect=ConnectClient("http://127.0.0.1:9", request_timeout_s=2), connectors=["any"])
+    assert manifest.parts() == []
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def append(path: Path, lines: list[str]) -> None:
+    with path.open("a") as handle:
+        handle.write("".join(line + "\n" for line in lines))
+
+
+def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+    topic, name = unique_name, f"{unique_name}-src"
+    data = tmp_path / "input.txt"
+    lines = [f"line {i:03d}" for i in range(150)]
+    append(data, lines[:100])
+    create_topic(stack.source, topic)
+    stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
+                                       "topic": topic})
+    connectors.append((stack.source_connect, name))
+    connectors.append((stack.target_connect, name))
+    wait_until(lambda: watermarks(stack.source, topic)[1] == 100, "the first 100 lines on the source")
+    for _ in range(2):  # stopping twice is stopping once
+        stop_connectors(stack.source_connect, [name])
+    append(data, lines[100:130])  # written while the connector is stopped
+
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    snapshot = take_snapshot(manifest, stack.source, topics_include=topic, source_connect=stack.source_connect,
+                             connectors=[name])
+    assert snapshot["connectors"][name]["type"] == "source" and snapshot["connectors"][name]["state"] == "STOPPED"
+    copy_run(stack, manifest)
+    for _ in range(2):  # re-run: the same connector, the same offsets
+        [result] = migrate_connectors(manifest, stack.target_connect)
+        assert result["state"] == "STOPPED" and result["offsets"] == snapshot["connectors"][name]["offsets"]
+    resume_connectors(stack.target_connect, [name])
+    append(data, lines[130:])  # written while it runs on the target
+
+    wait_until(lambda: watermarks(stack.target, topic)[1] == 150, "every line on the target")
+    assert [v.decode() for _, _, v in read_partition(stack.target, topic)] == lines
+    assert watermarks(stack.source, topic) == (0, 100)  # the source cluster was not written to
+    assert stack.source_connect.state(name) == "STOPPED"
+    [again] = migrate_connectors(manifest, stack.target_connect)  # after resume: left alone
+    assert again["state"] == "RUNNING" and not again["offsets_written"]
+
+
+def test_file_sink_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+    topic, name = unique_name, f"{unique_name}-sink"
+    out_source, out_target = tmp_path / "sink-source.txt", tmp_path / "sink-target.txt"
+    values = [f"record {i:03d}" for i in range(150)]
+    create_topic(stack.source, topic)
+    produce(stack.source, topic, [(None, v.encode()) for v in values[:100]])
+    stack.source_connect.create(name, {"connector.class": FILE_SINK, "tasks.max": "1", "file": str(out_source),
+                                       "topics": topic})
+    connectors.append((stack.source_connect, name))
+    connectors.append((stack.target_connect, name))
+    wait_until(lambda: len(lines_of(out_source)) == 100, "the sink to write 100 records")
+    wait_until(lambda: stack.source_connect.offsets(name) == [
+        {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 100}}],
+        "the sink's committed offset 100")
+    stop_connectors(stack.source_connect, [name])
+    produce(stack.source, topic, [(None, v.encode()) for v in values[100:]])  # arrives while it is stopped
+
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    take_snapshot(manifest, stack.source, topics_include=topic, source_connect=stack.source_connect, connectors=[name])
+    copy_run(stack, manifest)
+    migrate_connectors(manifest, stack.target_connect, overrides={name: {"file": str(out_target)}})
+    resume_connectors(stack.target_connect, [name])
+
+    wait_until(lambda: len(lines_of(out_target)) == 50, "the target's sink to write the 50 records after offset 100")
+    assert lines_of(out_source) + lines_of(out_target) == values  # every record exactly once, in order
+    assert lines_of(out_source) == values[:100]
+
+
+def test_rollback_resumes_the_source_and_stops_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+    topic, name = unique_name, f"{unique_name}-src"
+    data = tmp_path / "input.txt"
+    append(data, [f"line {i}" for i in range(10)])
+    create_topic(stack.source, topic)
+    stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
+                                       "topic": topic})
+    connectors.append((stack.source_connect, name))
+    connectors.append((stack.target_connect, name))
+    wait_until(lambda: watermarks(stack.source, topic)[1] == 10, "10 lines on the source")
+    stop_connectors(stack.source_connect, [name])
+    manifest = Manifest(str(tmp_path / "state"), "run-1")
+    take_snapshot(manifest, stack.source, topics_include=topic, source_connect=stack.source_connect, connectors=[name])
+    copy_run(stack, manifest)
+    migrate_connectors(manifest, stack.target_connect)
+    resume_connectors(stack.target_connect, [name])
+
+    for _ in range(2):  # idempotent
+        rollback_connectors(stack.source_connect, stack.target_connect, [name])
+    assert stack.target_connect.state(name) == "STOPPED" and stack.source_connect.state(name) == "RUNNING"
+    append(data, ["after the rollback"])
+    wait_until(lambda: watermarks(stack.source, topic)[1] == 11, "the source connector to run again")
