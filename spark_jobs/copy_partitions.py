@@ -26,7 +26,7 @@ from kmigrate.manifest import Manifest
 from kmigrate.plan import (
     COPY_RESULTS,
     latest_copy_rows,
-    load_clients,
+    load_clients_from,
     new_attempt,
     offset_map_of,
     preflight,
@@ -49,14 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
     parser.add_argument("--run-id", required=True)
-    parser.add_argument("--clients", required=True, help="JSON file of client configs, mode 600")
+    parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
+    parser.add_argument("--plan-part", default="plan", help="the manifest part holding the work units "
+                        "(the pre-copy runs from pre-copy-plan)")
     parser.add_argument("--parallelism", type=int, help="partitions copied at once (default: the task slots)")
     parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
-        units = work_units(read_plan(manifest))
-        clients = load_clients(args.clients)
+        units = work_units(read_plan(manifest, args.plan_part))
+        clients = load_clients_from(args.clients)
         resume_maps = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items()
                        if row["mode"] == TRANSLATE}
         preflight(*clients, units)

@@ -22,7 +22,7 @@ from kmigrate.admin import ClusterAdmin
 from kmigrate.copier import TRANSLATE
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
-from kmigrate.plan import VERIFICATION, latest_copy_rows, load_clients, new_attempt, offset_map_of, read_plan, work_units
+from kmigrate.plan import VERIFICATION, latest_copy_rows, load_clients_from, new_attempt, offset_map_of, read_plan, work_units
 from kmigrate.tasks import verify_task
 
 JOB = "verify_partitions"
@@ -38,13 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
     parser.add_argument("--run-id", required=True)
-    parser.add_argument("--clients", required=True, help="JSON file of client configs, mode 600")
+    parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
     parser.add_argument("--parallelism", type=int, help="partitions verified at once (default: the task slots)")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest))
-        clients = load_clients(args.clients)
+        clients = load_clients_from(args.clients)
         offset_maps = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items()
                        if row["mode"] == TRANSLATE}
         for cluster in clients:

@@ -88,6 +88,13 @@ class ClusterAdmin:
 
     # ------------------------------------------------------------------ topics
 
+    def cluster_id(self) -> str:
+        try:
+            return str(self._admin.describe_cluster(request_timeout=self.timeout_s).result(
+                timeout=self.timeout_s).cluster_id)
+        except KafkaException as exc:
+            raise self._unavailable("the cluster id", exc) from exc
+
     def list_topics(self) -> list[str]:
         try:
             meta = self._admin.list_topics(timeout=self.timeout_s)

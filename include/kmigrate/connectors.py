@@ -9,6 +9,7 @@ be re-run."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,20 @@ def translated_offsets(entry: Mapping[str, Any], translator: OffsetTranslator) -
     return out
 
 
+def _read_back(connect: ConnectClient, name: str, offsets: Sequence[Mapping[str, Any]], timeout_s: float = 30.0) -> None:
+    """GET the offsets until they equal what was PATCHed: the worker's offset store can answer
+    from before the write for a moment."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = connect.offsets(name)
+        if _canonical(got) == _canonical(offsets):
+            return
+        if time.monotonic() > deadline:
+            raise OffsetsNotApplied(f"connector {name!r} on {connect.url}: offsets read back {got} still differ from "
+                                    f"those written {list(offsets)} after {timeout_s:.0f}s; re-run this step")
+        time.sleep(0.2)
+
+
 def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, target_bootstrap: str | None = None,
                        overrides: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
     """Create each snapshot connector on the target Connect cluster in STOPPED state with its
@@ -96,10 +111,7 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
             continue
         if offsets:
             target_connect.alter_offsets(name, offsets)
-            got = target_connect.offsets(name)
-            if _canonical(got) != _canonical(offsets):
-                raise OffsetsNotApplied(f"connector {name!r} on {target_connect.url}: offsets read back {got} differ "
-                                        f"from those written {offsets}; re-run this step", )
+            _read_back(target_connect, name, offsets)
         results.append({"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
                         "offsets": offsets, "state": state})
     manifest.write_once(f"{CONNECTOR_RESULTS}/{new_attempt()}", {"connectors": results})

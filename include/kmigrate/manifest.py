@@ -110,6 +110,22 @@ class Manifest:
         prefix = self._root.rstrip("/") + "/"
         return sorted(f[len(prefix):-len(".json")] for f in files if f.endswith(".json") and ".tmp-" not in f)
 
+    def put_file(self, name: str, data: bytes) -> str:
+        """A derived file next to the parts (the report), replaced atomically on every write;
+        returns its path or URL."""
+        if not _PART_NAME.fullmatch(name):
+            raise ManifestError(f"file name {name!r} is invalid; use letters, digits and ._-")
+        path = f"{self._root}/{name}"
+        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+        try:
+            self._fs.makedirs(self._root, exist_ok=True)
+            with self._fs.open(temporary, "wb") as handle:
+                handle.write(data)
+            self._fs.mv(temporary, path)
+        except OSError as exc:
+            raise self._fail("writing", name, exc) from exc
+        return f"{self.location}/{name}"
+
     def _put(self, part: str, encoded: bytes) -> None:
         path = self._path(part)
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"

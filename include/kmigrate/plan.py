@@ -57,10 +57,10 @@ def work_units(plan: dict[str, Any]) -> list[WorkUnit]:
     return [WorkUnit(u["topic"], u["partition"], u["end_offset"], u["mode"]) for u in plan["units"]]
 
 
-def read_plan(manifest: Manifest) -> dict[str, Any]:
-    plan = manifest.read(PLAN_PART)
+def read_plan(manifest: Manifest, part: str = PLAN_PART) -> dict[str, Any]:
+    plan = manifest.read(part)
     if plan is None:
-        raise ConfigError(f"the run manifest at {manifest.location} has no plan; run the snapshot step first")
+        raise ConfigError(f"the run manifest at {manifest.location} has no {part}; run the snapshot step first")
     return plan
 
 
@@ -127,11 +127,33 @@ def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterCo
         raise ConfigError(f"client config file {file} must be JSON with 'source' and 'target' objects ({exc})") from exc
 
 
+CLIENTS_ENV = "KMIGRATE_CLIENTS_JSON"
+
+
+def clients_json(source: ClusterConfig, target: ClusterConfig) -> str:
+    return json.dumps({"source": dict(source.settings), "target": dict(target.settings)})
+
+
+def load_clients_from(path: str | os.PathLike[str] | None) -> tuple[ClusterConfig, ClusterConfig]:
+    """From the file `path`, or else from the environment variable KMIGRATE_CLIENTS_JSON (how the
+    Airflow operator hands them to spark-submit: never on a command line)."""
+    if path:
+        return load_clients(path)
+    text = os.environ.get(CLIENTS_ENV)
+    if not text:
+        raise ConfigError(f"no client configs: pass --clients FILE (mode 600) or set {CLIENTS_ENV}")
+    try:
+        data = json.loads(text)
+        return ClusterConfig("source", data["source"]), ClusterConfig("target", data["target"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{CLIENTS_ENV} must be JSON with 'source' and 'target' objects ({exc})") from exc
+
+
 def write_clients(path: str | os.PathLike[str], source: ClusterConfig, target: ClusterConfig) -> Path:
     """Write the client config file with owner-only permissions."""
     file = Path(path)
     fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump({"source": dict(source.settings), "target": dict(target.settings)}, handle)
+        handle.write(clients_json(source, target))
     os.chmod(file, 0o600)
     return file

@@ -1,0 +1,115 @@
+"""
+### Kafka migration
+
+Moves the selected topics, consumer groups and Kafka Connect connectors from the source cluster to
+the target cluster so that **every record keeps its offset** and every consumer and connector
+continues exactly where it stopped (DESIGN section 3):
+
+preflight → (dry run stops here) → pre-copy while the source is live → stop connectors → quiesce →
+snapshot → final copy → verify → replicate groups → migrate connectors → resume → report.
+
+Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms. The
+run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
+`state_location/<run id>`. The source cluster is never written to.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+from airflow.sdk import Param, dag
+from kmigrate_airflow import steps
+from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+
+SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
+COPY_POOL = "kafka_migration_copy"
+DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
+RUN_ID = "{{ params.run_name or run_id }}"
+
+
+def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
+    return KmigrateSparkSubmitOperator(
+        task_id=task_id,
+        application=str(SPARK_JOBS / script),
+        conn_id="spark_default",
+        source_conn_id="{{ params.source_kafka_conn_id }}",
+        target_conn_id="{{ params.target_kafka_conn_id }}",
+        application_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN_ID,
+                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        conf={"spark.ui.showConsoleProgress": "false"},
+        pool=COPY_POOL,
+        retries=retries,
+        execution_timeout=datetime.timedelta(hours=12),
+    )
+
+
+@dag(
+    dag_id="kafka_migration",
+    doc_md=__doc__,
+    schedule=None,
+    start_date=datetime.datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "migration"],
+    default_args={
+        "retries": 2,
+        "retry_delay": datetime.timedelta(seconds=10),
+        "retry_exponential_backoff": True,
+        "execution_timeout": datetime.timedelta(minutes=30),
+    },
+    params={
+        "source_kafka_conn_id": Param("kafka_source", type="string", minLength=1, title="Source Kafka connection",
+                                      description="Kafka provider connection of the source cluster"),
+        "target_kafka_conn_id": Param("kafka_target", type="string", minLength=1, title="Target Kafka connection",
+                                      description="Kafka provider connection of the target cluster"),
+        "source_connect_conn_id": Param("connect_source", type="string", minLength=1,
+                                        title="Source Kafka Connect connection", description="HTTP connection"),
+        "target_connect_conn_id": Param("connect_target", type="string", minLength=1,
+                                        title="Target Kafka Connect connection", description="HTTP connection"),
+        "topics_include": Param(type="string", minLength=1, title="Topics to migrate",
+                                description="Regular expression, fully matched against topic names"),
+        "topics_exclude": Param("", type="string", title="Topics to leave out",
+                                description="Regular expression; empty leaves none out"),
+        "groups": Param("", type="string", title="Consumer groups",
+                        description="Regular expression over group ids; empty migrates no group"),
+        "connectors": Param([], type="array", items={"type": "string"}, title="Connectors",
+                            description="Names of source Connect connectors to move"),
+        "connector_overrides": Param({}, type="object", title="Connector config overrides",
+                                     description='{"connector": {"key": "value"}} applied on the target'),
+        "translate_topics": Param("", type="string", title="Topics copied in translate mode",
+                                  description="Regular expression; these get an offset map instead of "
+                                              "preserved offsets (for a target that already holds data)"),
+        "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
+        "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
+                                 description="Source end offsets must stay still this long before the snapshot"),
+        "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
+                                   description="0: the Spark application's task slots"),
+        "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
+                                description="Local path or fsspec URL of the run manifests"),
+        "run_name": Param("", type="string", pattern="^([A-Za-z0-9][A-Za-z0-9._:+-]*)?$", title="Run name",
+                          description="Names the run manifest; empty: the Airflow run id"),
+        "dry_run": Param(False, type="boolean", title="Dry run",
+                         description="Compute and show the plan, write nothing anywhere"),
+    },
+)
+def kafka_migration():
+    preflight = steps.preflight()
+    go = steps.unless_dry_run(preflight)
+    pre_copy_plan = steps.pre_copy_plan()
+    pre_copy = spark_job("pre_copy", "copy_partitions.py", "--plan-part", "pre-copy-plan")
+    stop = steps.stop_connectors()
+    quiesce = steps.quiesce()
+    snapshot = steps.snapshot()
+    copy = spark_job("copy", "copy_partitions.py")
+    verify = spark_job("verify", "verify_partitions.py", retries=2)
+    groups = steps.replicate_groups()
+    connectors = steps.migrate_connectors()
+    resume = steps.resume_connectors()
+    report = steps.report()
+
+    go >> pre_copy_plan >> pre_copy >> stop
+    go >> stop >> quiesce >> snapshot >> copy >> verify >> groups >> connectors >> resume >> report
+
+
+kafka_migration()

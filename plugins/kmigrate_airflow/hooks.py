@@ -1,0 +1,65 @@
+"""Airflow Connections into kmigrate clients, and the Spark submit operator that hands the Kafka
+client configs to a Spark job without a command line.
+
+Kafka clusters are connections of the Kafka provider's type (`kafka`), whose extra JSON is the
+whole librdkafka config (`bootstrap.servers` and any SASL/SSL settings). Kafka Connect clusters
+are HTTP connections: host, port, schema (http/https), login/password for basic auth, and extra
+`{"verify": false | "/ca.pem", "cert": "/client.pem"}` for TLS.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
+
+from kmigrate.config import ClusterConfig
+from kmigrate.connect import ConnectClient
+from kmigrate.errors import ConfigError
+from kmigrate.plan import CLIENTS_ENV, clients_json
+
+
+def _connection(conn_id: str, what: str) -> Any:
+    try:
+        return BaseHook.get_connection(conn_id)
+    except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found error type
+        raise ConfigError(f"the {what} connection id {conn_id!r} is not defined in Airflow; create it (Admin > "
+                          "Connections) or fix the parameter") from exc
+
+
+def kafka_cluster(conn_id: str, name: str) -> ClusterConfig:
+    conn = _connection(conn_id, f"{name} Kafka")
+    return ClusterConfig(name, dict(conn.extra_dejson))  # ConfigError when bootstrap.servers is missing
+
+
+def connect_client(conn_id: str) -> ConnectClient:
+    conn = _connection(conn_id, "Kafka Connect")
+    extra = conn.extra_dejson
+    scheme = conn.schema or "http"
+    url = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")
+    auth = (conn.login, conn.password or "") if conn.login else None
+    return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"))
+
+
+class KmigrateSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for the kmigrate jobs: resolves the two Kafka connections when it runs
+    and passes their client configs to spark-submit in the environment (KMIGRATE_CLIENTS_JSON), so
+    secrets are in no command line, DAG file, XCom or log. The driver's Python is this worker's."""
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "source_conn_id", "target_conn_id")
+
+    def __init__(self, *, source_conn_id: str, target_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+
+    def execute(self, context: Any) -> None:
+        source = kafka_cluster(self.source_conn_id, "source")
+        target = kafka_cluster(self.target_conn_id, "target")
+        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        self.env_vars = {**(self.env_vars or {}), CLIENTS_ENV: clients_json(source, target),
+                         "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+        super().execute(context)

@@ -1,0 +1,153 @@
+"""The non-Spark steps of the migration DAGs as Airflow tasks. Each is a few lines: resolve the
+connections named by the params, call the kmigrate library, log what it did. Nothing here decides
+anything the library does not."""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from airflow.sdk import task
+
+from kmigrate import connectors as connector_steps
+from kmigrate import pipeline
+from kmigrate.groups import replicate_groups as replicate
+from kmigrate.manifest import Manifest
+from kmigrate.report import write_report
+from kmigrate.snapshot import read_snapshot, take_snapshot
+from kmigrate_airflow.hooks import connect_client, kafka_cluster
+
+log = logging.getLogger(__name__)
+
+
+def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
+    return Manifest(params["state_location"], params["run_name"] or run_id)
+
+
+def _selection(params: dict[str, Any]) -> pipeline.Selection:
+    return pipeline.Selection(params["topics_include"], params["topics_exclude"], params["groups"],
+                              tuple(params["connectors"]), params["translate_topics"])
+
+
+def _clusters(params: dict[str, Any]):
+    return kafka_cluster(params["source_kafka_conn_id"], "source"), kafka_cluster(params["target_kafka_conn_id"], "target")
+
+
+def _connect(params: dict[str, Any]):
+    if not params["connectors"]:
+        return None, None
+    return connect_client(params["source_connect_conn_id"]), connect_client(params["target_connect_conn_id"])
+
+
+@task(retries=0)
+def preflight(params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read-only: connections, clusters, selections, connectors. Bad input fails here, before any write."""
+    source, target = _clusters(params)
+    source_connect, target_connect = _connect(params)
+    plan = pipeline.preflight(source, target, source_connect, target_connect, _selection(params))
+    log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
+             len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
+             [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
+    log.info("plan details: %s", json.dumps(plan, indent=1))
+    return plan
+
+
+@task.short_circuit
+def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None) -> bool:
+    if params["dry_run"]:
+        log.info("dry run: the plan above is what a run would do; nothing was written")
+        return False
+    return True
+
+
+@task.short_circuit(ignore_downstream_trigger_rules=False)
+def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
+    """The pre-copy's plan (topics up to their ends now); skips the pre-copy when it is off."""
+    if not params["pre_copy"]:
+        return False
+    source, _ = _clusters(params)
+    manifest = _manifest(params, run_id)
+    topics = pipeline.selected_topics(source, _selection(params))
+    plan = pipeline.write_pre_copy_plan(manifest, source, topics, _selection(params).modes(topics))
+    log.info("pre-copy plan: %d partitions in %s", len(plan["units"]), manifest.location)
+    return True
+
+
+@task(trigger_rule="none_failed_min_one_success")
+def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
+    source_connect, _ = _connect(params)
+    pipeline.mark(_manifest(params, run_id), "connectors-stopped")
+    if source_connect is None:
+        return []
+    stopped = connector_steps.stop_connectors(source_connect, params["connectors"])
+    log.info("stopped on the source Connect cluster: %s", stopped)
+    return stopped
+
+
+@task.sensor(poke_interval=5, timeout=3600, mode="reschedule")
+def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
+    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by their owners)."""
+    source, _ = _clusters(params)
+    manifest = _manifest(params, run_id)
+    topics = pipeline.selected_topics(source, _selection(params))
+    return pipeline.quiesce_sample(manifest, source, topics, params["quiesce_seconds"])
+
+
+@task
+def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
+    source, _ = _clusters(params)
+    source_connect, _ = _connect(params)
+    selection = _selection(params)
+    manifest = _manifest(params, run_id)
+    topics = pipeline.selected_topics(source, selection)
+    taken = take_snapshot(manifest, source, topics_include=params["topics_include"],
+                          topics_exclude=params["topics_exclude"] or None, groups=params["groups"] or None,
+                          source_connect=source_connect, connectors=list(params["connectors"]) or None,
+                          modes=selection.modes(topics))
+    counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
+    log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
+    return counts
+
+
+@task
+def replicate_groups(params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
+    _, target = _clusters(params)
+    results = replicate(_manifest(params, run_id), target)
+    for group in results:
+        log.info("group %s: %d offsets, %d written", group["group"], len(group["offsets"]), group["written"])
+    return len(results)
+
+
+@task
+def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
+    _, target = _clusters(params)
+    _, target_connect = _connect(params)
+    if target_connect is None:
+        return []
+    results = connector_steps.migrate_connectors(_manifest(params, run_id), target_connect,
+                                                 target_bootstrap=target.bootstrap_servers,
+                                                 overrides=params["connector_overrides"])
+    for c in results:
+        log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
+                 c["offsets_written"])
+    return [c["name"] for c in results]
+
+
+@task
+def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    manifest = _manifest(params, run_id)
+    _, target_connect = _connect(params)
+    names = sorted(read_snapshot(manifest)["connectors"])
+    resumed = connector_steps.resume_connectors(target_connect, names) if target_connect and names else []
+    manifest.get_or_create("resumed-connectors", lambda: {"connectors": resumed})
+    pipeline.mark(manifest, "connectors-resumed")
+    log.info("resumed on the target Connect cluster: %s", resumed)
+    return resumed
+
+
+@task
+def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    path, summary = write_report(_manifest(params, run_id))
+    log.info("report: %s", path)
+    log.info("summary: %s", json.dumps(summary))
+    return summary
