@@ -54,7 +54,10 @@ def _run_one(spark: SparkSession, action: str, task: Callable[[WorkUnit], dict[s
         [row] = sc.parallelize([unit], 1).map(task).collect()
         return row
     except Exception as exc:  # noqa: BLE001 - Spark gave up on the task after its retries
-        first_line = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        # the cause, not py4j's "An error occurred while calling ..." header
+        first_line = next((line for line in lines if "Exception:" in line or "Error:" in line),
+                          lines[0] if lines else type(exc).__name__)
         return {"ok": False, "equal": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode,
                 "error": f"the Spark task failed after its retries: {first_line[:500]}",
                 "problems": [f"the Spark task failed after its retries: {first_line[:500]}"]}

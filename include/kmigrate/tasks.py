@@ -22,7 +22,8 @@ from kmigrate.verify import verify_partition
 log = logging.getLogger("kmigrate.tasks")
 
 # Test hook, read on the executor: "N:DIR" kills the copying process with SIGKILL once per
-# partition, the first time it has handed N records to the target (DIR keeps the "once").
+# partition, the first time it has handed N records to the target (DIR keeps the "once"). With
+# the hook set, whole batches are fetched 16 KiB at a time unless a fetch size is given.
 KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
 
 
@@ -81,6 +82,8 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
         if kill is not None:
             kill(records)
 
+    if kill is not None and not fetch_max_bytes:
+        fetch_max_bytes = 16 << 10  # small fetches, so that the hook sees progress before the end
     options = CopyOptions(run_id=run_id, progress_hook=progress,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)

@@ -14,7 +14,7 @@ from kmigrate import pipeline
 from kmigrate.groups import replicate_groups as replicate
 from kmigrate.manifest import Manifest
 from kmigrate.report import write_report
-from kmigrate.snapshot import read_snapshot, take_snapshot
+from kmigrate.snapshot import SNAPSHOT_PART, read_snapshot, take_snapshot
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,10 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None) -
 @task.short_circuit(ignore_downstream_trigger_rules=False)
 def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """The pre-copy's plan (topics up to their ends now); skips the pre-copy when it is off."""
-    if not params["pre_copy"]:
-        return False
-    source, _ = _clusters(params)
     manifest = _manifest(params, run_id)
+    if not params["pre_copy"] or manifest.exists(SNAPSHOT_PART):
+        return False  # off, or the run is past its snapshot: the final copy does the rest
+    source, _ = _clusters(params)
     topics = pipeline.selected_topics(source, _selection(params))
     plan = pipeline.write_pre_copy_plan(manifest, source, topics, _selection(params).modes(topics))
     log.info("pre-copy plan: %d partitions in %s", len(plan["units"]), manifest.location)

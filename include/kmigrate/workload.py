@@ -1,0 +1,131 @@
+"""A mixed workload on the source cluster, as a migration meets it: a plain topic, a compacted one
+with overwritten and deleted keys, a transactional one with committed and aborted transactions,
+one whose log start is above 0, two consumer groups at different positions, a FileStreamSource
+connector and a FileStreamSink connector. Used by `make demo` and the DAG tests."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.config import ClusterConfig
+from kmigrate.connect import ConnectClient
+from kmigrate.errors import KmigrateError
+
+FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+
+
+@dataclasses.dataclass
+class Workload:
+    prefix: str
+    workdir: Path
+    topics: dict[str, int]                      # topic -> partitions
+    groups: dict[str, dict[str, dict[int, int]]]  # group -> topic -> partition -> committed offset
+    source_connector: str
+    sink_connector: str
+    source_file: Path
+    sink_file_source: Path
+    sink_file_target: Path
+
+    @property
+    def topic_pattern(self) -> str:
+        return rf"{self.prefix}\..*"
+
+    @property
+    def group_pattern(self) -> str:
+        return rf"{self.prefix}\..*"
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+
+def _wait(condition: Any, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise KmigrateError(f"workload: timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _produce(producer: Producer, topic: str, partition: int, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition)
+        producer.poll(0)
+
+
+def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str, workdir: Path,
+               records: int = 600) -> Workload:
+    """Create and fill the workload's topics, commit the groups, start the connectors; returns
+    once the connectors have caught up."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    w = Workload(prefix, workdir, {}, {}, f"{prefix}-file-source", f"{prefix}-file-sink",
+                 workdir / "input.txt", workdir / "sink-on-source.txt", workdir / "sink-on-target.txt")
+    orders, customers, payments, audit, lines = (w.topic(n) for n in ("orders", "customers", "payments", "audit", "lines"))
+    w.topics = {orders: 3, customers: 1, payments: 2, audit: 2, lines: 1}
+    with ClusterAdmin(source) as admin:
+        admin.create_topic(orders, 3, {})
+        admin.create_topic(customers, 1, {"cleanup.policy": "compact"})
+        admin.create_topic(payments, 2, {})
+        admin.create_topic(audit, 2, {})
+        admin.create_topic(lines, 1, {})
+
+    producer = Producer(source.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+    for p in range(3):
+        _produce(producer, orders, p, [(f"order-{p}-{i}".encode(), f"order {p}-{i}".encode()) for i in range(records)])
+    for round_ in range(10):  # overwritten keys, and tombstones for every 7th key in odd rounds
+        _produce(producer, customers, 0, [(f"customer-{k}".encode(),
+                                           None if k % 7 == 0 and round_ % 2 else f"v{round_}-{k}".encode())
+                                          for k in range(20)])
+    for p in range(2):
+        _produce(producer, audit, p, [(f"audit-{p}-{i}".encode(), f"event {p}-{i}".encode()) for i in range(records)])
+    if producer.flush(60):
+        raise KafkaException("workload: records left undelivered")
+
+    txn = Producer(source.producer(**{"transactional.id": f"{prefix}-seed"}))
+    txn.init_transactions(30)
+    for round_ in range(6):
+        for p in range(2):
+            _produce(producer, payments, p, [(b"plain-%d-%d" % (p, round_), b"plain payment")])
+        producer.flush(30)
+        txn.begin_transaction()
+        for p in range(2):
+            _produce(txn, payments, p, [(b"txn-%d-%d-%d" % (p, round_, i), b"payment") for i in range(5)])
+        if round_ % 3 == 1:
+            txn.flush(30)  # sent, so that the abort leaves aborted records behind (unsent ones are purged)
+            txn.abort_transaction(30)
+        else:
+            txn.commit_transaction(30)
+
+    with ClusterAdmin(source) as admin:  # log start above 0: the oldest 40% deleted
+        for p in range(2):
+            admin.delete_records(audit, p, records * 2 // 5)
+
+    w.groups = {
+        f"{prefix}.billing": {orders: {0: records // 2, 1: records // 3, 2: records}},
+        f"{prefix}.analytics": {orders: {0: records - 10, 1: 0, 2: records // 4}, audit: {0: records // 2, 1: records}},
+    }
+    for group, topics in w.groups.items():
+        consumer = Consumer(source.consumer(group))
+        try:
+            consumer.commit(offsets=[TopicPartition(t, p, o) for t, positions in topics.items()
+                                     for p, o in positions.items()], asynchronous=False)
+        finally:
+            consumer.close()
+
+    w.source_file.write_text("".join(f"line {i:04d}\n" for i in range(100)))
+    source_connect.create(w.source_connector, {"connector.class": FILE_SOURCE, "tasks.max": "1",
+                                               "file": str(w.source_file), "topic": lines})
+    source_connect.create(w.sink_connector, {"connector.class": FILE_SINK, "tasks.max": "1",
+                                             "file": str(w.sink_file_source), "topics": orders})
+    with ClusterAdmin(source) as admin:
+        _wait(lambda: admin.watermarks(lines, 0)[1] == 100, "the file source connector to read 100 lines")
+    _wait(lambda: w.sink_file_source.exists() and len(w.sink_file_source.read_text().splitlines()) == 3 * records,
+          "the file sink connector to write every order")
+    _wait(lambda: sum(o["offset"]["kafka_offset"] for o in source_connect.offsets(w.sink_connector)) == 3 * records,
+          "the file sink connector to commit its offsets")
+    return w

@@ -1,0 +1,50 @@
+"""Every DAG imports cleanly, quickly and without touching the network, retries its tasks and is tagged."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.dags.conftest import PROJECT_DIR
+
+DAG_IDS = {"kafka_migration"}
+
+
+def test_dags_import_without_errors(dagbag):
+    assert not dagbag.import_errors, "\n".join(f"{path}: {error}" for path, error in dagbag.import_errors.items())
+    assert DAG_IDS <= set(dagbag.dag_ids)
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_dags_retry_and_are_tagged(dagbag, dag_id):
+    dag = dagbag.get_dag(dag_id)
+    assert dag.tags and "kafka" in dag.tags
+    assert dag.default_args["retries"] >= 2
+    for task in dag.tasks:
+        # preflight checks input: a wrong parameter is not transient, so it fails at once
+        assert task.retries >= 2 or task.task_id == "preflight", task.task_id
+        assert task.execution_timeout is not None, task.task_id
+
+
+def test_parsing_opens_no_connection_and_is_quick():
+    """Parse the DAG files in a fresh interpreter whose sockets refuse to connect."""
+    script = f"""
+import socket, sys, time
+def refuse(*args, **kwargs):
+    raise RuntimeError("network access while parsing a DAG file")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+sys.path.insert(0, {str(PROJECT_DIR / 'plugins')!r})
+started = time.monotonic()
+from airflow.dag_processing.dagbag import DagBag
+imported = time.monotonic()
+bag = DagBag(dag_folder={str(PROJECT_DIR / 'dags')!r})
+assert not bag.import_errors, bag.import_errors
+print(f"{{imported - started:.2f}} {{time.monotonic() - imported:.2f}}")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    airflow_import_s, parse_s = map(float, done.stdout.split()[-2:])
+    print(f"importing Airflow: {airflow_import_s:.2f}s; parsing the DAG files: {parse_s:.2f}s")
+    assert parse_s < 10

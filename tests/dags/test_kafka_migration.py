@@ -1,0 +1,145 @@
+"""The kafka_migration DAG run with `dag.test()` on the real local stack: a mixed workload moves
+with every record at its offset, consumer groups and connectors continue exactly, a copy killed
+mid-way is retried by Airflow, and bad parameters are refused before anything is written."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.plan import latest_copy_rows
+from kmigrate.report import summarize
+from kmigrate.tasks import KILL_HOOK_ENV
+from kmigrate.workload import seed_mixed
+from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
+from tests.integration.test_stack_connect import wait_until
+from tests.kafka_helpers import read_partition
+
+
+def all_watermarks(cluster, topics: dict[str, int]) -> dict:
+    with ClusterAdmin(cluster) as admin:
+        return {(t, p): admin.watermarks(t, p) for t, n in topics.items() for p in range(n)}
+
+
+def run_dag(dagbag, **conf):
+    """One `dag.test()` run of a freshly parsed DAG: a run's conf stays in the DAG object's params."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=dagbag.dag_folder).get_dag("kafka_migration")
+    return dag.test(run_conf=conf)
+
+
+def task_states(run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+@pytest.fixture
+def workload(stack, tmp_path):
+    prefix = f"dagtest{uuid.uuid4().hex[:6]}"
+    w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=300)
+    yield w
+    for client in (stack.source_connect, stack.target_connect):
+        for name in (w.source_connector, w.sink_connector):
+            if name in client.connectors():
+                client.delete(name)
+
+
+def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, workload, tmp_path):
+    w = workload
+    state = tmp_path / "state"
+    conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern,
+            "connectors": [w.source_connector, w.sink_connector],
+            "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
+            "quiesce_seconds": 2, "state_location": str(state), "run_name": "mixed"}
+    source_before = all_watermarks(stack.source, w.topics)
+
+    run = run_dag(dagbag, **conf)
+    assert str(run.state) == "success", task_states(run)
+    summary = summarize(Manifest(str(state), "mixed"))
+    assert summary["partitions"] == sum(w.topics.values()) == summary["partitions_equal"]
+    assert summary["groups"] == summary["groups_exact"] == 2
+    assert summary["connectors"] == summary["connectors_resumed"] == 2
+    assert summary["fillers"] > 0  # the audit topic's log start and the aborted transactions
+    assert (state / "mixed" / "report.md").read_text().startswith("# Migration report: mixed")
+    assert all_watermarks(stack.source, w.topics) == source_before  # the source was never written to
+    for (topic, partition), marks in source_before.items():
+        with ClusterAdmin(stack.target) as target:
+            assert target.watermarks(topic, partition) == marks  # log start and end, offset for offset
+
+    # the same run again, before anything writes to the target: nothing copied, still verified
+    again = run_dag(dagbag, **conf)
+    assert str(again.state) == "success", task_states(again)
+    manifest = Manifest(str(state), "mixed")
+    copies = [manifest.read(p) for p in manifest.parts() if p.startswith("copy-results/")]
+    assert all(row["records"] == 0 for row in copies[-1]["rows"])
+    verifications = [manifest.read(p) for p in manifest.parts() if p.startswith("verification/")]
+    assert len(verifications) == 2 and verifications[-1]["all_equal"]
+
+    # consumers continue on the target exactly at the next unread record
+    for group, topics in w.groups.items():
+        for topic, positions in topics.items():
+            got = consume_group(stack.target, group, topic, w.topics[topic])
+            assert_exactly([g for g in got if g[0] in positions], expected_after(stack, topic, positions))
+
+    # the file source continues on the target with the lines written after the migration
+    with w.source_file.open("a") as handle:
+        handle.write("".join(f"line {i:04d}\n" for i in range(100, 120)))
+    lines = w.topic("lines")
+    wait_until(lambda: len(read_partition(stack.target, lines)) == 120, "120 lines on the target")
+    assert [v.decode() for _, _, v in read_partition(stack.target, lines)] == [f"line {i:04d}" for i in range(120)]
+    # the file sink continues on the target with exactly the records after its committed offsets
+    producer = Producer(stack.target.producer())
+    for i in range(5):
+        producer.produce(w.topic("orders"), key=b"new", value=f"new order {i}".encode(), partition=0)
+    producer.flush(30)
+    wait_until(lambda: w.sink_file_target.exists() and len(w.sink_file_target.read_text().splitlines()) == 5,
+               "the sink on the target to write the 5 new orders")
+    assert w.sink_file_target.read_text().splitlines() == [f"new order {i}" for i in range(5)]
+
+
+
+def test_a_copy_killed_mid_way_is_retried_by_airflow(stack, dagbag, tmp_path, monkeypatch):
+    from tests.integration.test_copier import seed_plain
+
+    topic = f"dagkill{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=3000, **{"batch.num.messages": 100})
+    markers = tmp_path / "killed"
+    markers.mkdir()
+    monkeypatch.setenv(KILL_HOOK_ENV, f"1000:{markers}")  # spark-submit inherits it
+    state = tmp_path / "state"
+    run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), pre_copy=False, quiesce_seconds=1,
+                  state_location=str(state), run_name="killed")
+    assert str(run.state) == "success", task_states(run)
+    assert sorted(p.name for p in markers.iterdir()) == [f"{topic}-0", f"{topic}-1"]
+    copy = [ti for ti in run.get_task_instances() if ti.task_id == "copy"][0]
+    assert copy.try_number >= 2  # the first attempt died with the killed Spark task
+    manifest = Manifest(str(state), "killed")
+    assert summarize(manifest)["partitions_equal"] == 2  # verified: every offset once, nothing missing
+    for row in latest_copy_rows(manifest).values():  # the retry resumed where the killed attempt stopped
+        assert 1000 <= row["target_start"] < 3000 and row["records"] == 3000 - row["target_start"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"topics_include": "orders("}, "is not a valid regular expression"),
+    ({"source_kafka_conn_id": "no_such_connection"}, "'no_such_connection' is not defined in Airflow"),
+    ({"target_kafka_conn_id": "kafka_source"}, "source and target are the same cluster"),
+], ids=["bad-regex", "unknown-connection", "same-cluster"])
+def test_bad_params_are_refused_before_any_write(stack, dagbag, tmp_path, capfd, bad, message):
+    state = tmp_path / "state"
+    conf = {"topics_include": "anything", "state_location": str(state), "run_name": "bad", **bad}
+    run = run_dag(dagbag, **conf)
+    states = task_states(run)
+    assert str(run.state) == "failed" and states["preflight"] == "failed"
+    assert all(s in ("None", "upstream_failed") for t, s in states.items() if t != "preflight"), states
+    assert message in capfd.readouterr().out + capfd.readouterr().err
+    assert not state.exists()  # nothing written anywhere
+
+
+def test_the_trigger_form_schema_refuses_a_bad_run_name(dagbag):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        run_dag(dagbag, topics_include="x", run_name="has spaces/and slashes")
