@@ -60,8 +60,9 @@ test: install
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# A whole migration of a mixed workload through the kafka_migration DAG (stack/demo.py).
 demo: install stack-up
-	$(VPY) -m kmigrate.demo
+	$(VPY) stack/demo.py
 
 # Copier throughput against a plain producer ceiling, and alignment speed (bench/bench_copy.py).
 bench-copy: install stack-up
