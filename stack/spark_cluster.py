@@ -71,9 +71,9 @@ def cluster_services(state_dir: Path, workers: int, master_port: int, ui_port: i
         "--webui-port", str(ui_port), "--properties-file", str(state_dir / "spark-master" / "spark.conf")])
     out = [master]
     for i in range(1, workers + 1):
-        ui = ui_port + i
-        out.append(SparkService(f"spark-worker-{i}", state_dir, [ui], [
-            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port", str(ui),
+        ui, rpc = ui_port + i, master_port + i
+        out.append(SparkService(f"spark-worker-{i}", state_dir, [rpc, ui], [
+            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(rpc), "--webui-port", str(ui),
             "--cores", str(worker_cores), "--memory", worker_memory,
             "--work-dir", str(state_dir / f"spark-worker-{i}" / "work"),
             "--properties-file", str(state_dir / f"spark-worker-{i}" / "spark.conf"), master_url]))
@@ -104,8 +104,10 @@ def launch(service: SparkService, home: Path, java: str) -> subprocess.Popen:
         if port_open(port):
             raise StackError(f"{service.name}: port {port} is already taken by another process; free it "
                              f"(`ss -ltnp 'sport = :{port}'` shows which) or pick other ports with --master-port/--ui-port")
-    # the properties file's path names the service directory on the command line (process_is_ours)
-    (service.dir / "spark.conf").write_text("spark.ui.reverseProxy false\n")
+    # Fixed ports only, and a taken one is an error: Spark would otherwise move to the next free
+    # port (and a random RPC port can land on a UI port). The properties file's path also names
+    # the service directory on the command line (process_is_ours).
+    (service.dir / "spark.conf").write_text("spark.port.maxRetries 0\nspark.master.rest.enabled false\n")
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
     with open(service.log_file, "ab") as out:
@@ -121,16 +123,24 @@ def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: floa
     java = check_java()
     started: list[tuple[SparkService, subprocess.Popen]] = []
     try:
-        for service in services:
+        deadline = time.monotonic() + timeout_s
+        for service in services:  # the master first: the workers register with it
             pid = service.pid()
             if pid is not None:
                 print(f"spark: {service.name} already running (pid {pid})", flush=True)
-                continue
-            proc = launch(service, home, java)
-            started.append((service, proc))
-            print(f"spark: started {service.name} (pid {proc.pid})", flush=True)
+            else:
+                proc = launch(service, home, java)
+                started.append((service, proc))
+                print(f"spark: started {service.name} (pid {proc.pid})", flush=True)
+            while service is services[0] and master_state(ui_port) is None:
+                if started and started[0][1].poll() is not None:
+                    raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
+                                     + tail(service.log_file))
+                if time.monotonic() > deadline:
+                    raise StackError(f"the Spark master's UI did not answer on port {ui_port} within {timeout_s:.0f}s; "
+                                     f"see {service.log_file}")
+                time.sleep(0.5)
         workers = len(services) - 1
-        deadline = time.monotonic() + timeout_s
         while True:
             state = master_state(ui_port)
             alive = state.get("aliveworkers", 0) if state else 0

@@ -130,12 +130,20 @@ def resume_connectors(connect: ConnectClient, names: Sequence[str], wait_s: floa
     return out
 
 
-def rollback_connectors(source_connect: ConnectClient, target_connect: ConnectClient, names: Sequence[str],
-                        wait_s: float = 60.0) -> list[dict[str, Any]]:
-    """Stop the target copies (where they exist), then resume the connectors on the source."""
+def stop_target_copies(target_connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[str]:
+    """Stop each connector on the target where it exists; returns those stopped."""
+    stopped = []
     for name in names:
         try:
             target_connect.stop(name, wait_s=wait_s)
+            stopped.append(name)
         except ConnectorNotFound:
             pass
+    return stopped
+
+
+def rollback_connectors(source_connect: ConnectClient, target_connect: ConnectClient, names: Sequence[str],
+                        wait_s: float = 60.0) -> list[dict[str, Any]]:
+    """Stop the target copies (where they exist), then resume the connectors on the source."""
+    stop_target_copies(target_connect, names, wait_s)
     return resume_connectors(source_connect, names, wait_s)

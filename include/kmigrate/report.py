@@ -46,6 +46,7 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "connectors": len(snapshot["connectors"]),
         "connectors_resumed": sum(1 for c in resumed["connectors"] if c["state"] == "RUNNING"),
         "downtime_s": downtime_s(manifest),
+        "drill": manifest.read("drill"),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_snapshot": snapshot,
     }
@@ -60,6 +61,10 @@ def render(summary: dict[str, Any]) -> str:
               f"- Connectors resumed on the target: {summary['connectors_resumed']} of {summary['connectors']}",
               f"- Downtime (connectors stopped to resumed): {summary['downtime_s']} s",
               f"- Snapshot taken at {snapshot.get('taken_at', '-')} from {snapshot.get('source', '-')}", ""]
+    if summary["drill"]:
+        d = summary["drill"]
+        lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
+                        f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
     lines += ["## Partitions", "",
               "| topic | partition | log start | end | records copied | bytes | fillers | copy s | attempts | verified |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

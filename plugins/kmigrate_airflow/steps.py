@@ -21,12 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
-    return Manifest(params["state_location"], params["run_name"] or run_id)
+    return Manifest(params["state_location"], params.get("run_name") or run_id)
 
 
 def _selection(params: dict[str, Any]) -> pipeline.Selection:
-    return pipeline.Selection(params["topics_include"], params["topics_exclude"], params["groups"],
-                              tuple(params["connectors"]), params["translate_topics"])
+    # the DR drill has no connectors and no translate mode: its params leave them out
+    return pipeline.Selection(params["topics_include"], params.get("topics_exclude", ""), params.get("groups", ""),
+                              tuple(params.get("connectors", ())), params.get("translate_topics", ""))
 
 
 def _clusters(params: dict[str, Any]):
@@ -34,7 +35,7 @@ def _clusters(params: dict[str, Any]):
 
 
 def _connect(params: dict[str, Any]):
-    if not params["connectors"]:
+    if not params.get("connectors"):
         return None, None
     return connect_client(params["source_connect_conn_id"]), connect_client(params["target_connect_conn_id"])
 
@@ -100,9 +101,9 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
     selection = _selection(params)
     manifest = _manifest(params, run_id)
     topics = pipeline.selected_topics(source, selection)
-    taken = take_snapshot(manifest, source, topics_include=params["topics_include"],
-                          topics_exclude=params["topics_exclude"] or None, groups=params["groups"] or None,
-                          source_connect=source_connect, connectors=list(params["connectors"]) or None,
+    taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
+                          topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
+                          source_connect=source_connect, connectors=list(selection.connectors) or None,
                           modes=selection.modes(topics))
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
@@ -146,8 +147,36 @@ def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None =
 
 
 @task
+def measure_drill(params: dict[str, Any] | None = None, run_id: str | None = None,
+                  dag_run: Any = None) -> dict[str, Any]:
+    """DR drill: RPO (how far the verified copy is behind the live source) and RTO (trigger to verified)."""
+    source, _ = _clusters(params)
+    measured = pipeline.measure_drill(_manifest(params, run_id), source, dag_run.start_date)
+    log.info("drill: RPO %d records / %.1f s behind the source, RTO %.1f s", measured["rpo_records"],
+             measured["rpo_seconds"], measured["rto_seconds"])
+    return measured
+
+
+@task
 def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     path, summary = write_report(_manifest(params, run_id))
     log.info("report: %s", path)
     log.info("summary: %s", json.dumps(summary))
     return summary
+
+
+@task
+def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
+    """Rollback, first half: stop the migrated connectors on the target (absent ones are fine)."""
+    target_connect = connect_client(params["target_connect_conn_id"])
+    stopped = connector_steps.stop_target_copies(target_connect, params["connectors"])
+    log.info("stopped on the target Connect cluster: %s", stopped)
+    return stopped
+
+
+@task
+def resume_on_source(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Rollback, second half: resume the original connectors on the source."""
+    resumed = connector_steps.resume_connectors(connect_client(params["source_connect_conn_id"]), params["connectors"])
+    log.info("resumed on the source Connect cluster: %s", resumed)
+    return resumed

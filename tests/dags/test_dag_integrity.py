@@ -8,7 +8,7 @@ import pytest
 
 from tests.dags.conftest import PROJECT_DIR
 
-DAG_IDS = {"kafka_migration"}
+DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_migration_rollback"}
 
 
 def test_dags_import_without_errors(dagbag):

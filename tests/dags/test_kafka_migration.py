@@ -24,11 +24,11 @@ def all_watermarks(cluster, topics: dict[str, int]) -> dict:
         return {(t, p): admin.watermarks(t, p) for t, n in topics.items() for p in range(n)}
 
 
-def run_dag(dagbag, **conf):
+def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
     """One `dag.test()` run of a freshly parsed DAG: a run's conf stays in the DAG object's params."""
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=dagbag.dag_folder).get_dag("kafka_migration")
+    dag = DagBag(dag_folder=dagbag.dag_folder).get_dag(dag_id)
     return dag.test(run_conf=conf)
 
 
@@ -143,3 +143,60 @@ def test_the_trigger_form_schema_refuses_a_bad_run_name(dagbag):
 
     with pytest.raises(ParamValidationError):
         run_dag(dagbag, topics_include="x", run_name="has spaces/and slashes")
+
+
+def test_rollback_dag_resumes_the_source_connector_and_stops_the_target_copy(stack, dagbag, tmp_path):
+    from kmigrate.workload import FILE_SOURCE
+    from tests.kafka_helpers import create_topic, watermarks
+
+    topic, name = f"dagroll{uuid.uuid4().hex[:6]}.lines", f"dagroll{uuid.uuid4().hex[:6]}-source"
+    data = tmp_path / "input.txt"
+    data.write_text("".join(f"line {i}\n" for i in range(10)))
+    create_topic(stack.source, topic)
+    stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
+                                       "topic": topic})
+    try:
+        wait_until(lambda: watermarks(stack.source, topic)[1] == 10, "10 lines on the source")
+        run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), connectors=[name], pre_copy=False,
+                      quiesce_seconds=1, state_location=str(tmp_path / "state"), run_name="roll")
+        assert str(run.state) == "success", task_states(run)
+        assert stack.target_connect.state(name) == "RUNNING" and stack.source_connect.state(name) == "STOPPED"
+
+        for _ in range(2):  # idempotent
+            back = run_dag(dagbag, "kafka_migration_rollback", connectors=[name])
+            assert str(back.state) == "success", task_states(back)
+        assert stack.target_connect.state(name) == "STOPPED" and stack.source_connect.state(name) == "RUNNING"
+        with data.open("a") as handle:
+            handle.write("after the rollback\n")
+        wait_until(lambda: watermarks(stack.source, topic)[1] == 11, "the source connector to run again")
+        assert watermarks(stack.target, topic)[1] == 10  # the stopped target copy wrote nothing more
+    finally:
+        for client in (stack.source_connect, stack.target_connect):
+            if name in client.connectors():
+                client.delete(name)
+
+
+def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_records(stack, dagbag, tmp_path):
+    from tests.integration.test_copier import seed_plain
+    from tests.kafka_helpers import produce
+
+    topic = f"dagdrill{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=500)
+    state = tmp_path / "state"
+    conf = {"topics_include": topic.replace(".", r"\."), "state_location": str(state)}
+
+    first = run_dag(dagbag, "kafka_dr_drill", **conf)
+    assert str(first.state) == "success", task_states(first)
+    produce(stack.source, topic, [(b"late", b"after the first drill")] * 7, 1)
+    second = run_dag(dagbag, "kafka_dr_drill", **conf)
+    assert str(second.state) == "success", task_states(second)
+
+    for run, new_records in ((first, 1000), (second, 7)):
+        manifest = Manifest(str(state), run.run_id)
+        summary = summarize(manifest)
+        assert summary["partitions_equal"] == 2 and summary["records"] == new_records
+        drill = manifest.read("drill")
+        assert drill["rpo_records"] >= 0 and drill["rpo_seconds"] >= 0 and 0 < drill["rto_seconds"] < 600
+        assert "RTO" in (state / run.run_id / "report.md").read_text()
+    with ClusterAdmin(stack.target) as target, ClusterAdmin(stack.source) as source:
+        assert [target.watermarks(topic, p) for p in (0, 1)] == [source.watermarks(topic, p) for p in (0, 1)]

@@ -22,7 +22,7 @@ from tests.integration.test_copier import assert_same_partition, seed_plain
 from tests.kafka_helpers import produce
 
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
-# this module's own standalone cluster ports (make spark-up uses 17077 and 18090-18092)
+# this module's own standalone cluster ports: master 37077, workers 37078-9, UIs 38090-2 (make spark-up: 17077..., 18090...)
 MASTER_PORT, MASTER_UI_PORT = 37077, 38090
 
 
