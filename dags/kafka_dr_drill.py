@@ -16,30 +16,12 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job
 
-SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
-
-
-def spark_job(task_id: str, script: str) -> KmigrateSparkSubmitOperator:
-    return KmigrateSparkSubmitOperator(
-        task_id=task_id,
-        application=str(SPARK_JOBS / script),
-        conn_id="spark_default",
-        source_conn_id="{{ params.source_kafka_conn_id }}",
-        target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", "{{ run_id }}",
-                          "--parallelism", "{{ params.spark_parallelism }}"],
-        conf={"spark.ui.showConsoleProgress": "false"},
-        pool="kafka_migration_copy",
-        retries=3,
-        execution_timeout=datetime.timedelta(hours=12),
-    )
 
 
 @dag(
@@ -50,12 +32,7 @@ def spark_job(task_id: str, script: str) -> KmigrateSparkSubmitOperator:
     catchup=False,
     max_active_runs=1,
     tags=["kafka", "dr-drill"],
-    default_args={
-        "retries": 2,
-        "retry_delay": datetime.timedelta(seconds=10),
-        "retry_exponential_backoff": True,
-        "execution_timeout": datetime.timedelta(minutes=30),
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "source_kafka_conn_id": Param("kafka_source", type="string", minLength=1, title="Source Kafka connection"),
         "target_kafka_conn_id": Param("kafka_target", type="string", minLength=1, title="DR Kafka connection",
@@ -74,8 +51,8 @@ def spark_job(task_id: str, script: str) -> KmigrateSparkSubmitOperator:
 def kafka_dr_drill():
     preflight = steps.preflight()
     snapshot = steps.snapshot()
-    copy = spark_job("copy", "copy_partitions.py")
-    verify = spark_job("verify", "verify_partitions.py")
+    copy = spark_job("copy", "copy_partitions.py", "{{ run_id }}")
+    verify = spark_job("verify", "verify_partitions.py", "{{ run_id }}")
     groups = steps.replicate_groups()
     measure = steps.measure_drill()
     report = steps.report()

@@ -16,32 +16,13 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job
 
-SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
-COPY_POOL = "kafka_migration_copy"
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
 RUN_ID = "{{ params.run_name or run_id }}"
-
-
-def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
-    return KmigrateSparkSubmitOperator(
-        task_id=task_id,
-        application=str(SPARK_JOBS / script),
-        conn_id="spark_default",
-        source_conn_id="{{ params.source_kafka_conn_id }}",
-        target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN_ID,
-                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
-        conf={"spark.ui.showConsoleProgress": "false"},
-        pool=COPY_POOL,
-        retries=retries,
-        execution_timeout=datetime.timedelta(hours=12),
-    )
 
 
 @dag(
@@ -52,12 +33,7 @@ def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> Kmigr
     catchup=False,
     max_active_runs=1,
     tags=["kafka", "migration"],
-    default_args={
-        "retries": 2,
-        "retry_delay": datetime.timedelta(seconds=10),
-        "retry_exponential_backoff": True,
-        "execution_timeout": datetime.timedelta(minutes=30),
-    },
+    default_args=DEFAULT_ARGS,
     params={
         "source_kafka_conn_id": Param("kafka_source", type="string", minLength=1, title="Source Kafka connection",
                                       description="Kafka provider connection of the source cluster"),
@@ -97,12 +73,12 @@ def kafka_migration():
     preflight = steps.preflight()
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
-    pre_copy = spark_job("pre_copy", "copy_partitions.py", "--plan-part", "pre-copy-plan")
+    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, "--plan-part", "pre-copy-plan")
     stop = steps.stop_connectors()
     quiesce = steps.quiesce()
     snapshot = steps.snapshot()
-    copy = spark_job("copy", "copy_partitions.py")
-    verify = spark_job("verify", "verify_partitions.py", retries=2)
+    copy = spark_job("copy", "copy_partitions.py", RUN_ID)
+    verify = spark_job("verify", "verify_partitions.py", RUN_ID, retries=2)
     groups = steps.replicate_groups()
     connectors = steps.migrate_connectors()
     resume = steps.resume_connectors()

@@ -12,6 +12,7 @@ import datetime
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
+from kmigrate_airflow.hooks import DEFAULT_ARGS
 
 
 @dag(
@@ -22,12 +23,7 @@ from kmigrate_airflow import steps
     catchup=False,
     max_active_runs=1,
     tags=["kafka", "migration", "rollback"],
-    default_args={
-        "retries": 2,
-        "retry_delay": datetime.timedelta(seconds=10),
-        "retry_exponential_backoff": True,
-        "execution_timeout": datetime.timedelta(minutes=10),
-    },
+    default_args={**DEFAULT_ARGS, "execution_timeout": datetime.timedelta(minutes=10)},
     params={
         "source_connect_conn_id": Param("connect_source", type="string", minLength=1,
                                         title="Source Kafka Connect connection", description="HTTP connection"),

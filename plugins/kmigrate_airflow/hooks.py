@@ -8,8 +8,10 @@ are HTTP connections: host, port, schema (http/https), login/password for basic 
 """
 from __future__ import annotations
 
+import datetime
 import os
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,3 +65,32 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = {**(self.env_vars or {}), CLIENTS_ENV: clients_json(source, target),
                          "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
         super().execute(context)
+
+
+SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
+COPY_POOL = "kafka_migration_copy"
+# every DAG's task defaults: retried with backoff, never unbounded
+DEFAULT_ARGS = {
+    "retries": 2,
+    "retry_delay": datetime.timedelta(seconds=10),
+    "retry_exponential_backoff": True,
+    "execution_timeout": datetime.timedelta(minutes=30),
+}
+
+
+def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
+    """A kmigrate Spark job as a task: the run's state location, run id and parallelism from the
+    DAG's params, the Kafka clusters from its connection params, the copy pool."""
+    return KmigrateSparkSubmitOperator(
+        task_id=task_id,
+        application=str(SPARK_JOBS / script),
+        conn_id="spark_default",
+        source_conn_id="{{ params.source_kafka_conn_id }}",
+        target_conn_id="{{ params.target_kafka_conn_id }}",
+        application_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
+                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        conf={"spark.ui.showConsoleProgress": "false"},
+        pool=COPY_POOL,
+        retries=retries,
+        execution_timeout=datetime.timedelta(hours=12),
+    )
