@@ -13,24 +13,20 @@ was copied, 1 naming the partitions that failed, 2 when the job could not start 
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
-import time
 
-from driver import run_units, say, start_spark, warm_up
+from driver import job_arguments, run_on_spark, say
 
-from kmigrate.copier import TRANSLATE
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
 from kmigrate.plan import (
     COPY_RESULTS,
-    latest_copy_rows,
     load_clients_from,
     new_attempt,
-    offset_map_of,
     preflight,
     read_plan,
+    translate_maps,
     work_units,
 )
 from kmigrate.tasks import copy_task
@@ -46,44 +42,27 @@ def describe(row: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
+    parser = job_arguments(__doc__, "copied")
     parser.add_argument("--plan-part", default="plan", help="the manifest part holding the work units "
                         "(the pre-copy runs from pre-copy-plan)")
-    parser.add_argument("--parallelism", type=int, help="partitions copied at once (default: the task slots)")
     parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
-        resume_maps = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items()
-                       if row["mode"] == TRANSLATE}
         preflight(*clients, units)
-    except KmigrateError as exc:
-        say(JOB, f"error: {exc}", err=True)
-        return 2
-
-    spark = start_spark(f"kmigrate-copy-{args.run_id}")
-    try:
-        warm_up_s = warm_up(spark)
-        started = time.monotonic()
-        rows = run_units(
-            spark, units,
+        rows, seconds, warm_up_s = run_on_spark(
+            f"kmigrate-copy-{args.run_id}", units,
             # a partial of a library function: executors import it by name, nothing from this file
-            functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=resume_maps,
+            functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=translate_maps(manifest),
                               fetch_max_bytes=args.fetch_max_bytes),
             job=JOB, action="copy", describe=describe, parallelism=args.parallelism)
-        seconds = round(time.monotonic() - started, 3)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2
-    finally:
-        spark.stop()
     attempt = f"{COPY_RESULTS}/{new_attempt()}"
-    manifest.write_once(attempt, {"rows": rows, "seconds": seconds, "warm_up_seconds": round(warm_up_s, 3)})
+    manifest.write_once(attempt, {"rows": rows, "seconds": seconds, "warm_up_seconds": warm_up_s})
     failed = [r for r in rows if not r["ok"]]
     if failed:
         names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in failed)

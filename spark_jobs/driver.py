@@ -8,6 +8,7 @@ A job whose task failed more times than Spark retries becomes a failed row, not 
 """
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import sys
 import time
@@ -21,8 +22,41 @@ from kmigrate.errors import ConfigError
 from kmigrate.tasks import ready
 
 
+def job_arguments(doc: str, action: str) -> argparse.ArgumentParser:
+    """The arguments every job takes: where the run manifest is, which run, the clients, parallelism."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
+    parser.add_argument("--parallelism", type=int, help=f"partitions {action} at once (default: the task slots)")
+    return parser
+
+
+def run_on_spark(app_name: str, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
+                 job: str, action: str, describe: Callable[[dict[str, Any]], str],
+                 parallelism: int | None) -> tuple[list[dict[str, Any]], float, float]:
+    """Start the session, warm it up, run `task` over `units`, stop the session. Returns the rows,
+    the seconds from the warmed-up executors to the last row, and the warm-up's seconds."""
+    spark = start_spark(app_name)
+    try:
+        warm_up_s = warm_up(spark)
+        started = time.monotonic()
+        rows = run_units(spark, units, task, job=job, action=action, describe=describe, parallelism=parallelism)
+        return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
+    finally:
+        spark.stop()
+
+
 def start_spark(app_name: str) -> SparkSession:
     return SparkSession.builder.appName(app_name).getOrCreate()
+
+
+def _cause(exc: Exception) -> str:
+    """The line of a Spark/py4j error that names the cause, not py4j's "An error occurred while
+    calling ..." header."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return next((line for line in lines if "Exception:" in line or "Error:" in line),
+                lines[0] if lines else type(exc).__name__)[:500]
 
 
 def warm_up(spark: SparkSession) -> float:
@@ -36,8 +70,7 @@ def warm_up(spark: SparkSession) -> float:
         # a library function, pickled by name: unpickling it imports kmigrate on the executor
         sc.parallelize(range(slots), slots).map(ready).collect()
     except Exception as exc:  # noqa: BLE001
-        first_line = next((line for line in str(exc).splitlines() if "Error" in line), str(exc)[:300])
-        raise ConfigError(f"the Spark executors cannot run the kmigrate library ({first_line.strip()}); "
+        raise ConfigError(f"the Spark executors cannot run the kmigrate library ({_cause(exc)}); "
                           "install the project (pip install .) in the executors' Python") from None
     return time.monotonic() - started
 
@@ -54,13 +87,10 @@ def _run_one(spark: SparkSession, action: str, task: Callable[[WorkUnit], dict[s
         [row] = sc.parallelize([unit], 1).map(task).collect()
         return row
     except Exception as exc:  # noqa: BLE001 - Spark gave up on the task after its retries
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        # the cause, not py4j's "An error occurred while calling ..." header
-        first_line = next((line for line in lines if "Exception:" in line or "Error:" in line),
-                          lines[0] if lines else type(exc).__name__)
+        error = f"the Spark task failed after its retries: {_cause(exc)}"
+        # a failed row for either job: the copy reads "ok"/"error", the verification "equal"/"problems"
         return {"ok": False, "equal": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode,
-                "error": f"the Spark task failed after its retries: {first_line[:500]}",
-                "problems": [f"the Spark task failed after its retries: {first_line[:500]}"]}
+                "error": error, "problems": [error]}
 
 
 def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,

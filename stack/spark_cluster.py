@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stack import PROJECT_DIR, StackError, check_java, port_open, process_is_ours, stop, tail  # noqa: E402
+from stack import PROJECT_DIR, StackError, check_java, port_open, running_pid, stop, tail  # noqa: E402
 
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack" / "spark"
 DEFAULT_PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
@@ -53,14 +53,7 @@ class SparkService:
         return self.dir / "stdout.log"
 
     def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        if process_is_ours(pid, self.dir):
-            return pid
-        self.pid_file.unlink(missing_ok=True)
-        return None
+        return running_pid(self.pid_file, self.dir)
 
 
 def cluster_services(state_dir: Path, workers: int, master_port: int, ui_port: int,
@@ -117,11 +110,30 @@ def launch(service: SparkService, home: Path, java: str) -> subprocess.Popen:
     return proc
 
 
+def _wait(ready, started: list[tuple[SparkService, subprocess.Popen]], deadline: float, timed_out) -> None:
+    """Poll `ready()` until true; a process started here that exits, or the deadline, fails it
+    (`timed_out()` gives that message)."""
+    while not ready():
+        for service, proc in started:
+            if proc.poll() is not None:
+                raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
+                                 + tail(service.log_file))
+        if time.monotonic() > deadline:
+            raise StackError(timed_out())
+        time.sleep(0.5)
+
+
 def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: float) -> list[SparkService]:
     """Start what is not running; wait until the master counts every worker alive. Returns what it started."""
     home = spark_home(python)
     java = check_java()
     started: list[tuple[SparkService, subprocess.Popen]] = []
+    master, workers = services[0], len(services) - 1
+
+    def workers_alive() -> int:
+        state = master_state(ui_port)
+        return state.get("aliveworkers", 0) if state and state.get("status") == "ALIVE" else 0
+
     try:
         deadline = time.monotonic() + timeout_s
         for service in services:  # the master first: the workers register with it
@@ -132,33 +144,18 @@ def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: floa
                 proc = launch(service, home, java)
                 started.append((service, proc))
                 print(f"spark: started {service.name} (pid {proc.pid})", flush=True)
-            while service is services[0] and master_state(ui_port) is None:
-                if started and started[0][1].poll() is not None:
-                    raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
-                                     + tail(service.log_file))
-                if time.monotonic() > deadline:
-                    raise StackError(f"the Spark master's UI did not answer on port {ui_port} within {timeout_s:.0f}s; "
-                                     f"see {service.log_file}")
-                time.sleep(0.5)
-        workers = len(services) - 1
-        while True:
-            state = master_state(ui_port)
-            alive = state.get("aliveworkers", 0) if state else 0
-            if state and state.get("status") == "ALIVE" and alive >= workers:
-                break
-            for service, proc in started:
-                if proc.poll() is not None:
-                    raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
-                                     + tail(service.log_file))
-            if time.monotonic() > deadline:
-                raise StackError(f"the Spark master counts {alive} of {workers} workers alive after {timeout_s:.0f}s; "
-                                 f"see the logs under {services[0].state_dir}")
-            time.sleep(0.5)
+            if service is master:
+                _wait(lambda: master_state(ui_port) is not None, started, deadline,
+                      lambda: f"the Spark master's UI did not answer on port {ui_port} within {timeout_s:.0f}s; "
+                              f"see {master.log_file}")
+        _wait(lambda: workers_alive() >= workers, started, deadline,
+              lambda: f"the Spark master counts {workers_alive()} of {workers} workers alive after {timeout_s:.0f}s; "
+                      f"see the logs under {master.state_dir}")
     except BaseException:
         for service, proc in reversed(started):
             stop(service, pid=proc.pid)
         raise
-    print(f"spark: up: master spark://127.0.0.1:{services[0].ports[0]}, {workers} workers, "
+    print(f"spark: up: master spark://127.0.0.1:{master.ports[0]}, {workers} workers, "
           f"UI http://127.0.0.1:{ui_port}", flush=True)
     return [service for service, _ in started]
 

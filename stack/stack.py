@@ -281,15 +281,20 @@ class Service:
         return kafka_answers(self.port) if self.kind == "kafka" else connect_answers(self.port)
 
     def pid(self) -> int | None:
-        """The pid of our running process, or None; a stale pid file is removed."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        if process_is_ours(pid, self.dir):
-            return pid
-        self.pid_file.unlink(missing_ok=True)
+        return running_pid(self.pid_file, self.dir)
+
+
+def running_pid(pid_file: Path, service_dir: Path) -> int | None:
+    """The pid in `pid_file` if that process is running and is ours, else None; a stale pid file
+    is removed."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
         return None
+    if process_is_ours(pid, service_dir):
+        return pid
+    pid_file.unlink(missing_ok=True)
+    return None
 
 
 def process_is_ours(pid: int, service_dir: Path, settle_s: float = 1.0) -> bool:

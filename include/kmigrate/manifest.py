@@ -115,25 +115,21 @@ class Manifest:
         returns its path or URL."""
         if not _PART_NAME.fullmatch(name):
             raise ManifestError(f"file name {name!r} is invalid; use letters, digits and ._-")
-        path = f"{self._root}/{name}"
-        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-        try:
-            self._fs.makedirs(self._root, exist_ok=True)
-            with self._fs.open(temporary, "wb") as handle:
-                handle.write(data)
-            self._fs.mv(temporary, path)
-        except OSError as exc:
-            raise self._fail("writing", name, exc) from exc
+        self._write(f"{self._root}/{name}", data, name, keep_existing=False)
         return f"{self.location}/{name}"
 
     def _put(self, part: str, encoded: bytes) -> None:
-        path = self._path(part)
+        self._write(self._path(part), encoded, part, keep_existing=True)
+
+    def _write(self, path: str, data: bytes, what: str, *, keep_existing: bool) -> None:
+        """Write to a temporary name, then rename into place. `keep_existing`: a file that is
+        already there (another writer finished first) stays, and the temporary one is dropped."""
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"
         try:
             self._fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             with self._fs.open(temporary, "wb") as handle:
-                handle.write(encoded)
-            if self._fs.exists(path):  # another writer finished first: keep theirs
+                handle.write(data)
+            if keep_existing and self._fs.exists(path):
                 self._fs.rm(temporary)
                 return
             self._fs.mv(temporary, path)
@@ -143,4 +139,4 @@ class Manifest:
                     self._fs.rm(temporary)
             except OSError:
                 pass
-            raise self._fail("writing", part, exc) from exc
+            raise self._fail("writing", what, exc) from exc

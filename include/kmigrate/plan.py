@@ -84,6 +84,12 @@ def offset_map_of(row: dict[str, Any] | None) -> list[OffsetRun]:
     return [OffsetRun(*run) for run in (row or {}).get("offset_map", [])]
 
 
+def translate_maps(manifest: Manifest) -> dict[tuple[str, int], list[OffsetRun]]:
+    """The offset map of each translate-mode partition, from its newest copy result (a resumed
+    copy and the verification both need it; preserved partitions map to themselves)."""
+    return {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
+
+
 def preflight(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit], *,
               timeout_s: float = 10.0) -> None:
     """Before any task starts: both clusters answer, every topic of the plan exists on the source
@@ -120,11 +126,15 @@ def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterCo
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(f"client config file {file} is readable by others (mode {stat.S_IMODE(mode):o}); "
                           f"it may hold credentials: chmod 600 {file}")
+    return _parse_clients(file.read_text(), f"client config file {file}")
+
+
+def _parse_clients(text: str, where: str) -> tuple[ClusterConfig, ClusterConfig]:
     try:
-        data = json.loads(file.read_text())
+        data = json.loads(text)
         return ClusterConfig("source", data["source"]), ClusterConfig("target", data["target"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"client config file {file} must be JSON with 'source' and 'target' objects ({exc})") from exc
+        raise ConfigError(f"{where} must be JSON with 'source' and 'target' objects ({exc})") from exc
 
 
 CLIENTS_ENV = "KMIGRATE_CLIENTS_JSON"
@@ -142,11 +152,7 @@ def load_clients_from(path: str | os.PathLike[str] | None) -> tuple[ClusterConfi
     text = os.environ.get(CLIENTS_ENV)
     if not text:
         raise ConfigError(f"no client configs: pass --clients FILE (mode 600) or set {CLIENTS_ENV}")
-    try:
-        data = json.loads(text)
-        return ClusterConfig("source", data["source"]), ClusterConfig("target", data["target"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{CLIENTS_ENV} must be JSON with 'source' and 'target' objects ({exc})") from exc
+    return _parse_clients(text, CLIENTS_ENV)
 
 
 def write_clients(path: str | os.PathLike[str], source: ClusterConfig, target: ClusterConfig) -> Path:

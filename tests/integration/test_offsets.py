@@ -17,11 +17,10 @@ from kmigrate.groups import replicate_groups
 from kmigrate.manifest import Manifest
 from kmigrate.plan import (
     COPY_RESULTS,
-    latest_copy_rows,
     new_attempt,
-    offset_map_of,
     preflight,
     read_plan,
+    translate_maps,
     work_units,
 )
 from kmigrate.snapshot import take_snapshot
@@ -36,7 +35,7 @@ FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
 def copy_run(stack, manifest: Manifest) -> list[dict]:
     """The copy step in this process (the Spark job does the same per task; tested on its own)."""
-    resume = {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
+    resume = translate_maps(manifest)
     units = work_units(read_plan(manifest))
     preflight(stack.source, stack.target, units)
     rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume) for unit in units]
