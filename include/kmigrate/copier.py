@@ -109,6 +109,18 @@ class CopyOptions:
     progress_hook: Callable[[int], None] | None = None
 
 
+BULK_BATCH_BYTES = 4 * 1024 * 1024
+
+
+def bulk_batch_bytes(admin: ClusterAdmin, topic: str) -> int:
+    """The producer's batch size for `topic` on the target: at most BULK_BATCH_BYTES, and small
+    enough that a full batch, lz4-compressed, stays under the topic's max.message.bytes.
+    librdkafka limits a batch by its uncompressed size, and lz4 makes incompressible data
+    slightly larger (by up to 1/255 plus framing): a batch at the limit would be refused whole."""
+    limit = int(admin.topic_configs(topic).get("max.message.bytes") or 1_048_588)
+    return max(16 * 1024, min(BULK_BATCH_BYTES, limit - limit // 128 - 4096))
+
+
 def transactional_id(run_id: str, topic: str, partition: int) -> str:
     """Derived from the run and the target partition, so a stale copier of the same partition is fenced."""
     return f"kmigrate-{run_id}-{topic}-{partition}"
@@ -143,7 +155,7 @@ class _Writer:
         self._bulk_config = {
             **common,
             "linger.ms": 20,
-            "batch.size": 4 * 1024 * 1024,
+            "batch.size": bulk_batch_bytes(admin, topic),
             "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1024 * 1024,

@@ -57,11 +57,16 @@ class OffsetMismatch(CopyError):
     or target data this copier did not write)."""
 
     def __init__(self, topic: str, partition: int, expected: int, actual: int) -> None:
-        super().__init__(
-            f"{topic}[{partition}]: record expected at target offset {expected} landed at {actual}; another "
-            "writer is producing to the target partition, or the target holds data this migration did not "
-            "write. Stop other writers to the target topic, then re-run the copy (it resumes from the target's end)",
-            topic=topic, partition=partition)
+        if actual < expected:
+            cause = (f"{expected - actual} records written before it did not land: the target refused them (a "
+                     "batch over the topic's max.message.bytes, or another broker error: see the target broker "
+                     "log). Fix the cause, then re-run the copy (it resumes from the target's end)")
+        else:
+            cause = ("another writer is producing to the target partition, or the target holds data this migration "
+                     "did not write. Stop other writers to the target topic, then re-run the copy (it resumes from "
+                     "the target's end)")
+        super().__init__(f"{topic}[{partition}]: record expected at target offset {expected} landed at {actual}; "
+                         + cause, topic=topic, partition=partition)
         self.expected = expected
         self.actual = actual
 

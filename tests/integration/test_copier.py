@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -225,6 +226,22 @@ def test_copy_killed_mid_partition_resumes_without_duplicates(stack, unique_name
     assert result.records == 60_000 - partial_end
     assert result.digests_equal
     assert_same_partition(stack, unique_name, 0)
+
+
+@pytest.mark.parametrize("mode", ["preserve", "translate"])
+def test_incompressible_records_fill_batches_the_target_accepts(stack, unique_name, source_untouched, mode):
+    # 4,000 records of 512 random bytes (2 MB) through the record path: a producer batch filled to the
+    # topic's max.message.bytes grows under lz4 and was refused whole, 2,104 records at a time
+    create_topic(stack.source, unique_name, 1)
+    rng = random.Random(3)
+    producer = Producer(stack.source.producer(**{"linger.ms": 20}))
+    for i in range(4000):
+        producer.produce(unique_name, key=b"k%d" % i, value=rng.randbytes(512), partition=0)
+    assert producer.flush(30) == 0
+    source_untouched(unique_name)
+    [result] = copy_topic(stack, unique_name, mode, CopyOptions(raw_batches=False))
+    assert result.records == 4000 and result.digests_equal is not False
+    assert records_of(stack.target, unique_name, 0) == records_of(stack.source, unique_name, 0)
 
 
 def test_racing_writer_on_target_is_detected(stack, unique_name, source_untouched):
