@@ -11,9 +11,22 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status test test-unit demo bench-copy bench-spark constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
 
-install: $(VENV)/.installed kafka-jars
+install: $(VENV)/.installed kafka-jars browser
+
+# Debian's Chromium for the browser test of the trigger form (tests/dags/test_trigger_form.py);
+# installed with apt-get when missing and this is root, else a message says what to do.
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
+browser:
+	@test -x "$(CHROMIUM)" || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "install: Debian's chromium for the browser test (apt-get)"; \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  else \
+	    echo "make: Chromium not found at $(CHROMIUM); install Debian's chromium package (sudo apt-get install chromium) or run make with CHROMIUM=/path/to/chromium" >&2; exit 2; \
+	  fi; }
 
 check-python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found: install Python 3.11 or run make with PYTHON=/path/to/python3.11" >&2; exit 2; }
@@ -71,6 +84,11 @@ bench-copy: install stack-up
 # The Spark copy job against the bare copier, sequential and in a process pool (bench/bench_spark.py).
 bench-spark: install stack-up
 	$(VPY) bench/bench_spark.py
+
+# MirrorMaker 2 against this project's copy, one run on the same clusters (bench/bench_mm2.py);
+# writes docs/BENCHMARKS.md and docs/bench_mm2.png. BENCH_ARGS=--quick for a small run.
+bench-mm2: install stack-up
+	$(VPY) bench/bench_mm2.py $(BENCH_ARGS)
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

@@ -1,15 +1,18 @@
 """Spark copy job benchmark on the local stack (`make bench-spark`).
 
 The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded three
-times under different topic names, then copied to the target three ways, in one run:
+times under different topic names, then copied to the target three ways:
   - the Spark job (`spark-submit --master local[2] spark_jobs/copy_partitions.py`): `spark_s` is the
     job's own time from its warmed-up executors to the last result, `spark_startup_s` the rest of
     the spark-submit wall time (JVM, session, preflight, Python workers, shutdown);
   - the bare copier, partition after partition in one process (`bare_sequential_s`);
   - the bare copier in a pool of 2 started processes, the parallelism of local[2] (`bare_parallel_s`).
-Every copy verifies digests, as the job does. The last line is one JSON object.
+Every copy verifies digests, as the job does. This is done for --rounds rounds (default 3), each
+with freshly seeded topics and the ways in a rotated order; times are medians, and
+`overhead_ratio` is the median of each round's spark_s / bare_parallel_s (measured side by side, as
+the machine's load drifts between rounds). The last line is one JSON object.
 
-    python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100]
+    python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,7 +97,7 @@ def bare_parallel(units: list[WorkUnit]) -> float:
     return seconds
 
 
-def spark(topics: list[str], workdir: Path) -> tuple[float, float]:
+def spark(topics: list[str], workdir: Path, *extra: str) -> tuple[float, float]:
     manifest = Manifest(str(workdir / "state"), "bench")
     manifest.write_once("plan", build_plan(SOURCE, topics))
     clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
@@ -102,7 +106,7 @@ def spark(topics: list[str], workdir: Path) -> tuple[float, float]:
     result = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
          "--conf", "spark.ui.enabled=false", str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),
-         "--state-location", str(workdir / "state"), "--run-id", "bench", "--clients", str(clients)],
+         "--state-location", str(workdir / "state"), "--run-id", "bench", "--clients", str(clients), *extra],
         capture_output=True, text=True, env=env, cwd=PROJECT_DIR)
     wall = time.monotonic() - started
     if result.returncode != 0:
@@ -119,28 +123,54 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--records", type=int, default=100_000, help="per partition")
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of all three ways; medians are reported")
     args = parser.parse_args()
-    run = uuid.uuid4().hex[:6]
-    sets = {way: [f"bench.spark.{run}.{way}.{i}" for i in range(args.topics)] for way in ("spark", "seq", "pool")}
     total = args.topics * args.partitions * args.records
-    print(f"seeding 3 x {args.topics} topics x {args.partitions} partitions x {args.records} records "
-          f"of {args.value_bytes} B ({total} records per copy)", flush=True)
-    for topics in sets.values():
-        seed(topics, args.partitions, args.records, args.value_bytes)
-    with tempfile.TemporaryDirectory() as workdir:
-        spark_s, startup_s = spark(sets["spark"], Path(workdir))
-    print(f"spark job (local[{PARALLELISM}]): {spark_s:.2f}s copying, {startup_s:.2f}s start-up and preflight", flush=True)
-    sequential_s = bare_sequential(prepare(sets["seq"]))
-    print(f"bare copier, one partition after another: {sequential_s:.2f}s", flush=True)
-    parallel_s = bare_parallel(prepare(sets["pool"]))
-    print(f"bare copier, {PARALLELISM} processes: {parallel_s:.2f}s", flush=True)
+    ways = {
+        "spark": lambda topics: _spark_way(topics),
+        "seq": lambda topics: (bare_sequential(prepare(topics)), None),
+        "pool": lambda topics: (bare_parallel(prepare(topics)), None),
+    }
+    names = list(ways)
+    times: dict[str, list[float]] = {way: [] for way in names}
+    startups: list[float] = []
+    for round_ in range(args.rounds):
+        run = uuid.uuid4().hex[:6]
+        sets = {way: [f"bench.spark.{run}.{way}.{i}" for i in range(args.topics)] for way in names}
+        print(f"round {round_ + 1}/{args.rounds}: seeding {len(sets)} x {args.topics} topics x {args.partitions} "
+              f"partitions x {args.records} records of {args.value_bytes} B ({total} records per copy)", flush=True)
+        # interleaved, one topic of each way after the other, so that no way gets the first (colder,
+        # smaller-batched) or the last (freshest) data: measured, that alone moved a way's time by 30%
+        seed([topic for group in zip(*sets.values()) for topic in group], args.partitions, args.records,
+             args.value_bytes)
+        order = names[round_ % len(names):] + names[:round_ % len(names)]  # each way goes first in turn
+        for way in order:
+            seconds, startup = ways[way](sets[way])
+            times[way].append(seconds)
+            if startup is not None and way == "spark":
+                startups.append(startup)
+            print(f"  {LABELS[way]}: {seconds:.2f}s" + (f" (+{startup:.2f}s start-up and preflight)" if startup else ""),
+                  flush=True)
+    med = {way: statistics.median(values) for way, values in times.items()}
+    ratios = [s / p for s, p in zip(times["spark"], times["pool"])]
     print(json.dumps({
         "records": total, "partitions": args.topics * args.partitions, "value_bytes": args.value_bytes,
-        "spark_s": round(spark_s, 3), "spark_startup_s": round(startup_s, 3),
-        "bare_sequential_s": round(sequential_s, 3), "bare_parallel_s": round(parallel_s, 3),
-        "overhead_ratio": round(spark_s / parallel_s, 3),
-        "spark_records_per_s": round(total / spark_s), "bare_parallel_records_per_s": round(total / parallel_s),
+        "rounds": args.rounds,
+        "spark_s": round(med["spark"], 3), "spark_startup_s": round(statistics.median(startups), 3),
+        "bare_sequential_s": round(med["seq"], 3), "bare_parallel_s": round(med["pool"], 3),
+        "overhead_ratio": round(statistics.median(ratios), 3),
+        "overhead_ratios": [round(r, 3) for r in ratios],
+        "spark_records_per_s": round(total / med["spark"]), "bare_parallel_records_per_s": round(total / med["pool"]),
     }))
+
+
+LABELS = {"spark": f"spark job, local[{PARALLELISM}]",
+          "seq": "bare copier, one partition after another", "pool": f"bare copier, {PARALLELISM} processes"}
+
+
+def _spark_way(topics: list[str], *extra: str) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as workdir:
+        return spark(topics, Path(workdir), *extra)
 
 
 if __name__ == "__main__":

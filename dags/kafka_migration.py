@@ -6,7 +6,8 @@ the target cluster so that **every record keeps its offset** and every consumer 
 continues exactly where it stopped (DESIGN section 3):
 
 preflight → (dry run stops here) → pre-copy while the source is live → stop connectors → quiesce →
-snapshot → final copy → verify → replicate groups → migrate connectors → resume → report.
+snapshot → final copy → verify (then one task per topic, mapped, showing each topic's outcome) →
+replicate groups → migrate connectors → resume → report.
 
 Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms. The
 run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
@@ -45,15 +46,15 @@ RUN_ID = "{{ params.run_name or run_id }}"
                                         title="Target Kafka Connect connection", description="HTTP connection"),
         "topics_include": Param(type="string", minLength=1, title="Topics to migrate",
                                 description="Regular expression, fully matched against topic names"),
-        "topics_exclude": Param("", type="string", title="Topics to leave out",
+        "topics_exclude": Param(None, type=["null", "string"], title="Topics to leave out",
                                 description="Regular expression; empty leaves none out"),
-        "groups": Param("", type="string", title="Consumer groups",
+        "groups": Param(None, type=["null", "string"], title="Consumer groups",
                         description="Regular expression over group ids; empty migrates no group"),
-        "connectors": Param([], type="array", items={"type": "string"}, title="Connectors",
+        "connectors": Param([], type=["null", "array"], items={"type": "string"}, title="Connectors",
                             description="Names of source Connect connectors to move"),
         "connector_overrides": Param({}, type="object", title="Connector config overrides",
                                      description='{"connector": {"key": "value"}} applied on the target'),
-        "translate_topics": Param("", type="string", title="Topics copied in translate mode",
+        "translate_topics": Param(None, type=["null", "string"], title="Topics copied in translate mode",
                                   description="Regular expression; these get an offset map instead of "
                                               "preserved offsets (for a target that already holds data)"),
         "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
@@ -63,7 +64,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
                                    description="0: the Spark application's task slots"),
         "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
                                 description="Local path or fsspec URL of the run manifests"),
-        "run_name": Param("", type="string", pattern="^([A-Za-z0-9][A-Za-z0-9._:+-]*)?$", title="Run name",
+        "run_name": Param(None, type=["null", "string"], pattern="^([A-Za-z0-9][A-Za-z0-9._:+-]*)?$", title="Run name",
                           description="Names the run manifest; empty: the Airflow run id"),
         "dry_run": Param(False, type="boolean", title="Dry run",
                          description="Compute and show the plan, write nothing anywhere"),
@@ -73,12 +74,14 @@ def kafka_migration():
     preflight = steps.preflight()
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
-    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, "--plan-part", "pre-copy-plan")
+    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, "--plan-part", "pre-copy-plan", "--no-verify")
     stop = steps.stop_connectors()
     quiesce = steps.quiesce()
     snapshot = steps.snapshot()
-    copy = spark_job("copy", "copy_partitions.py", RUN_ID)
+    copy = spark_job("copy", "copy_partitions.py", RUN_ID, "--no-verify")  # the verify job follows
     verify = spark_job("verify", "verify_partitions.py", RUN_ID, retries=2)
+    topics = steps.run_topics()
+    per_topic = steps.topic_result.expand(topic=topics)  # one grid cell per topic
     groups = steps.replicate_groups()
     connectors = steps.migrate_connectors()
     resume = steps.resume_connectors()
@@ -86,6 +89,8 @@ def kafka_migration():
 
     go >> pre_copy_plan >> pre_copy >> stop
     go >> stop >> quiesce >> snapshot >> copy >> verify >> groups >> connectors >> resume >> report
+    snapshot >> topics
+    verify >> per_topic
 
 
 kafka_migration()

@@ -38,7 +38,8 @@ def describe(row: dict) -> str:
     if not row["ok"]:
         return f"FAILED: {row['error']}"
     return (f"ok: {row['records']} records, {row['bytes']} bytes, {row['fillers']} fillers, "
-            f"{row['copy_seconds']:.2f}s, digests equal: {row['digests_equal']}")
+            f"{row['copy_seconds']:.2f}s" + ("" if row["digests_equal"] is None else
+                                              f", digests equal: {row['digests_equal']}"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan-part", default="plan", help="the manifest part holding the work units "
                         "(the pre-copy runs from pre-copy-plan)")
     parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="skip each partition's digest comparison after its copy (when the verify job follows)")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             f"kmigrate-copy-{args.run_id}", units,
             # a partial of a library function: executors import it by name, nothing from this file
             functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=translate_maps(manifest),
-                              fetch_max_bytes=args.fetch_max_bytes),
+                              fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify),
             job=JOB, action="copy", describe=describe, parallelism=args.parallelism)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)

@@ -104,8 +104,9 @@ def main() -> int:
             return 1
         print("demo: " + Path(path).read_text().split("## Partitions")[0].strip().replace("\n", "\ndemo: "))
         print(f"demo: report: {path}")
-        print(json.dumps({key: summary[key] for key in (
-            "report", "partitions", "partitions_equal", "groups", "groups_exact", "connectors",
+        print(f"demo: chart of the copy time per partition: {summary.get('chart_path')}")
+        print(json.dumps({key: summary.get(key) for key in (
+            "report", "chart_path", "partitions", "partitions_equal", "groups", "groups_exact", "connectors",
             "connectors_resumed", "downtime_s", "records", "fillers")}))
         return 0
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
 from kmigrate.pipeline import downtime_s
 
@@ -52,6 +53,29 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
     }
 
 
+def _verified_state(row: dict[str, Any] | None) -> str:
+    return "equal" if row and row["equal"] else ("; ".join(row["problems"]) if row else "not verified")
+
+
+def topic_result(manifest: Manifest, topic: str) -> dict[str, Any]:
+    """One topic of the run: per partition what was copied and whether it verified equal (the
+    DAG's per-topic tasks log this, so that the grid shows each topic's outcome)."""
+    summary = summarize(manifest)
+    entry = summary["_snapshot"]["topics"].get(topic)
+    if entry is None:
+        raise ConfigError(f"topic {topic!r} is not in the snapshot of run {manifest.run_id}")
+    rows = []
+    for p in entry["partitions"]:
+        key = (topic, p["partition"])
+        copied = summary["_copied"].get(key, {})
+        rows.append({"partition": p["partition"], "log_start": p["log_start"], "end": p["end"],
+                     "records": copied.get("records", 0), "bytes": copied.get("bytes", 0),
+                     "seconds": round(copied.get("seconds", 0.0), 3), "attempts": copied.get("attempts", 0),
+                     "verified": _verified_state(summary["_verified"].get(key))})
+    return {"topic": topic, "partitions": len(rows), "equal": sum(1 for r in rows if r["verified"] == "equal"),
+            "records": sum(r["records"] for r in rows), "bytes": sum(r["bytes"] for r in rows), "rows": rows}
+
+
 def render(summary: dict[str, Any]) -> str:
     snapshot, copied, verified = summary["_snapshot"], summary["_copied"], summary["_verified"]
     lines = [f"# Migration report: {summary['run_id']}", ""]
@@ -65,15 +89,26 @@ def render(summary: dict[str, Any]) -> str:
         d = summary["drill"]
         lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
                         f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
-    lines += ["## Partitions", "",
+    lines += ["## Topics", "",
+              "| topic | partitions | records copied | bytes | fillers | copy s (sum) | verified equal |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for topic, entry in sorted(snapshot["topics"].items()):
+        keys = [(topic, p["partition"]) for p in entry["partitions"]]
+        rows = [copied.get(k, {}) for k in keys]
+        equal = sum(1 for k in keys if verified.get(k, {}).get("equal"))
+        lines.append(f"| {topic} | {len(keys)} | {sum(r.get('records', 0) for r in rows)} | "
+                     f"{sum(r.get('bytes', 0) for r in rows)} | {sum(r.get('fillers', 0) for r in rows)} | "
+                     f"{sum(r.get('seconds', 0.0) for r in rows):.2f} | {equal} of {len(keys)} |")
+    if summary.get("chart"):
+        lines += ["", f"![Copy time per partition]({summary['chart']})"]
+    lines += ["", "## Partitions", "",
               "| topic | partition | log start | end | records copied | bytes | fillers | copy s | attempts | verified |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for topic, entry in sorted(snapshot["topics"].items()):
         for p in entry["partitions"]:
             key = (topic, p["partition"])
             c = copied.get(key, {})
-            v = verified.get(key)
-            state = "equal" if v and v["equal"] else ("; ".join(v["problems"]) if v else "not verified")
+            state = _verified_state(verified.get(key))
             lines.append(f"| {topic} | {p['partition']} | {p['log_start']} | {p['end']} | {c.get('records', 0)} | "
                          f"{c.get('bytes', 0)} | {c.get('fillers', 0)} | {c.get('seconds', 0.0):.2f} | "
                          f"{c.get('attempts', 0)} | {state} |")
@@ -87,8 +122,47 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CHART_FILE = "copy-times.png"
+CHART_MAX_BARS = 60
+
+
+def copy_chart(summary: dict[str, Any]) -> bytes | None:
+    """A PNG bar chart of the copy time of each partition (all its attempts), the slowest
+    CHART_MAX_BARS when there are more; None when nothing was copied."""
+    times = sorted(((entry["seconds"], f"{topic}[{partition}]", entry["attempts"])
+                    for (topic, partition), entry in summary["_copied"].items()), reverse=True)
+    if not times:
+        return None
+    import io
+
+    import matplotlib  # imported here: the DAG files import this module and must parse fast
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = times[:CHART_MAX_BARS]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * len(shown)))
+    ax.barh([label for _, label, _ in shown][::-1], [s for s, _, _ in shown][::-1],
+            color=["#c0504d" if attempts > 1 else "#2f6db5" for _, _, attempts in shown][::-1])
+    ax.set_xlabel("seconds copying (red: more than one attempt)")
+    title = f"Copy time per partition, run {summary['run_id']}"
+    if len(times) > len(shown):
+        title += f" (slowest {len(shown)} of {len(times)})"
+    ax.set_title(title, fontsize=10)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)
+    return out.getvalue()
+
+
 def write_report(manifest: Manifest) -> tuple[str, dict[str, Any]]:
-    """Write report.md into the run's folder; returns its path and the public summary."""
+    """Write report.md and its chart (copy-times.png) into the run's folder; returns the report's
+    path and the public summary."""
     summary = summarize(manifest)
+    png = copy_chart(summary)
+    if png is not None:
+        summary["chart"] = CHART_FILE
+        summary["chart_path"] = manifest.put_file(CHART_FILE, png)
     path = manifest.put_file("report.md", render(summary).encode())
     return path, {k: v for k, v in summary.items() if not k.startswith("_")} | {"report": path}

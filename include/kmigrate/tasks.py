@@ -63,7 +63,8 @@ def _kill_hook(unit: WorkUnit):
 
 def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
               resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
-              fetch_max_bytes: int | None = None, progress_every_s: float = 10.0) -> dict[str, Any]:
+              fetch_max_bytes: int | None = None, progress_every_s: float = 10.0,
+              verify: bool = True) -> dict[str, Any]:
     """Copy one unit; returns its result row with "ok". `resume_maps`: the offset maps of earlier
     runs of translate-mode partitions, by (topic, partition). Data errors (foreign target, offset
     mismatch, ...) become a failed row naming the partition; anything else propagates so that
@@ -84,7 +85,7 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
     if kill is not None and not fetch_max_bytes:
         fetch_max_bytes = 16 << 10  # small fetches, so that the hook sees progress before the end
-    options = CopyOptions(run_id=run_id, progress_hook=progress,
+    options = CopyOptions(run_id=run_id, progress_hook=progress, verify=verify,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
     try:

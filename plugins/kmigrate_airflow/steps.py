@@ -7,12 +7,13 @@ import json
 import logging
 from typing import Any
 
-from airflow.sdk import task
+from airflow.sdk import get_current_context, task
 
 from kmigrate import connectors as connector_steps
 from kmigrate import pipeline
 from kmigrate.groups import replicate_groups as replicate
 from kmigrate.manifest import Manifest
+from kmigrate.report import topic_result as topic_outcome
 from kmigrate.report import write_report
 from kmigrate.snapshot import SNAPSHOT_PART, read_snapshot, take_snapshot
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
@@ -25,9 +26,10 @@ def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
 
 
 def _selection(params: dict[str, Any]) -> pipeline.Selection:
-    # the DR drill has no connectors and no translate mode: its params leave them out
-    return pipeline.Selection(params["topics_include"], params.get("topics_exclude", ""), params.get("groups", ""),
-                              tuple(params.get("connectors", ())), params.get("translate_topics", ""))
+    # the DR drill has no connectors and no translate mode: its params leave them out; the optional
+    # params are null when the trigger form leaves them empty
+    return pipeline.Selection(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
+                              tuple(params.get("connectors") or ()), params.get("translate_topics") or "")
 
 
 def _clusters(params: dict[str, Any]):
@@ -111,6 +113,29 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
 
 
 @task
+def run_topics(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
+    """The snapshot's topics: the per-topic tasks are mapped over them."""
+    return sorted(read_snapshot(_manifest(params, run_id))["topics"])
+
+
+@task(retries=0, trigger_rule="all_done", map_index_template="{{ topic_name }}")
+def topic_result(topic: str, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """One grid cell per topic after the verification (also when it failed): the topic's
+    partitions, what was copied and whether each verified equal; fails when one did not."""
+    get_current_context()["topic_name"] = topic  # the map index shown in the grid
+    outcome = topic_outcome(_manifest(params, run_id), topic)
+    for row in outcome["rows"]:
+        log.info("%s[%d]: offsets %d..%d, %d records copied in %.2fs (%d attempts), %s", topic, row["partition"],
+                 row["log_start"], row["end"], row["records"], row["seconds"], row["attempts"], row["verified"])
+    log.info("%s: %d of %d partitions verified equal, %d records, %d bytes copied", topic, outcome["equal"],
+             outcome["partitions"], outcome["records"], outcome["bytes"])
+    if outcome["equal"] < outcome["partitions"]:
+        raise RuntimeError(f"{topic}: {outcome['partitions'] - outcome['equal']} of {outcome['partitions']} partitions "
+                           "are not verified equal (see the lines above and the verify task's log)")
+    return {k: v for k, v in outcome.items() if k != "rows"}
+
+
+@task
 def replicate_groups(params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
     _, target = _clusters(params)
     results = replicate(_manifest(params, run_id), target)
@@ -161,6 +186,8 @@ def measure_drill(params: dict[str, Any] | None = None, run_id: str | None = Non
 def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     path, summary = write_report(_manifest(params, run_id))
     log.info("report: %s", path)
+    if summary.get("chart_path"):
+        log.info("chart of the copy time per partition: %s", summary["chart_path"])
     log.info("summary: %s", json.dumps(summary))
     return summary
 

@@ -64,6 +64,10 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
     assert summary["connectors"] == summary["connectors_resumed"] == 2
     assert summary["fillers"] > 0  # the audit topic's log start and the aborted transactions
     assert (state / "mixed" / "report.md").read_text().startswith("# Migration report: mixed")
+    assert (state / "mixed" / "copy-times.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    per_topic = [ti for ti in run.get_task_instances() if ti.task_id == "topic_result"]
+    assert sorted(ti.rendered_map_index for ti in per_topic) == sorted(w.topics)  # one grid cell per topic
+    assert {str(ti.state) for ti in per_topic} == {"success"}
     assert all_watermarks(stack.source, w.topics) == source_before  # the source was never written to
     for (topic, partition), marks in source_before.items():
         with ClusterAdmin(stack.target) as target:
