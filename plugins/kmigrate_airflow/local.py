@@ -61,13 +61,17 @@ def migrate_db(home: Path) -> None:
     marker = home / ".kmigrate-db-ready"
     if marker.exists():
         return
+    _create_db(dict(os.environ))
+    marker.write_text("ok\n")
+
+
+def _create_db(env: Mapping[str, str]) -> None:
     airflow = str(Path(sys.executable).parent / "airflow")
     for command in ([airflow, "db", "migrate"],
                     [airflow, "pools", "set", COPY_POOL, "2", "Spark copy and verify jobs of kafka_migration"]):
-        done = subprocess.run(command, capture_output=True, text=True, env=os.environ)
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command[1:])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    marker.write_text("ok\n")
 
 
 class LocalAirflow:
@@ -102,12 +106,8 @@ class LocalAirflow:
 
     def start(self, timeout_s: float = 180.0) -> LocalAirflow:
         self.home.mkdir(parents=True, exist_ok=True)
+        _create_db(self.env)
         airflow = str(Path(sys.executable).parent / "airflow")
-        for command in ([airflow, "db", "migrate"],
-                        [airflow, "pools", "set", COPY_POOL, "2", "Spark copy and verify jobs of kafka_migration"]):
-            done = subprocess.run(command, capture_output=True, text=True, env=self.env)
-            if done.returncode != 0:
-                raise RuntimeError(f"{' '.join(command[1:])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
         for name, args in self.COMMANDS.items():
             log = open(self.home / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
             self.processes[name] = subprocess.Popen([airflow, *[a.format(port=self.port) for a in args]],
@@ -142,5 +142,9 @@ class LocalAirflow:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                pass
+            try:  # what is left of each session (executor workers, api-server workers)
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            except ProcessLookupError:
+                pass
+            proc.wait()

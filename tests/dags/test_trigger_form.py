@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -18,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate_airflow.local import LocalAirflow
+from tests.integration.test_stack_connect import wait_until
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT_DIR / "test-artifacts" / "ui"
@@ -48,17 +48,6 @@ def api(server: LocalAirflow, path: str):
         return json.load(resp)
 
 
-def poll(condition, what: str, timeout_s: float, every_s: float = 1.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(every_s)
-
-
 def seed(prefix: str) -> None:
     topic = f"{prefix}.orders"
     with ClusterAdmin(SOURCE) as admin:
@@ -81,7 +70,7 @@ def test_trigger_form_runs_a_migration(airflow_ui, tmp_path):
     state = tmp_path / "state"
     run_name = f"{prefix}-from-the-form"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    poll(lambda: _dag_known(airflow_ui), "the api-server lists kafka_migration", 180)
+    wait_until(lambda: _dag_known(airflow_ui), "the api-server to list kafka_migration", 180, poll_s=1)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
@@ -105,7 +94,7 @@ def test_trigger_form_runs_a_migration(airflow_ui, tmp_path):
             trigger.click()
             expect(page.get_by_text("Dag Run Triggered")).to_be_visible()
 
-            run = poll(lambda: _finished_run(airflow_ui), "the triggered run finishes", 600, every_s=3)
+            run = wait_until(lambda: _finished_run(airflow_ui), "the triggered run to finish", 600, poll_s=3)
             assert run["state"] == "success", f"run {run['dag_run_id']} ended {run['state']}; logs in {airflow_ui.home}"
             assert run["conf"]["topics_include"] == rf"{prefix}\.orders"
             assert run["conf"]["run_name"] == run_name
