@@ -22,8 +22,9 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
             for row in manifest.read(part)["rows"]:
                 key = (row["topic"], row["partition"])
                 entry = copied.setdefault(key, {"records": 0, "bytes": 0, "fillers": 0, "markers": 0, "seconds": 0.0,
-                                                "attempts": 0, "ok": False})
+                                                "attempts": 0, "failed": 0, "ok": False})
                 entry["attempts"] += 1
+                entry["failed"] += not row["ok"]
                 entry["ok"] = row["ok"]
                 if row["ok"]:
                     for field in ("records", "bytes", "fillers", "markers"):
@@ -127,9 +128,9 @@ CHART_MAX_BARS = 60
 
 
 def copy_chart(summary: dict[str, Any]) -> bytes | None:
-    """A PNG bar chart of the copy time of each partition (all its attempts), the slowest
-    CHART_MAX_BARS when there are more; None when nothing was copied."""
-    times = sorted(((entry["seconds"], f"{topic}[{partition}]", entry["attempts"])
+    """A PNG bar chart of the copy time of each partition (its pre-copy, copy and retries summed),
+    the slowest CHART_MAX_BARS when there are more; None when nothing was copied."""
+    times = sorted(((entry["seconds"], f"{topic}[{partition}]", entry["failed"])
                     for (topic, partition), entry in summary["_copied"].items()), reverse=True)
     if not times:
         return None
@@ -142,8 +143,8 @@ def copy_chart(summary: dict[str, Any]) -> bytes | None:
     shown = times[:CHART_MAX_BARS]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * len(shown)))
     ax.barh([label for _, label, _ in shown][::-1], [s for s, _, _ in shown][::-1],
-            color=["#c0504d" if attempts > 1 else "#2f6db5" for _, _, attempts in shown][::-1])
-    ax.set_xlabel("seconds copying (red: more than one attempt)")
+            color=["#c0504d" if failed else "#2f6db5" for _, _, failed in shown][::-1])
+    ax.set_xlabel("seconds copying, pre-copy and copy summed (red: an attempt failed)")
     title = f"Copy time per partition, run {summary['run_id']}"
     if len(times) > len(shown):
         title += f" (slowest {len(shown)} of {len(times)})"
