@@ -30,6 +30,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
@@ -62,6 +63,15 @@ def seed(topics: list[str], partitions: int, records: int, value_bytes: int) -> 
                     except BufferError:
                         producer.poll(0.05)
     assert producer.flush(120) == 0
+
+
+def delete_topics(topics: list[str]) -> None:
+    """The round's topics, on both clusters: a benchmark leaves no data behind."""
+    for cluster in (SOURCE, TARGET):
+        admin = AdminClient(cluster.admin())
+        present = [t for t in topics if t in admin.list_topics(timeout=30).topics]
+        for future in (admin.delete_topics(present, operation_timeout=60).values() if present else ()):
+            future.result()
 
 
 def prepare(topics: list[str]) -> list[WorkUnit]:
@@ -144,13 +154,16 @@ def main() -> None:
         seed([topic for group in zip(*sets.values()) for topic in group], args.partitions, args.records,
              args.value_bytes)
         order = names[round_ % len(names):] + names[:round_ % len(names)]  # each way goes first in turn
-        for way in order:
-            seconds, startup = ways[way](sets[way])
-            times[way].append(seconds)
-            if startup is not None and way == "spark":
-                startups.append(startup)
-            print(f"  {LABELS[way]}: {seconds:.2f}s" + (f" (+{startup:.2f}s start-up and preflight)" if startup else ""),
-                  flush=True)
+        try:
+            for way in order:
+                seconds, startup = ways[way](sets[way])
+                times[way].append(seconds)
+                if startup is not None and way == "spark":
+                    startups.append(startup)
+                print(f"  {LABELS[way]}: {seconds:.2f}s" + (f" (+{startup:.2f}s start-up and preflight)" if startup else ""),
+                      flush=True)
+        finally:
+            delete_topics([t for topics in sets.values() for t in topics])
     med = {way: statistics.median(values) for way, values in times.items()}
     ratios = [s / p for s, p in zip(times["spark"], times["pool"])]
     print(json.dumps({
