@@ -112,13 +112,12 @@ class CopyOptions:
 BULK_BATCH_BYTES = 4 * 1024 * 1024
 
 
-def bulk_batch_bytes(admin: ClusterAdmin, topic: str) -> int:
-    """The producer's batch size for `topic` on the target: at most BULK_BATCH_BYTES, and small
-    enough that a full batch, lz4-compressed, stays under the topic's max.message.bytes.
+def bulk_batch_bytes(max_message_bytes: int) -> int:
+    """The producer's batch size for a target topic whose max.message.bytes is given: at most
+    BULK_BATCH_BYTES, and small enough that a full batch, lz4-compressed, stays under the limit.
     librdkafka limits a batch by its uncompressed size, and lz4 makes incompressible data
     slightly larger (by up to 1/255 plus framing): a batch at the limit would be refused whole."""
-    limit = int(admin.topic_configs(topic).get("max.message.bytes") or 1_048_588)
-    return max(16 * 1024, min(BULK_BATCH_BYTES, limit - limit // 128 - 4096))
+    return max(16 * 1024, min(BULK_BATCH_BYTES, max_message_bytes - max_message_bytes // 128 - 4096))
 
 
 def transactional_id(run_id: str, topic: str, partition: int) -> str:
@@ -140,6 +139,7 @@ class _Writer:
         self.partition = partition
         self.admin = admin
         self.options = options
+        self.topic_configs = admin.topic_configs(topic)  # the target topic's, read once per copy
         self.next_offset = 0
         self.fillers = 0
         self.markers = 0
@@ -155,7 +155,7 @@ class _Writer:
         self._bulk_config = {
             **common,
             "linger.ms": 20,
-            "batch.size": bulk_batch_bytes(admin, topic),
+            "batch.size": bulk_batch_bytes(int(self.topic_configs["max.message.bytes"])),
             "batch.num.messages": 100_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 1024 * 1024,
@@ -583,7 +583,7 @@ def _align(source_low: int, target_low: int, target_high: int, topic: str, parti
     if target_high < source_low:
         count = source_low - target_high
         if writer.options.fast_alignment and wire.plaintext(target):
-            configs = target_admin.topic_configs(topic)
+            configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
                                    keyed="compact" in configs["cleanup.policy"],
                                    max_batch_bytes=int(configs["max.message.bytes"]))
