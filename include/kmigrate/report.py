@@ -62,23 +62,29 @@ def topic_result(manifest: Manifest, topic: str) -> dict[str, Any]:
     """One topic of the run: per partition what was copied and whether it verified equal (the
     DAG's per-topic tasks log this, so that the grid shows each topic's outcome)."""
     summary = summarize(manifest)
-    entry = summary["_snapshot"]["topics"].get(topic)
-    if entry is None:
+    if topic not in summary["_snapshot"]["topics"]:
         raise ConfigError(f"topic {topic!r} is not in the snapshot of run {manifest.run_id}")
+    return _topic_outcome(summary, topic)
+
+
+def _topic_outcome(summary: dict[str, Any], topic: str) -> dict[str, Any]:
+    """A topic's partitions (snapshot offsets, what all copy attempts wrote, the verification)
+    and their totals: the topic and partition tables of the report and `topic_result`."""
     rows = []
-    for p in entry["partitions"]:
+    for p in summary["_snapshot"]["topics"][topic]["partitions"]:
         key = (topic, p["partition"])
         copied = summary["_copied"].get(key, {})
         rows.append({"partition": p["partition"], "log_start": p["log_start"], "end": p["end"],
                      "records": copied.get("records", 0), "bytes": copied.get("bytes", 0),
-                     "seconds": round(copied.get("seconds", 0.0), 3), "attempts": copied.get("attempts", 0),
-                     "verified": _verified_state(summary["_verified"].get(key))})
+                     "fillers": copied.get("fillers", 0), "seconds": copied.get("seconds", 0.0),
+                     "attempts": copied.get("attempts", 0), "verified": _verified_state(summary["_verified"].get(key))})
+    totals = {field: sum(r[field] for r in rows) for field in ("records", "bytes", "fillers", "seconds")}
     return {"topic": topic, "partitions": len(rows), "equal": sum(1 for r in rows if r["verified"] == "equal"),
-            "records": sum(r["records"] for r in rows), "bytes": sum(r["bytes"] for r in rows), "rows": rows}
+            **totals, "rows": rows}
 
 
 def render(summary: dict[str, Any]) -> str:
-    snapshot, copied, verified = summary["_snapshot"], summary["_copied"], summary["_verified"]
+    snapshot = summary["_snapshot"]
     lines = [f"# Migration report: {summary['run_id']}", ""]
     lines += [f"- Partitions verified equal: **{summary['partitions_equal']} of {summary['partitions']}**",
               f"- Records copied: {summary['records']} ({summary['bytes']} bytes), fillers: {summary['fillers']}",
@@ -93,26 +99,19 @@ def render(summary: dict[str, Any]) -> str:
     lines += ["## Topics", "",
               "| topic | partitions | records copied | bytes | fillers | copy s (sum) | verified equal |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
-    for topic, entry in sorted(snapshot["topics"].items()):
-        keys = [(topic, p["partition"]) for p in entry["partitions"]]
-        rows = [copied.get(k, {}) for k in keys]
-        equal = sum(1 for k in keys if verified.get(k, {}).get("equal"))
-        lines.append(f"| {topic} | {len(keys)} | {sum(r.get('records', 0) for r in rows)} | "
-                     f"{sum(r.get('bytes', 0) for r in rows)} | {sum(r.get('fillers', 0) for r in rows)} | "
-                     f"{sum(r.get('seconds', 0.0) for r in rows):.2f} | {equal} of {len(keys)} |")
+    outcomes = [_topic_outcome(summary, topic) for topic in sorted(snapshot["topics"])]
+    for t in outcomes:
+        lines.append(f"| {t['topic']} | {t['partitions']} | {t['records']} | {t['bytes']} | {t['fillers']} | "
+                     f"{t['seconds']:.2f} | {t['equal']} of {t['partitions']} |")
     if summary.get("chart"):
         lines += ["", f"![Copy time per partition]({summary['chart']})"]
     lines += ["", "## Partitions", "",
               "| topic | partition | log start | end | records copied | bytes | fillers | copy s | attempts | verified |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for topic, entry in sorted(snapshot["topics"].items()):
-        for p in entry["partitions"]:
-            key = (topic, p["partition"])
-            c = copied.get(key, {})
-            state = _verified_state(verified.get(key))
-            lines.append(f"| {topic} | {p['partition']} | {p['log_start']} | {p['end']} | {c.get('records', 0)} | "
-                         f"{c.get('bytes', 0)} | {c.get('fillers', 0)} | {c.get('seconds', 0.0):.2f} | "
-                         f"{c.get('attempts', 0)} | {state} |")
+    for t in outcomes:
+        for r in t["rows"]:
+            lines.append(f"| {t['topic']} | {r['partition']} | {r['log_start']} | {r['end']} | {r['records']} | "
+                         f"{r['bytes']} | {r['fillers']} | {r['seconds']:.2f} | {r['attempts']} | {r['verified']} |")
     lines += ["", "## Consumer groups", "", "| group | partition | source offset | target offset |", "| --- | --- | --- | --- |"]
     for group in summary["_groups"]:
         for o in group["offsets"]:
