@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import delete_groups, delete_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -56,6 +57,7 @@ from kmigrate.groups import replicate_groups
 from kmigrate.manifest import Manifest
 from kmigrate.snapshot import take_snapshot
 from kmigrate.plan import write_clients
+from kmigrate.records import read_range
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
@@ -192,28 +194,9 @@ def seed(prefix: str, args: argparse.Namespace) -> Workload:
 
 def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list[tuple[int, bytes]]:
     """Every record a read_committed consumer sees, as (offset, value)."""
-    consumer = Consumer(cluster.consumer(None, **{"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20}))
-    rows: list[tuple[int, bytes]] = []
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        if high <= low:
-            return rows
-        consumer.assign([TopicPartition(topic, partition, low)])
-        while True:
-            batch = consumer.consume(5000, timeout=0.2)  # returns early only when full
-            if not batch:
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position >= high:
-                    return rows
-                continue
-            for message in batch:
-                if message.error():
-                    if message.error().code() == -191:  # _PARTITION_EOF
-                        return rows
-                    raise SystemExit(f"bench: reading {topic}[{partition}] on {cluster.name}: {message.error()}")
-                rows.append((message.offset(), message.value()))
-    finally:
-        consumer.close()
+    with ClusterAdmin(cluster) as admin:
+        low, high = admin.watermarks(topic, partition)
+    return [(m.offset(), m.value()) for m in read_range(cluster, topic, partition, low, high)]
 
 
 def read_all(cluster: ClusterConfig, partitions: dict[str, int]) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
@@ -467,18 +450,9 @@ def reset_target(w: Workload) -> None:
         except ConnectorNotFound:
             pass
     poll(lambda: not any(n.startswith(w.prefix) for n in connect.connectors()), "MM2 connectors deleted", 60)
+    doomed = delete_topics(TARGET, [*w.partitions, "mm2-offset-syncs.target.internal", "source.checkpoints.internal"])
+    delete_groups(TARGET, w.groups)
     admin = AdminClient(TARGET.admin())
-    internal = ["mm2-offset-syncs.target.internal", "source.checkpoints.internal"]
-    doomed = [t for t in admin.list_topics(timeout=30).topics if t in w.partitions or t in internal]
-    if doomed:
-        for future in admin.delete_topics(doomed, operation_timeout=60).values():
-            future.result()
-    groups = [g for g in w.groups]
-    for future in admin.delete_consumer_groups(groups, request_timeout=30).values():
-        try:
-            future.result()
-        except Exception:  # noqa: BLE001 - a group MM2 never created
-            pass
     poll(lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics), "target topics deleted", 120)
 
 
@@ -524,16 +498,8 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path) -> Result:
 
 def cleanup(w: Workload) -> None:
     for cluster in (SOURCE, TARGET):
-        admin = AdminClient(cluster.admin())
-        topics = [t for t in admin.list_topics(timeout=30).topics if t in w.partitions]
-        if topics:
-            for future in admin.delete_topics(topics, operation_timeout=60).values():
-                future.result()
-        for future in admin.delete_consumer_groups(list(w.groups), request_timeout=30).values():
-            try:
-                future.result()
-            except Exception:  # noqa: BLE001
-                pass
+        delete_topics(cluster, w.partitions)
+        delete_groups(cluster, w.groups)
 
 
 # ---------------------------------------------------------------------------------- reporting

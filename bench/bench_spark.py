@@ -29,8 +29,8 @@ import time
 import uuid
 from pathlib import Path
 
+from common import delete_topics
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
@@ -63,15 +63,6 @@ def seed(topics: list[str], partitions: int, records: int, value_bytes: int) -> 
                     except BufferError:
                         producer.poll(0.05)
     assert producer.flush(120) == 0
-
-
-def delete_topics(topics: list[str]) -> None:
-    """The round's topics, on both clusters: a benchmark leaves no data behind."""
-    for cluster in (SOURCE, TARGET):
-        admin = AdminClient(cluster.admin())
-        present = [t for t in topics if t in admin.list_topics(timeout=30).topics]
-        for future in (admin.delete_topics(present, operation_timeout=60).values() if present else ()):
-            future.result()
 
 
 def prepare(topics: list[str]) -> list[WorkUnit]:
@@ -163,7 +154,8 @@ def main() -> None:
                 print(f"  {LABELS[way]}: {seconds:.2f}s" + (f" (+{startup:.2f}s start-up and preflight)" if startup else ""),
                       flush=True)
         finally:
-            delete_topics([t for topics in sets.values() for t in topics])
+            for cluster in (SOURCE, TARGET):  # a benchmark leaves no data behind
+                delete_topics(cluster, [t for topics in sets.values() for t in topics])
     med = {way: statistics.median(values) for way, values in times.items()}
     ratios = [s / p for s, p in zip(times["spark"], times["pool"])]
     print(json.dumps({
