@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -65,6 +65,14 @@ spark-down:
 
 spark-status:
 	@$(PYTHON) stack/spark_cluster.py status
+
+# A Spark Connect server (a long-running Spark application, local[4,4]) from the pinned pyspark;
+# the jobs run on it as Python clients: python spark_jobs/copy_partitions.py --remote sc://127.0.0.1:15002 ...
+spark-connect-up: $(VENV)/.installed
+	@$(PYTHON) stack/spark_cluster.py connect-up
+
+spark-connect-down:
+	@$(PYTHON) stack/spark_cluster.py connect-down
 
 # Starts whatever part of the stack is not running, runs pytest, stops only what it started.
 test: install

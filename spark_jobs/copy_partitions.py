@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             # a partial of a library function: executors import it by name, nothing from this file
             functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=translate_maps(manifest),
                               fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify),
-            job=JOB, action="copy", describe=describe, parallelism=args.parallelism)
+            job=JOB, action="copy", describe=describe, parallelism=args.parallelism, remote=args.remote)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2

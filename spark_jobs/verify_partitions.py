@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, seconds, warm_up_s = run_on_spark(
             f"kmigrate-verify-{args.run_id}", units,
             functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest)),
-            job=JOB, action="verify", describe=describe, parallelism=args.parallelism)
+            job=JOB, action="verify", describe=describe, parallelism=args.parallelism, remote=args.remote)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2

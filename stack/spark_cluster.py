@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Start, stop and inspect a real Spark standalone cluster on localhost: one master and N workers,
 run from the pinned pyspark install (its `spark-class`), so the Spark jobs can be tested against a
-cluster manager and not only `local[*]`.
+cluster manager and not only `local[*]`; and a Spark Connect server, a long-running Spark
+application the jobs can run on as plain Python clients.
 
     python3 stack/spark_cluster.py up [--workers 2]   # start what is not running, wait for the workers
     python3 stack/spark_cluster.py status
     python3 stack/spark_cluster.py down
+    python3 stack/spark_cluster.py connect-up [--connect-master 'local[4,4]']
+    python3 stack/spark_cluster.py connect-down
 
-Jobs then run with `spark-submit --master spark://127.0.0.1:17077`. Standard library only; the
-processes are tracked by pid under .stack/spark/ and stopped by pid, like stack.py's.
+Jobs then run with `spark-submit --master spark://127.0.0.1:17077`, or with
+`python spark_jobs/JOB.py --remote sc://127.0.0.1:15002`. Standard library only; the processes are
+tracked by pid under .stack/spark/ and stopped by pid, like stack.py's.
 """
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ DEFAULT_PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
 MASTER_PORT = 17077
 MASTER_UI_PORT = 18090
 DAEMON_MEMORY = "256m"
+CONNECT_PORT = 15002
+CONNECT_UI_PORT = 14040
+CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
 @dataclasses.dataclass
@@ -39,6 +46,9 @@ class SparkService:
     state_dir: Path
     ports: list[int]
     arguments: list[str]
+    conf: dict[str, str] = dataclasses.field(default_factory=dict)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    memory: str = DAEMON_MEMORY
 
     @property
     def dir(self) -> Path:
@@ -73,6 +83,23 @@ def cluster_services(state_dir: Path, workers: int, master_port: int, ui_port: i
     return out
 
 
+def connect_service(state_dir: Path, master: str, port: int, ui_port: int, python: Path,
+                    memory: str = "1g") -> SparkService:
+    """A Spark Connect server: a Spark application on `master` (local[N,F]: N task slots, F
+    attempts per task) serving gRPC clients on `port`, its Python workers from `python`."""
+    return SparkService("spark-connect", state_dir, [port, ui_port], [
+        "org.apache.spark.deploy.SparkSubmit", "--class", CONNECT_SERVER, "--name", "kmigrate Spark Connect server",
+        "--master", master, "--driver-memory", memory,
+        "--properties-file", str(state_dir / "spark-connect" / "spark.conf"), "spark-internal"],
+        conf={"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
+              "spark.ui.port": str(ui_port),
+              # one pool of Python workers for every client session (not a pool a session): a job
+              # finds workers that have imported kmigrate already. The jobs add no artifacts.
+              "spark.sql.artifact.isolation.enabled": "false"},
+        # the server runs its clients' Python functions with $PYSPARK_PYTHON (not spark.pyspark.python)
+        env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}, memory=memory)
+
+
 def spark_home(python: Path) -> Path:
     if not python.exists():
         raise StackError(f"{python} does not exist; run `make install` first (it installs the pinned pyspark)")
@@ -100,9 +127,10 @@ def launch(service: SparkService, home: Path, java: str) -> subprocess.Popen:
     # Fixed ports only, and a taken one is an error: Spark would otherwise move to the next free
     # port (and a random RPC port can land on a UI port). The properties file's path also names
     # the service directory on the command line (process_is_ours).
-    (service.dir / "spark.conf").write_text("spark.port.maxRetries 0\nspark.master.rest.enabled false\n")
+    conf = {"spark.port.maxRetries": "0", "spark.master.rest.enabled": "false", **service.conf}
+    (service.dir / "spark.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
+           "SPARK_DAEMON_MEMORY": service.memory, **service.env, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
     with open(service.log_file, "ab") as out:
         proc = subprocess.Popen([str(home / "bin" / "spark-class"), *service.arguments], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=service.dir, env=env)
@@ -160,6 +188,27 @@ def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: floa
     return [service for service, _ in started]
 
 
+def connect_up(service: SparkService, python: Path, timeout_s: float) -> bool:
+    """Start the Spark Connect server unless it runs; wait until its gRPC port answers. Returns
+    whether it started it."""
+    pid = service.pid()
+    if pid is not None:
+        print(f"spark: {service.name} already running (pid {pid})", flush=True)
+        return False
+    proc = launch(service, spark_home(python), check_java())
+    print(f"spark: started {service.name} (pid {proc.pid})", flush=True)
+    port = service.ports[0]
+    try:
+        _wait(lambda: port_open(port), [(service, proc)], time.monotonic() + timeout_s,
+              lambda: f"the Spark Connect server did not listen on port {port} within {timeout_s:.0f}s; "
+                      f"see {service.log_file}")
+    except BaseException:
+        stop(service, pid=proc.pid)
+        raise
+    print(f"spark: up: Spark Connect server sc://127.0.0.1:{port}, UI http://127.0.0.1:{service.ports[1]}", flush=True)
+    return True
+
+
 def down(services: list[SparkService]) -> None:
     for service in reversed(services):
         if stop(service):
@@ -168,7 +217,7 @@ def down(services: list[SparkService]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "connect-up", "connect-down"])
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     parser.add_argument("--python", type=Path, default=DEFAULT_PYTHON, help="the interpreter whose pyspark to run")
     parser.add_argument("--workers", type=int, default=2)
@@ -176,18 +225,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-memory", default="1g")
     parser.add_argument("--master-port", type=int, default=MASTER_PORT)
     parser.add_argument("--ui-port", type=int, default=MASTER_UI_PORT, help="master UI; workers take the next ports")
+    parser.add_argument("--connect-master", default="local[4,4]",
+                        help="where the Spark Connect server runs its tasks (local[N,F]: N slots, F attempts a task)")
+    parser.add_argument("--connect-port", type=int, default=CONNECT_PORT)
+    parser.add_argument("--connect-ui-port", type=int, default=CONNECT_UI_PORT)
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     services = cluster_services(args.state_dir.resolve(), args.workers, args.master_port, args.ui_port,
                                 args.worker_cores, args.worker_memory)
+    connect = connect_service(args.state_dir.resolve(), args.connect_master, args.connect_port,
+                              args.connect_ui_port, args.python.absolute())
     try:
-        if args.command == "up":
+        if args.command == "connect-up":
+            connect_up(connect, args.python, args.timeout)
+        elif args.command == "connect-down":
+            down([connect])
+        elif args.command == "up":
             up(services, args.python, args.ui_port, args.timeout)
         elif args.command == "down":
             down(services)
         else:
             state = master_state(args.ui_port)
-            print(json.dumps({"services": {s.name: s.pid() for s in services},
+            print(json.dumps({"services": {s.name: s.pid() for s in [*services, connect]},
                               "master": {k: state.get(k) for k in ("url", "status", "aliveworkers", "cores")}
                               if state else None}, indent=2))
             return 0 if state and state.get("aliveworkers", 0) >= args.workers else 1

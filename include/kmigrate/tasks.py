@@ -6,12 +6,13 @@ Each task logs its progress to stderr (the executor's log in the Spark UI; the c
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -30,6 +31,18 @@ KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
 def ready(_: object = None) -> str:
     """A no-op task: shipping it makes an executor import this library (the Spark jobs' warm-up)."""
     return "ready"
+
+
+def on_arrow_batches(batches: Iterable[Any], task: Callable[[WorkUnit | None], Any]) -> Iterator[Any]:
+    """The function the Spark jobs hand to DataFrame.mapInArrow (classic and Spark Connect alike):
+    each input row is a work unit as JSON (null for the warm-up), each output row the task's
+    result as JSON. A library function, so executors import it by name."""
+    import pyarrow as pa  # on the executor only; pyspark's DataFrame functions need it there anyway
+
+    for batch in batches:
+        for text in batch.column(0).to_pylist():
+            unit = WorkUnit(**json.loads(text)) if text else None
+            yield pa.RecordBatch.from_pydict({"row": [json.dumps(task(unit))]})
 
 
 def _setup_logging() -> None:
