@@ -9,10 +9,14 @@ on it, then
      target's Connect worker) replicates the topics until every visible source record is on the
      target and the groups' translated offsets have stopped moving; the target is read back;
   2. the target is reset (MM2's connectors, topics, internal topics and groups deleted);
-  3. this project copies the same topics: snapshot, the Spark copy job (spark-submit, local[2]),
-     the Spark verify job, group replication; the target is read back.
+  3. this project copies the same topics: snapshot, the Spark copy job, the Spark verify job,
+     group replication; the target is read back. It does so twice, the target reset in between
+     (--ours): with a spark-submit per job (local[4]), then as Python clients of the project's
+     Spark Connect server (make spark-connect-up; started before the timing, as MM2's Connect
+     worker runs before its connectors are created). The headline is the second.
 For each tool: wall time to fully replicated, records/s, MB/s, CPU seconds and peak RSS of the
-copying processes (MM2: the target Connect worker JVM; ours: the spark-submit process tree),
+copying processes (MM2: the target Connect worker JVM; ours: the spark-submit process tree, or
+the client's process tree and the Spark Connect server's),
 offsets equal (% of source records found at the same offset with the same value), and the
 switchover of the 8 groups: every group's consumer resumed on the target from the offsets the tool
 carried over, its records compared with what it had left to read on the source, record by record
@@ -24,6 +28,7 @@ the last line printed is one JSON object.
 
     python bench/bench_mm2.py [--records 1000000] [--side-records 50000] [--topics 6] [--partitions 4]
                               [--value-bytes 512] [--groups 8] [--mm2-tasks 4] [--quick] [--no-docs]
+                              [--ours both|spark-submit|connect] [--spark-master 'local[4]']
 """
 from __future__ import annotations
 
@@ -239,11 +244,11 @@ def commit_groups(w: Workload, count: int) -> None:
 # ---------------------------------------------------------------------------------- measuring
 
 class TreeSampler:
-    """CPU seconds and peak RSS of a process and its descendants, sampled from /proc every
+    """CPU seconds and peak RSS of processes and their descendants, sampled from /proc every
     `every_s` (CPU of a process counts its reaped children; the last sample of each pid is kept)."""
 
-    def __init__(self, root: Callable[[], int | None], every_s: float = 0.1) -> None:
-        self.root, self.every_s = root, every_s
+    def __init__(self, roots: Callable[[], Iterable[int]], every_s: float = 0.1) -> None:
+        self.roots, self.every_s = roots, every_s
         self.cpu: dict[int, float] = {}
         self.peak_rss = 0
         self._baseline: dict[int, float] = {}
@@ -271,8 +276,8 @@ class TreeSampler:
             self._sample()
 
     def _sample(self, record: bool = True) -> dict[int, float]:
-        root = self.root()
-        if root is None:
+        roots = list(self.roots())
+        if not roots:
             return {}
         children: dict[int, list[int]] = {}
         stats: dict[int, list[str]] = {}
@@ -286,7 +291,7 @@ class TreeSampler:
                 continue
             stats[int(entry)] = fields
             children.setdefault(int(fields[1]), []).append(int(entry))
-        tree, todo = [], [root]
+        tree, todo = [], roots
         while todo:
             pid = todo.pop()
             if pid in stats:
@@ -326,6 +331,8 @@ class Result:
     groups_s: float = 0.0
     verify_s: float | None = None
     copy_phase_s: float | None = None  # ours: the copy job's own time, from warmed-up executors to the last row
+    snapshot_s: float | None = None  # ours: the snapshot before the copy job
+    warm_up_s: float | None = None  # ours: the copy job's warm-up (a Python worker a task slot, kmigrate imported)
     cpu_s: float = 0.0
     peak_rss: int = 0
     records: int = 0
@@ -341,7 +348,8 @@ class Result:
         return {
             "replicate_s": round(self.replicate_s, 2), "groups_s": round(self.groups_s, 2),
             "verify_s": None if self.verify_s is None else round(self.verify_s, 2),
-            "copy_phase_s": None if self.copy_phase_s is None else round(self.copy_phase_s, 2),
+            **{key: None if value is None else round(value, 2) for key, value in (
+                ("copy_phase_s", self.copy_phase_s), ("snapshot_s", self.snapshot_s), ("warm_up_s", self.warm_up_s))},
             "records_per_s": round(w.records / self.replicate_s), "mb_per_s": round(w.bytes / self.replicate_s / 1e6, 1),
             "cpu_s": round(self.cpu_s, 1), "peak_rss_mb": round(self.peak_rss / 2**20),
             "target_records": self.target_records,
@@ -392,7 +400,7 @@ def run_mm2(w: Workload, args: argparse.Namespace) -> Result:
     configs = mm2_configs(w.prefix, args.mm2_tasks)
     expected = {tp: len(rows) for tp, rows in w.source.items()}
     worker = stack_pid("target-connect")
-    with ClusterAdmin(TARGET) as admin, TreeSampler(lambda: worker) as sampler:
+    with ClusterAdmin(TARGET) as admin, TreeSampler(lambda: [worker]) as sampler:
         started = time.monotonic()
         for name, config in configs.items():
             connect.create(name, config)
@@ -456,37 +464,71 @@ def reset_target(w: Workload) -> None:
     poll(lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics), "target topics deleted", 120)
 
 
-def run_ours(w: Workload, args: argparse.Namespace, workdir: Path) -> Result:
-    result = Result("kmigrate (Spark)")
+@dataclass
+class SparkConnectServer:
+    url: str
+    pid: int
+    started: bool  # by this run (then it stops it)
+
+
+def spark_cluster(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "spark_cluster.py"), *args],
+                          capture_output=True, text=True)
+
+
+def spark_connect_up(master: str) -> SparkConnectServer:
+    """The project's Spark Connect server (make spark-connect-up), started unless it runs, before
+    any timing: like MM2's Connect worker, a service that is already up when the copy starts."""
+    up = spark_cluster("connect-up", "--connect-master", master)
+    if up.returncode != 0:
+        raise SystemExit(f"bench: the Spark Connect server did not start:\n{up.stdout}{up.stderr}")
+    pid = json.loads(spark_cluster("status").stdout)["services"]["spark-connect"]
+    return SparkConnectServer("sc://127.0.0.1:15002", int(pid), "started spark-connect" in up.stdout)
+
+
+def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: SparkConnectServer | None = None) -> Result:
+    """Snapshot, copy job, verify job, group replication. With `server`, the jobs run as Python
+    clients of that running Spark Connect server; without, each is a spark-submit of its own."""
+    result = Result("kmigrate (Spark Connect server)" if server else "kmigrate (spark-submit)")
     state, run_id = str(workdir / "state"), "bench-mm2"
     manifest = Manifest(state, run_id)
     clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    submit = str(Path(sys.executable).parent / "spark-submit")
+    if server:
+        launcher = [sys.executable]
+    else:
+        launcher = [str(Path(sys.executable).parent / "spark-submit"), "--master", args.spark_master,
+                    "--conf", "spark.ui.enabled=false"]
 
     def job(script: str, *extra: str) -> float:
         begun = time.monotonic()
-        proc = subprocess.Popen([submit, "--master", args.spark_master, "--conf", "spark.ui.enabled=false",
-                                 str(PROJECT_DIR / "spark_jobs" / script), "--state-location", state,
-                                 "--run-id", run_id, "--clients", str(clients), *extra],
+        proc = subprocess.Popen([*launcher, str(PROJECT_DIR / "spark_jobs" / script), "--state-location", state,
+                                 "--run-id", run_id, "--clients", str(clients), *extra,
+                                 *(["--remote", server.url] if server else [])],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_DIR)
-        with TreeSampler(lambda: proc.pid) as sampler:
+        with TreeSampler(lambda: [proc.pid, *([server.pid] if server else [])]) as sampler:
             out, _ = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit(f"bench: {script} failed (exit {proc.returncode}):\n{out[-3000:]}")
         if script == "copy_partitions.py":
             result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
+            for line in out.splitlines():  # the job's own phases (not its line a partition)
+                if line.startswith("copy_partitions: ") and "] " not in line:
+                    print(f"    {line}", flush=True)
         return time.monotonic() - begun
 
     started = time.monotonic()
     take_snapshot(manifest, SOURCE, topics_include=re.escape(w.prefix) + r"\..*",
                   groups=re.escape(w.prefix) + r"\..*")
+    result.snapshot_s = time.monotonic() - started
     job("copy_partitions.py", "--no-verify")  # as the DAG runs it: the verify job follows
     result.replicate_s = time.monotonic() - started
     [part] = [p for p in manifest.parts() if p.startswith("copy-results/")]
-    result.copy_phase_s = manifest.read(part)["seconds"]
-    print(f"  ours: every partition copied after {result.replicate_s:.1f}s (spark-submit included; "
-          f"{result.copy_phase_s:.1f}s of it copying)", flush=True)
+    copied = manifest.read(part)
+    result.copy_phase_s, result.warm_up_s = copied["seconds"], copied["warm_up_seconds"]
+    print(f"  {result.tool}: every partition copied after {result.replicate_s:.1f}s (snapshot "
+          f"{result.snapshot_s:.1f}s, job start-up {result.replicate_s - result.snapshot_s - result.copy_phase_s:.1f}s "
+          f"of which warm-up {result.warm_up_s:.1f}s, copying {result.copy_phase_s:.1f}s)", flush=True)
     result.verify_s = job("verify_partitions.py")
     groups_started = time.monotonic()
     replicate_groups(manifest, TARGET)
@@ -522,16 +564,17 @@ def chart(path: Path, rows: dict[str, dict[str, Any]]) -> None:
     import matplotlib.pyplot as plt
 
     tools = list(rows)
-    colors = ["#8c8c8c", "#2f6db5"]
+    colors = ["#8c8c8c", *["#9dbbe0", "#2f6db5"][-(len(tools) - 1):]]  # MM2 grey, ours blue
+    labels = [t.replace(" (", "\n").replace(")", "").replace("Spark Connect server", "Connect server") for t in tools]
     panels = [("records/s to fully replicated", "records_per_s"), ("CPU seconds of the copying processes", "cpu_s"),
               ("switchover: duplicates + missing", None), ("offsets equal (%)", "offsets_equal_pct")]
     fig, axes = plt.subplots(1, len(panels), figsize=(15, 3.6))
     for ax, (title, key) in zip(axes, panels):
         values = [r["duplicates"] + r["missing"] if key is None else r[key] for r in rows.values()]
-        bars = ax.bar(tools, values, color=colors[:len(tools)])
+        bars = ax.bar(labels, values, color=colors)
         ax.bar_label(bars, labels=[f"{v:,}" if isinstance(v, int) else f"{v:,.1f}" for v in values], fontsize=9)
         ax.set_title(title, fontsize=10)
-        ax.tick_params(axis="x", labelsize=9)
+        ax.tick_params(axis="x", labelsize=8)
         ax.margins(y=0.2)
     fig.suptitle("MirrorMaker 2 vs kmigrate, one run on the same local clusters", fontsize=11)
     fig.tight_layout()
@@ -541,7 +584,13 @@ def chart(path: Path, rows: dict[str, dict[str, Any]]) -> None:
 
 def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, Any]], summary: dict[str, Any],
              info: dict[str, str], notes: list[str]) -> str:
-    mm2, ours = rows["MirrorMaker 2"], rows["kmigrate (Spark)"]
+    tools = list(rows)
+
+    def line(label: str, key: str, fmt: str = "{}", mm2: str | None = None) -> str:
+        cells = [mm2 if mm2 is not None and tool == "MirrorMaker 2" else
+                 "-" if rows[tool][key] is None else fmt.format(rows[tool][key]) for tool in tools]
+        return f"| {label} | " + " | ".join(cells) + " |"
+
     lines = [
         MARKER_START,
         "## This project against MirrorMaker 2 (`make bench-mm2`)",
@@ -558,25 +607,28 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
         f"{len(w.groups)} consumer groups committed at random positions (each on one plain topic and the "
         "compacted or the transactional topic).",
         "",
-        "| | MirrorMaker 2 | kmigrate (Spark) |",
-        "|---|---:|---:|",
-        f"| wall time to fully replicated (s) | {mm2['replicate_s']} | {ours['replicate_s']} |",
-        f"| records/s | {mm2['records_per_s']:,} | {ours['records_per_s']:,} |",
-        f"| MB/s (values) | {mm2['mb_per_s']} | {ours['mb_per_s']} |",
-        f"| group offsets on the target after (s) | {mm2['groups_s']} | {ours['groups_s']} |",
-        f"| of which copying, after Spark start-up (s) | - | {ours['copy_phase_s']} |",
-        f"| verification (s) | not offered | {ours['verify_s']} |",
-        f"| CPU seconds of the copying processes | {mm2['cpu_s']} | {ours['cpu_s']} |",
-        f"| peak RSS of the copying processes (MiB) | {mm2['peak_rss_mb']} | {ours['peak_rss_mb']} |",
-        f"| records on the target | {mm2['target_records']:,} | {ours['target_records']:,} |",
-        f"| offsets equal (% of source records) | {mm2['offsets_equal_pct']} | {ours['offsets_equal_pct']} |",
-        f"| switchover duplicates | {mm2['duplicates']:,} | {ours['duplicates']:,} |",
-        f"| switchover missing | {mm2['missing']:,} | {ours['missing']:,} |",
-        f"| switchover unexpected (never visible on the source) | {mm2['unexpected']:,} | {ours['unexpected']:,} |",
-        f"| group partitions with no offset on the target | {mm2['partitions_without_group_offset']} | "
-        f"{ours['partitions_without_group_offset']} |",
+        "| | " + " | ".join(tools) + " |",
+        "|---|" + "---:|" * len(tools),
+        line("wall time to fully replicated (s)", "replicate_s"),
+        line("records/s", "records_per_s", "{:,}"),
+        line("MB/s (values)", "mb_per_s"),
+        line("group offsets on the target after (s)", "groups_s"),
+        line("of which the snapshot (s)", "snapshot_s"),
+        line("of which the copy job's warm-up: a Python worker a task slot (s)", "warm_up_s"),
+        line("of which copying, after the Spark session and warm-up (s)", "copy_phase_s"),
+        line("verification (s)", "verify_s", mm2="not offered"),
+        line("CPU seconds of the copying processes", "cpu_s"),
+        line("peak RSS of the copying processes (MiB)", "peak_rss_mb"),
+        line("records on the target", "target_records", "{:,}"),
+        line("offsets equal (% of source records)", "offsets_equal_pct"),
+        line("switchover duplicates", "duplicates", "{:,}"),
+        line("switchover missing", "missing", "{:,}"),
+        line("switchover unexpected (never visible on the source)", "unexpected", "{:,}"),
+        line("group partitions with no offset on the target", "partitions_without_group_offset"),
         "",
-        f"**speedup_vs_mm2 = {summary['speedup_vs_mm2']}** (records/s to fully replicated, ours / MM2).",
+        f"**speedup_vs_mm2 = {summary['speedup_vs_mm2']}** (records/s to fully replicated, "
+        f"{tools[-1]} / MM2)" + ("." if "speedup_vs_mm2_spark_submit" not in summary else
+                                 f"; with a spark-submit per job: {summary['speedup_vs_mm2_spark_submit']}."),
         "",
         "![MirrorMaker 2 against kmigrate](bench_mm2.png)",
         "",
@@ -589,17 +641,23 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
         "default (100). Timed from the connectors' creation until every partition's end offset on the target "
         "reached the source's visible record count; group offsets until they had not changed for 5 s. CPU and "
         "RSS: the Connect worker JVM (its RSS includes its idle footprint).",
-        f"- kmigrate: snapshot of topics and groups, then `spark-submit --master {args.spark_master}` of "
-        "spark_jobs/copy_partitions.py --no-verify (as the DAG runs it), timed from the snapshot to the job's exit "
-        "(JVM start-up included); then verify_partitions.py (both sides' digests, every partition) and group "
-        "replication. CPU and RSS: the spark-submit process tree "
-        "(JVM, Python driver, Python workers).",
+        "- kmigrate: snapshot of topics and groups, then spark_jobs/copy_partitions.py --no-verify (as the DAG "
+        "runs it), timed from the snapshot to the job's exit; then verify_partitions.py (both sides' digests, "
+        "every partition) and group replication. Two ways of running the jobs: "
+        f"(spark-submit) `spark-submit --master {args.spark_master}` a job, a new Spark application each time "
+        "(JVM start-up, session, Python workers included in the time; CPU and RSS of the spark-submit process "
+        "tree); (Spark Connect server) `python JOB.py --remote sc://...`, a Python client of the project's Spark "
+        f"Connect server (`make spark-connect-up`, master {args.spark_master}), started before the timing as "
+        "MM2's Connect worker is, in the jobs' shared session (its Python workers started by the first job: the "
+        "server is fresh at each bench run, so that job's warm-up is in the time); CPU and RSS of the client "
+        "process tree plus the server's (JVM and Python workers; its RSS includes its idle footprint).",
         "- Offsets equal: a source record counts when the target holds the same value at the same offset. "
         "Switchover: each group's consumer reads the target from the offset the tool carried over (the earliest "
         "offset where it carried none), read_committed, compared value by value with what the group had left to "
         "read on the source.",
-        "- MM2 ran first, then the target was reset (connectors, topics, internal topics, groups deleted) and "
-        "kmigrate ran; the source was not touched between them, so the second reads a warmer page cache.",
+        "- MM2 ran first, then the target was reset (connectors, topics, internal topics, groups deleted) before "
+        "each kmigrate run; the source was not touched between them (it was written just before MM2 ran, so "
+        "all of them read it from the page cache).",
     ]
     lines += [f"- Note: {n}" for n in notes]
     lines += ["", f"Last line of the run: `{json.dumps(summary)}`", MARKER_END]
@@ -617,6 +675,30 @@ def write_docs(text: str, path: Path) -> None:
     path.write_text(current)
 
 
+def measure(prefix: str, args: argparse.Namespace, ways: list[str],
+            server: SparkConnectServer | None) -> tuple[list[Result], Workload]:
+    """Seed, run MM2, then each of our ways; the topics are deleted at the end."""
+    seeded = time.monotonic()
+    w = seed(prefix, args)
+    wait_for_compaction(w, args.side_records // 2 * 2, 90)
+    commit_groups(w, args.groups)
+    w.source = read_all(SOURCE, w.partitions)
+    print(f"seeded {w.produced:,} records ({w.records:,} visible, {w.bytes / 1e6:,.0f} MB of values, "
+          f"{w.compacted_away:,} compacted away) and {len(w.groups)} groups in {time.monotonic() - seeded:.0f}s", flush=True)
+    try:
+        print("MirrorMaker 2 ...", flush=True)
+        mm2 = run_mm2(w, args)
+        results = [mm2]
+        for way in ways:
+            reset_target(w)
+            print(f"kmigrate ({way}) ...", flush=True)
+            with tempfile.TemporaryDirectory() as workdir:
+                results.append(run_ours(w, args, Path(workdir), server if way == "connect" else None))
+    finally:
+        cleanup(w)
+    return results, w
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000, help="records of the plain topics, in all")
@@ -629,6 +711,9 @@ def main() -> None:
     parser.add_argument("--mm2-tasks", type=int, default=4)
     parser.add_argument("--spark-master", default="local[4]",
                         help="where the Spark jobs run (default local[4]: four copy tasks, as MM2 gets four tasks)")
+    parser.add_argument("--ours", choices=["both", "spark-submit", "connect"], default="both",
+                        help="how this project's jobs run: a spark-submit per job, on a running Spark Connect "
+                             "server (started before the timing, on --spark-master), or both, one after the other")
     parser.add_argument("--timeout-s", type=float, default=1200, help="longest wait for one tool to replicate")
     parser.add_argument("--group-sync-timeout-s", type=float, default=120)
     parser.add_argument("--quick", action="store_true", help="a small run: 100,000 records, 5,000 per side topic")
@@ -639,23 +724,18 @@ def main() -> None:
     prefix = f"mm2b{uuid.uuid4().hex[:6]}"
     info = versions()
     print(f"bench-mm2: {info['machine']}; Kafka {info['kafka']}, PySpark {info['pyspark']}; topics {prefix}.*", flush=True)
-    seeded = time.monotonic()
-    w = seed(prefix, args)
-    wait_for_compaction(w, args.side_records // 2 * 2, 90)
-    commit_groups(w, args.groups)
-    w.source = read_all(SOURCE, w.partitions)
-    print(f"seeded {w.produced:,} records ({w.records:,} visible, {w.bytes / 1e6:,.0f} MB of values, "
-          f"{w.compacted_away:,} compacted away) and {len(w.groups)} groups in {time.monotonic() - seeded:.0f}s", flush=True)
+    ways = ["spark-submit", "connect"] if args.ours == "both" else [args.ours]
+    # started before the workload exists, as the Connect worker MM2 runs on was
+    server = spark_connect_up(args.spark_master) if "connect" in ways else None
     try:
-        print("MirrorMaker 2 ...", flush=True)
-        mm2 = run_mm2(w, args)
-        reset_target(w)
-        print("kmigrate ...", flush=True)
-        with tempfile.TemporaryDirectory() as workdir:
-            ours = run_ours(w, args, Path(workdir))
+        results, w = measure(prefix, args, ways, server)
     finally:
-        cleanup(w)
-    rows = {mm2.tool: mm2.row(w), ours.tool: ours.row(w)}
+        if server and server.started:
+            spark_cluster("connect-down")
+    # the headline: on the running Spark Connect server when it ran (a running service, as MM2's
+    # Connect worker is); duplicates, missing and offsets: the worst of our runs
+    mm2, ours, mine = results[0], results[-1], results[1:]
+    rows = {r.tool: r.row(w) for r in results}
     for tool, row in rows.items():
         print(f"{tool}: {json.dumps(row)}", flush=True)
     summary = {
@@ -665,11 +745,14 @@ def main() -> None:
         "mm2_s": rows[mm2.tool]["replicate_s"], "ours_s": rows[ours.tool]["replicate_s"],
         "ours_copy_phase_s": rows[ours.tool]["copy_phase_s"],
         "mm2_cpu_s": rows[mm2.tool]["cpu_s"], "ours_cpu_s": rows[ours.tool]["cpu_s"],
-        "ours_duplicates": ours.duplicates, "ours_missing": ours.missing,
+        "ours_duplicates": max(r.duplicates for r in mine), "ours_missing": max(r.missing for r in mine),
         "mm2_duplicates": mm2.duplicates, "mm2_missing": mm2.missing,
-        "mm2_unexpected": mm2.unexpected, "ours_unexpected": ours.unexpected,
-        "ours_offsets_equal_pct": rows[ours.tool]["offsets_equal_pct"],
+        "mm2_unexpected": mm2.unexpected, "ours_unexpected": max(r.unexpected for r in mine),
+        "ours_offsets_equal_pct": min(rows[r.tool]["offsets_equal_pct"] for r in mine),
         "mm2_offsets_equal_pct": rows[mm2.tool]["offsets_equal_pct"],
+        "ours_way": "spark-connect" if ours.tool.endswith("server)") else "spark-submit",
+        **({"speedup_vs_mm2_spark_submit": round(mm2.replicate_s / mine[0].replicate_s, 2),
+            "ours_spark_submit_s": rows[mine[0].tool]["replicate_s"]} if len(mine) > 1 else {}),
     }
     if not args.no_docs:
         docs = PROJECT_DIR / "docs"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 
 from driver import job_arguments, run_on_spark, say
 
@@ -54,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
+        begun = time.monotonic()
         preflight(*clients, units)
+        say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
+                 f"({time.monotonic() - begun:.1f}s)")
         rows, seconds, warm_up_s = run_on_spark(
             f"kmigrate-copy-{args.run_id}", units,
             # a partial of a library function: executors import it by name, nothing from this file

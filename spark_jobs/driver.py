@@ -52,10 +52,14 @@ def run_on_spark(app_name: str, units: Sequence[WorkUnit], task: Callable[[WorkU
                  parallelism: int | None, remote: str | None = None) -> tuple[list[dict[str, Any]], float, float]:
     """Start the session, warm it up, run `task` over `units`, stop the session. Returns the rows,
     the seconds from the warmed-up executors to the last row, and the warm-up's seconds."""
+    begun = time.monotonic()
     spark = start_spark(app_name, remote)
     try:
         slots = task_slots(spark)
+        say(job, f"Spark session {'on ' + remote if remote else 'started'} in {time.monotonic() - begun:.1f}s, "
+                 f"{slots} task slots")
         warm_up_s = warm_up(spark, slots)
+        say(job, f"Python workers ready in {warm_up_s:.1f}s")
         started = time.monotonic()
         rows = run_units(spark, units, task, job=job, action=action, describe=describe,
                          parallelism=parallelism or slots)
@@ -82,26 +86,43 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
         raise ConfigError(f"cannot reach the Spark Connect server at {remote} ({exc}); start it "
                           "(make spark-connect-up) or give the right --remote") from None
     try:
-        spark = SparkSession.builder.remote(connect_url(remote)).appName(app_name).getOrCreate()
-        spark.range(1).collect()  # the client connects lazily: fail here, naming the server
+        try:
+            spark = _connect(connect_url(remote), app_name)
+        except Exception as exc:  # noqa: BLE001
+            if "SESSION_CLOSED" not in str(exc):
+                raise
+            # the shared session expired on the server (idle past its timeout): a session of our own
+            closed = SparkSession.getActiveSession()
+            if closed is not None:
+                closed.client.close()
+            spark = _connect(connect_url(remote, str(uuid.uuid4())), app_name)
     except Exception as exc:  # noqa: BLE001 - grpc's errors carry the cause in their text
         raise ConfigError(f"cannot reach the Spark Connect server at {remote} ({_cause(exc)}); start it "
                           "(make spark-connect-up) or give the right --remote") from None
     return spark
 
 
+def _connect(url: str, app_name: str) -> SparkSession:
+    spark = SparkSession.builder.remote(url).appName(app_name).create()  # also the active session
+    # the client connects lazily: fail here, naming the server (a closed session fails config
+    # calls, while a plan may still run)
+    spark.conf.get("spark.master")
+    spark.range(1).collect()
+    return spark
+
+
 # The Spark Connect session every kmigrate job joins unless its URL names another: a server keeps
 # one pool of Python workers a session, so jobs in one session find workers that have imported
 # kmigrate already (a new session pays for starting them, seconds on a small machine). The jobs
-# never release it; the server drops it after its idle timeout.
+# never release it; the server drops it after its idle timeout, and a job then opens a session of its own.
 SHARED_SESSION = str(uuid.uuid5(uuid.NAMESPACE_URL, "kmigrate:spark-connect-session"))
 
 
-def connect_url(remote: str) -> str:
-    """`remote` with the shared session's id, unless it names a session_id of its own."""
+def connect_url(remote: str, session: str = SHARED_SESSION) -> str:
+    """`remote` with a session id (the shared session's), unless it names a session_id of its own."""
     if "session_id=" in remote:
         return remote
-    return f"{remote};session_id={SHARED_SESSION}" if "/;" in remote else f"{remote.rstrip('/')}/;session_id={SHARED_SESSION}"
+    return f"{remote};session_id={session}" if "/;" in remote else f"{remote.rstrip('/')}/;session_id={session}"
 
 
 def _is_connect(spark: SparkSession) -> bool:
@@ -154,6 +175,19 @@ def warm_up(spark: SparkSession, slots: int) -> float:
     return time.monotonic() - started
 
 
+def prepare_server(remote: str) -> float:
+    """Make a Spark Connect server ready for the jobs: its first query (which loads its SQL engine)
+    and a Python worker a task slot, with kmigrate imported, in the jobs' shared session. Run once
+    when the server starts (stack/spark_cluster.py connect-up). Returns the seconds it took."""
+    started = time.monotonic()
+    spark = start_spark("kmigrate-prepare", remote)
+    try:
+        warm_up(spark, task_slots(spark))
+    finally:
+        spark.client.close()
+    return time.monotonic() - started
+
+
 def say(job: str, message: str, *, err: bool = False) -> None:
     print(f"{job}: {message}", file=sys.stderr if err else sys.stdout, flush=True)
 
@@ -199,3 +233,7 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[Wo
             if not done:
                 say(job, f"{len(rows)}/{len(units)} partitions done after {time.monotonic() - started:.0f}s")
     return [rows[i] for i in range(len(units))]
+
+
+if __name__ == "__main__":  # python spark_jobs/driver.py sc://HOST:PORT: prepare that server
+    say("spark-connect", f"{sys.argv[1]} ready for kmigrate jobs after {prepare_server(sys.argv[1]):.1f}s")
