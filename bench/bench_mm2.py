@@ -648,8 +648,8 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
         "(JVM start-up, session, Python workers included in the time; CPU and RSS of the spark-submit process "
         "tree); (Spark Connect server) `python JOB.py --remote sc://...`, a Python client of the project's Spark "
         f"Connect server (`make spark-connect-up`, master {args.spark_master}), started before the timing as "
-        "MM2's Connect worker is, in the jobs' shared session (its Python workers started by the first job: the "
-        "server is fresh at each bench run, so that job's warm-up is in the time); CPU and RSS of the client "
+        "MM2's Connect worker is, in the jobs' shared session (connect-up starts its Python workers, and Spark "
+        "stops those idle for a minute, so the copy job's warm-up is in the time); CPU and RSS of the client "
         "process tree plus the server's (JVM and Python workers; its RSS includes its idle footprint).",
         "- Offsets equal: a source record counts when the target holds the same value at the same offset. "
         "Switchover: each group's consumer reads the target from the offset the tool carried over (the earliest "

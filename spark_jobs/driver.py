@@ -83,8 +83,7 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
     try:  # the client would retry an unreachable server for minutes: try its port once first
         socket.create_connection((host or "localhost", int(port or 15002)), timeout=10).close()
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot reach the Spark Connect server at {remote} ({exc}); start it "
-                          "(make spark-connect-up) or give the right --remote") from None
+        raise _unreachable(remote, str(exc)) from None
     try:
         try:
             spark = _connect(connect_url(remote), app_name)
@@ -97,9 +96,13 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
                 closed.client.close()
             spark = _connect(connect_url(remote, str(uuid.uuid4())), app_name)
     except Exception as exc:  # noqa: BLE001 - grpc's errors carry the cause in their text
-        raise ConfigError(f"cannot reach the Spark Connect server at {remote} ({_cause(exc)}); start it "
-                          "(make spark-connect-up) or give the right --remote") from None
+        raise _unreachable(remote, _cause(exc)) from None
     return spark
+
+
+def _unreachable(remote: str, cause: str) -> ConfigError:
+    return ConfigError(f"cannot reach the Spark Connect server at {remote} ({cause}); start it "
+                       "(make spark-connect-up) or give the right --remote")
 
 
 def _connect(url: str, app_name: str) -> SparkSession:
@@ -213,14 +216,13 @@ def _run_one(spark: SparkSession, action: str, task: Callable[[WorkUnit], dict[s
 
 
 def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
-              job: str, action: str, describe: Callable[[dict[str, Any]], str], parallelism: int | None = None,
+              job: str, action: str, describe: Callable[[dict[str, Any]], str], parallelism: int,
               status_every_s: float = 10.0) -> list[dict[str, Any]]:
-    """Rows of `task` over `units`, in plan order."""
-    slots = parallelism or task_slots(spark)
+    """Rows of `task` over `units`, in plan order, `parallelism` units at a time."""
     started = time.monotonic()
     rows: dict[int, dict[str, Any]] = {}
-    say(job, f"{len(units)} partitions to {action}, {slots} at a time")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=slots + 1, thread_name_prefix=action) as pool:
+    say(job, f"{len(units)} partitions to {action}, {parallelism} at a time")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parallelism + 1, thread_name_prefix=action) as pool:
         pending = {pool.submit(_run_one, spark, action, task, unit): index for index, unit in enumerate(units)}
         while pending:
             done, _ = concurrent.futures.wait(pending, timeout=status_every_s,

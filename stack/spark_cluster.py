@@ -92,10 +92,7 @@ def connect_service(state_dir: Path, master: str, port: int, ui_port: int, pytho
         "--master", master, "--driver-memory", memory,
         "--properties-file", str(state_dir / "spark-connect" / "spark.conf"), "spark-internal"],
         conf={"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-              "spark.ui.port": str(ui_port),
-              # one pool of Python workers for every client session (not a pool a session): a job
-              # finds workers that have imported kmigrate already. The jobs add no artifacts.
-              "spark.sql.artifact.isolation.enabled": "false"},
+              "spark.ui.port": str(ui_port)},
         # the server runs its clients' Python functions with $PYSPARK_PYTHON (not spark.pyspark.python)
         env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}, memory=memory)
 

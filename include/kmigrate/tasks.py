@@ -34,9 +34,9 @@ def ready(_: object = None) -> str:
 
 
 def on_arrow_batches(batches: Iterable[Any], task: Callable[[WorkUnit | None], Any]) -> Iterator[Any]:
-    """The function the Spark jobs hand to DataFrame.mapInArrow (classic and Spark Connect alike):
-    each input row is a work unit as JSON (null for the warm-up), each output row the task's
-    result as JSON. A library function, so executors import it by name."""
+    """The function the Spark jobs hand to DataFrame.mapInArrow on a Spark Connect server (which
+    has no RDDs): each input row is a work unit as JSON (null for the warm-up), each output row the
+    task's result as JSON. A library function, so executors import it by name."""
     import pyarrow as pa  # on the executor only; pyspark's DataFrame functions need it there anyway
 
     for batch in batches:
