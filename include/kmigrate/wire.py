@@ -41,7 +41,7 @@ def _string(text: str) -> bytes:
 class Batch:
     """One RecordBatch (v2) as fetched: its bytes and the header fields the copier decides on."""
 
-    data: bytes
+    data: bytes | memoryview  # a view into the fetched response (no copy)
     base_offset: int
     last_offset: int
     attributes: int
@@ -69,20 +69,28 @@ class Batch:
         """Every offset of the batch holds a record (compaction removed none)."""
         return self.records == self.last_offset - self.base_offset + 1
 
-    def for_produce(self) -> bytes:
-        """The batch as a client may produce it: base offset 0, no producer id, epoch or sequence,
-        not transactional; CRC recomputed (it covers attributes onwards, not the base offset)."""
+    def for_produce(self) -> memoryview:
+        """The batch as a client may produce it: base offset 0, no partition leader epoch, producer
+        id, epoch or sequence, not transactional; CRC recomputed (it covers attributes onwards, not
+        the base offset). Rewritten in place when the batch's buffer is writable (as fetched, so
+        that its bytes are not copied again), else in a copy."""
         import crc32c
 
-        body = bytearray(self.data[21:])
-        struct.pack_into(">h", body, 0, self.attributes & ~0x10)
-        struct.pack_into(">qhi", body, 22, -1, -1, -1)
-        head = struct.pack(">qiib", 0, len(self.data) - 12, -1, 2)
-        return head + struct.pack(">I", crc32c.crc32c(body)) + bytes(body)
+        data = self.data
+        if not isinstance(data, memoryview) or data.readonly:
+            data = memoryview(bytearray(data))
+        struct.pack_into(">q", data, 0, 0)
+        struct.pack_into(">i", data, 12, -1)
+        struct.pack_into(">h", data, 21, self.attributes & ~0x10)
+        struct.pack_into(">qhi", data, 43, -1, -1, -1)
+        struct.pack_into(">I", data, 17, crc32c.crc32c(data[21:]))
+        return data
 
 
-def parse_batches(records: bytes) -> list[Batch]:
-    """The whole v2 batches in a fetched records blob (a trailing partial batch is dropped)."""
+def parse_batches(records: bytes | memoryview) -> list[Batch]:
+    """The whole v2 batches in a fetched records blob (a trailing partial batch is dropped), each a
+    view into it."""
+    records = memoryview(records)
     out, pos, size = [], 0, len(records)
     while pos + _HEADER.size <= size:
         (base, length, _epoch, magic, _crc, attributes, last_delta, _t0, _t1, _pid, _pe, _seq,
@@ -115,36 +123,42 @@ class BrokerConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, api_key: int, version: int, body: bytes) -> int:
+    def send(self, api_key: int, version: int, body: bytes, tail: bytes | memoryview = b"") -> int:
+        """Send one request: its header, `body`, then `tail` (a record batch, sent from its own
+        buffer without a copy)."""
         self._correlation += 1
         header = struct.pack(">hhi", api_key, version, self._correlation) + self._client_id
-        self._sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        self._sock.sendall(struct.pack(">i", len(header) + len(body) + len(tail)) + header + body)
+        if tail:
+            self._sock.sendall(tail)
         return self._correlation
 
-    def receive(self) -> tuple[int, bytes]:
+    def receive(self) -> tuple[int, memoryview]:
+        """(correlation id, body) of the next response; the body is a view into one buffer that
+        the socket filled directly."""
         (size,) = struct.unpack(">i", self._recv(4))
         data = self._recv(size)
         return struct.unpack_from(">i", data, 0)[0], data[4:]
 
-    def _recv(self, size: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < size:
-            chunk = self._sock.recv(min(size - len(buf), 4 << 20))
-            if not chunk:
+    def _recv(self, size: int) -> memoryview:
+        view, got = memoryview(bytearray(size)), 0
+        while got < size:
+            count = self._sock.recv_into(view[got:], min(size - got, 4 << 20))
+            if not count:
                 raise ConnectionError("the broker closed the connection")
-            buf += chunk
-        return bytes(buf)
+            got += count
+        return view
 
     # ---------------------------------------------------------------- Produce v7
 
-    def send_produce(self, topic: str, partition: int, batch: bytes, timeout_ms: int = 30_000) -> int:
+    def send_produce(self, topic: str, partition: int, batch: bytes | memoryview, timeout_ms: int = 30_000) -> int:
         body = b"".join((
             struct.pack(">h", -1),                  # transactional id: null
             struct.pack(">hi", -1, timeout_ms),     # acks=all
             struct.pack(">i", 1), _string(topic),
-            struct.pack(">iii", 1, partition, len(batch)), batch,
+            struct.pack(">iii", 1, partition, len(batch)),
         ))
-        return self.send(PRODUCE, PRODUCE_VERSION, body)
+        return self.send(PRODUCE, PRODUCE_VERSION, body, batch)
 
     def receive_produce(self) -> tuple[int, int, int]:
         """(correlation id, error code, base offset) of a one-partition Produce response."""
@@ -156,8 +170,9 @@ class BrokerConnection:
     # ---------------------------------------------------------------- Fetch v11
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 16 << 20,
-              max_wait_ms: int = 100) -> tuple[int, int, bytes]:
-        """(error code, high watermark, records) of one partition, read_committed."""
+              max_wait_ms: int = 100) -> tuple[int, int, memoryview]:
+        """(error code, high watermark, records) of one partition, read_committed; the records are
+        a view into the response."""
         body = b"".join((
             struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, 1, 0, -1),
             struct.pack(">i", 1), _string(topic),
@@ -168,7 +183,7 @@ class BrokerConnection:
         _, data = self.receive()
         _throttle, error_code, _session, _topics = struct.unpack_from(">ihii", data, 0)
         if error_code:
-            return error_code, -1, b""
+            return error_code, -1, memoryview(b"")
         (name_len,) = struct.unpack_from(">h", data, 14)
         pos = 16 + name_len + 4
         _index, error_code, high, _lso, _log_start, aborted = struct.unpack_from(">ihqqqi", data, pos)
@@ -177,7 +192,7 @@ class BrokerConnection:
         return error_code, high, data[pos + 4: pos + 4 + max(length, 0)]
 
 
-def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iterable[tuple[bytes, int]],
+def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iterable[tuple[bytes | memoryview, int]],
                what: str, in_flight: int = 8, timeout_ms: int = 30_000) -> None:
     """Produce each (batch, expected base offset) in order, up to `in_flight` requests pipelined,
     and check every response: an error fails with its name, and a base offset other than the
