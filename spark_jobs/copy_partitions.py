@@ -17,12 +17,13 @@ import functools
 import sys
 import time
 
-from driver import job_arguments, run_on_spark, say
+from driver import SessionSoon, job_arguments, run_on_spark, say
 
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
 from kmigrate.plan import (
     COPY_RESULTS,
+    copy_progress,
     load_clients_from,
     new_attempt,
     preflight,
@@ -55,16 +56,18 @@ def main(argv: list[str] | None = None) -> int:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
-        begun = time.monotonic()
-        preflight(*clients, units)
-        say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
-                 f"({time.monotonic() - begun:.1f}s)")
-        rows, seconds, warm_up_s = run_on_spark(
-            f"kmigrate-copy-{args.run_id}", units,
-            # a partial of a library function: executors import it by name, nothing from this file
-            functools.partial(copy_task, clients=clients, run_id=args.run_id, resume_maps=translate_maps(manifest),
-                              fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify),
-            job=JOB, action="copy", describe=describe, parallelism=args.parallelism, remote=args.remote)
+        with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
+            preflight(*clients, units)
+            say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
+                     f"({time.monotonic() - session.begun:.1f}s)")
+            rows, seconds, warm_up_s = run_on_spark(
+                session, units,
+                # a partial of a library function: executors import it by name, nothing from this file
+                functools.partial(copy_task, clients=clients, run_id=args.run_id,
+                                  resume_maps=translate_maps(manifest), fetch_max_bytes=args.fetch_max_bytes,
+                                  verify=not args.no_verify),
+                job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
+                progress=copy_progress(clients[1], units))
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2

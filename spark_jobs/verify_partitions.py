@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from driver import job_arguments, run_on_spark, say
+from driver import SessionSoon, job_arguments, run_on_spark, say
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.errors import KmigrateError
@@ -37,13 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         manifest = Manifest(args.state_location, args.run_id)
         units = work_units(read_plan(manifest))
         clients = load_clients_from(args.clients)
-        for cluster in clients:
-            with ClusterAdmin(cluster, timeout_s=10) as admin:
-                admin.check_reachable()
-        rows, seconds, warm_up_s = run_on_spark(
-            f"kmigrate-verify-{args.run_id}", units,
-            functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest)),
-            job=JOB, action="verify", describe=describe, parallelism=args.parallelism, remote=args.remote)
+        with SessionSoon(f"kmigrate-verify-{args.run_id}", args.remote) as session:
+            for cluster in clients:
+                with ClusterAdmin(cluster, timeout_s=10) as admin:
+                    admin.check_reachable()
+            rows, seconds, warm_up_s = run_on_spark(
+                session, units, functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest)),
+                job=JOB, action="verify", describe=describe, parallelism=args.parallelism)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2

@@ -38,6 +38,7 @@ DAEMON_MEMORY = "256m"
 CONNECT_PORT = 15002
 CONNECT_UI_PORT = 14040
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SPARK_DAEMON_MODULE = "kmigrate.spark_daemon"  # the same module the jobs set under spark-submit (spark_jobs/driver.py)
 
 
 @dataclasses.dataclass
@@ -92,7 +93,12 @@ def connect_service(state_dir: Path, master: str, port: int, ui_port: int, pytho
         "--master", master, "--driver-memory", memory,
         "--properties-file", str(state_dir / "spark-connect" / "spark.conf"), "spark-internal"],
         conf={"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-              "spark.ui.port": str(ui_port)},
+              "spark.ui.port": str(ui_port),
+              # its Python workers fork from a daemon that has imported kmigrate (kmigrate/spark_daemon.py)
+              "spark.python.daemon.module": SPARK_DAEMON_MODULE,
+              # INFO logs several lines a task and a request (about 40,000 lines a bench-mm2 run);
+              # the tasks' own progress lines go to the log either way (the executors' stderr)
+              "spark.log.level": "WARN"},
         # the server runs its clients' Python functions with $PYSPARK_PYTHON (not spark.pyspark.python)
         env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}, memory=memory)
 

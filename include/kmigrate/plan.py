@@ -7,14 +7,14 @@ import json
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate.copier import PRESERVE, TRANSLATE, OffsetRun, WorkUnit
-from kmigrate.errors import ConfigError, TopicMismatch, TopicNotFound
+from kmigrate.errors import ConfigError, KmigrateError, TopicMismatch, TopicNotFound
 from kmigrate.manifest import Manifest
 from kmigrate.topics import prepare_target_topic
 
@@ -113,6 +113,22 @@ def preflight(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit
                     f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
                     "from another cluster or the topic was re-created: start a new run id")
             prepare_target_topic(source_admin, target_admin, topic)
+
+
+def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:
+    """A status line for the copy job's driver: how many partitions the target holds up to their
+    snapshot end, and how many offsets are still to go (read from the target, so it counts every
+    task, retried ones too)."""
+    def line() -> str:
+        try:
+            with ClusterAdmin(target, timeout_s=5) as admin:
+                ends = admin.end_offsets((u.topic, u.partition) for u in units)
+        except KmigrateError as exc:
+            return f"the target's end offsets are not available ({exc})"
+        to_go = [max(0, u.end_offset - ends[(u.topic, u.partition)]) for u in units]
+        return (f"{sum(1 for n in to_go if n == 0)}/{len(units)} partitions at their snapshot end on the target, "
+                f"{sum(to_go):,} offsets to go")
+    return line
 
 
 def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterConfig]:

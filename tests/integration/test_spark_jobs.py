@@ -146,6 +146,29 @@ def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_p
         assert_same_partition(stack, topic, partition)  # no duplicate, nothing missing
 
 
+def test_a_task_failing_past_its_retries_stops_the_job_and_the_rest_run_one_job_each(stack, unique_name, tmp_path):
+    topic = unique_name
+    seed_plain(stack.source, topic, partitions=3, per_partition=4000, **{"batch.num.messages": 100})
+    manifest, clients = make_run(stack, tmp_path, [topic])
+    markers = tmp_path / "killed"
+    markers.mkdir()
+    for partition in (1, 2):  # the hook kills a partition once: these two count as killed already
+        (markers / f"{topic}-{partition}").touch()
+    # local[2]: one attempt a task, so the SIGKILL of partition 0's worker makes Spark stop the job
+    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, "--fetch-max-bytes", "16384",
+                          master="local[2]", env={KILL_HOOK_ENV: f"1000:{markers}"})
+    assert result.returncode == 0, output(result)[-4000:]
+    assert "the Spark job stopped" in output(result)
+    assert "run again, one Spark job each" in output(result)
+    assert "3 partitions copied" in result.stdout
+    [copy] = attempts(manifest, "copy-results")
+    rows = {r["partition"]: r for r in copy["rows"]}
+    assert all(r["ok"] and r["digests_equal"] and r["target_end"] == 4000 for r in rows.values())
+    assert 1000 <= rows[0]["target_start"] < 4000  # its own job resumed from the killed attempt's end
+    for partition in range(3):
+        assert_same_partition(stack, topic, partition)  # no duplicate, nothing missing
+
+
 def test_verify_names_a_partition_that_differs(stack, unique_name, tmp_path):
     topics = seed_workload(stack, unique_name, topics=1, partitions=2, per_partition=100)
     manifest, clients = make_run(stack, tmp_path, topics)
