@@ -1,16 +1,20 @@
 """Spark copy job benchmark on the local stack (`make bench-spark`).
 
-The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded three
-times under different topic names, then copied to the target three ways:
+The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded four
+times under different topic names, then copied to the target four ways:
   - the Spark job (`spark-submit --master local[2] spark_jobs/copy_partitions.py`): `spark_s` is the
     job's own time from its warmed-up executors to the last result, `spark_startup_s` the rest of
     the spark-submit wall time (JVM, session, preflight, Python workers, shutdown);
+  - the same job as a client of a Spark Connect server on local[2] that this script starts (own
+    ports 25002/24040) before the rounds, whose JVM has started before the timing
+    (`connect_spark_s`, `connect_startup_s`);
   - the bare copier, partition after partition in one process (`bare_sequential_s`);
   - the bare copier in a pool of 2 started processes, the parallelism of local[2] (`bare_parallel_s`).
 Every copy verifies digests, as the job does. This is done for --rounds rounds (default 3), each
 with freshly seeded topics and the ways in a rotated order; times are medians, and
 `overhead_ratio` is the median of each round's spark_s / bare_parallel_s (measured side by side, as
-the machine's load drifts between rounds). The last line is one JSON object.
+the machine's load drifts between rounds), `connect_overhead_ratio` the same for the Connect
+server's job. The last line is one JSON object.
 
     python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100] [--rounds 3]
 """
@@ -21,6 +25,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -98,16 +103,32 @@ def bare_parallel(units: list[WorkUnit]) -> float:
     return seconds
 
 
-def spark(topics: list[str], workdir: Path, *extra: str) -> tuple[float, float]:
+CONNECT_PORTS = ("25002", "24040")  # this script's Spark Connect server (make spark-connect-up: 15002, 14040)
+CONNECT_URL = f"sc://127.0.0.1:{CONNECT_PORTS[0]}"
+
+
+def spark_cluster(state_dir: Path, command: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(PROJECT_DIR / "stack" / "spark_cluster.py"), command, "--state-dir", str(state_dir),
+         "--connect-master", f"local[{PARALLELISM}]", "--connect-port", CONNECT_PORTS[0],
+         "--connect-ui-port", CONNECT_PORTS[1]], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"bench: spark_cluster.py {command} failed:\n{result.stdout}{result.stderr}")
+
+
+def spark(topics: list[str], workdir: Path, remote: str | None = None) -> tuple[float, float]:
     manifest = Manifest(str(workdir / "state"), "bench")
     manifest.write_once("plan", build_plan(SOURCE, topics))
     clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    launcher = ([sys.executable] if remote else
+                [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
+                 "--conf", "spark.ui.enabled=false"])
     started = time.monotonic()
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
-         "--conf", "spark.ui.enabled=false", str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),
-         "--state-location", str(workdir / "state"), "--run-id", "bench", "--clients", str(clients), *extra],
+        [*launcher, str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),
+         "--state-location", str(workdir / "state"), "--run-id", "bench", "--clients", str(clients),
+         *(["--remote", remote] if remote else [])],
         capture_output=True, text=True, env=env, cwd=PROJECT_DIR)
     wall = time.monotonic() - started
     if result.returncode != 0:
@@ -124,17 +145,45 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--records", type=int, default=100_000, help="per partition")
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of all three ways; medians are reported")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of all four ways; medians are reported")
     args = parser.parse_args()
     total = args.topics * args.partitions * args.records
     ways = {
         "spark": lambda topics: _spark_way(topics),
+        "connect": lambda topics: _spark_way(topics, CONNECT_URL),
         "seq": lambda topics: (bare_sequential(prepare(topics)), None),
         "pool": lambda topics: (bare_parallel(prepare(topics)), None),
     }
     names = list(ways)
     times: dict[str, list[float]] = {way: [] for way in names}
-    startups: list[float] = []
+    startups: dict[str, list[float]] = {"spark": [], "connect": []}
+    connect_state = Path(tempfile.mkdtemp(prefix="bench-spark-connect-"))
+    spark_cluster(connect_state, "connect-up")  # started, its first query run, before any timing
+    try:
+        run_rounds(args, names, ways, times, startups, total)
+    finally:
+        spark_cluster(connect_state, "connect-down")
+        shutil.rmtree(connect_state, ignore_errors=True)
+    med = {way: statistics.median(values) for way, values in times.items()}
+    ratios = [s / p for s, p in zip(times["spark"], times["pool"])]
+    connect_ratios = [s / p for s, p in zip(times["connect"], times["pool"])]
+    print(json.dumps({
+        "records": total, "partitions": args.topics * args.partitions, "value_bytes": args.value_bytes,
+        "rounds": args.rounds,
+        "spark_s": round(med["spark"], 3), "spark_startup_s": round(statistics.median(startups["spark"]), 3),
+        "bare_sequential_s": round(med["seq"], 3), "bare_parallel_s": round(med["pool"], 3),
+        "overhead_ratio": round(statistics.median(ratios), 3),
+        "overhead_ratios": [round(r, 3) for r in ratios],
+        "connect_spark_s": round(med["connect"], 3),
+        "connect_startup_s": round(statistics.median(startups["connect"]), 3),
+        "connect_overhead_ratio": round(statistics.median(connect_ratios), 3),
+        "connect_overhead_ratios": [round(r, 3) for r in connect_ratios],
+        "spark_records_per_s": round(total / med["spark"]), "bare_parallel_records_per_s": round(total / med["pool"]),
+    }))
+
+
+def run_rounds(args: argparse.Namespace, names: list[str], ways: dict, times: dict[str, list[float]],
+               startups: dict[str, list[float]], total: int) -> None:
     for round_ in range(args.rounds):
         run = uuid.uuid4().hex[:6]
         sets = {way: [f"bench.spark.{run}.{way}.{i}" for i in range(args.topics)] for way in names}
@@ -149,33 +198,23 @@ def main() -> None:
             for way in order:
                 seconds, startup = ways[way](sets[way])
                 times[way].append(seconds)
-                if startup is not None and way == "spark":
-                    startups.append(startup)
+                if startup is not None:
+                    startups[way].append(startup)
                 print(f"  {LABELS[way]}: {seconds:.2f}s" + (f" (+{startup:.2f}s start-up and preflight)" if startup else ""),
                       flush=True)
         finally:
             for cluster in (SOURCE, TARGET):  # a benchmark leaves no data behind
                 delete_topics(cluster, [t for topics in sets.values() for t in topics])
-    med = {way: statistics.median(values) for way, values in times.items()}
-    ratios = [s / p for s, p in zip(times["spark"], times["pool"])]
-    print(json.dumps({
-        "records": total, "partitions": args.topics * args.partitions, "value_bytes": args.value_bytes,
-        "rounds": args.rounds,
-        "spark_s": round(med["spark"], 3), "spark_startup_s": round(statistics.median(startups), 3),
-        "bare_sequential_s": round(med["seq"], 3), "bare_parallel_s": round(med["pool"], 3),
-        "overhead_ratio": round(statistics.median(ratios), 3),
-        "overhead_ratios": [round(r, 3) for r in ratios],
-        "spark_records_per_s": round(total / med["spark"]), "bare_parallel_records_per_s": round(total / med["pool"]),
-    }))
 
 
 LABELS = {"spark": f"spark job, local[{PARALLELISM}]",
+          "connect": f"spark job on the Spark Connect server, local[{PARALLELISM}]",
           "seq": "bare copier, one partition after another", "pool": f"bare copier, {PARALLELISM} processes"}
 
 
-def _spark_way(topics: list[str], *extra: str) -> tuple[float, float]:
+def _spark_way(topics: list[str], remote: str | None = None) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as workdir:
-        return spark(topics, Path(workdir), *extra)
+        return spark(topics, Path(workdir), remote)
 
 
 if __name__ == "__main__":
