@@ -230,7 +230,7 @@ def _rdd_units(spark: SparkSession, units: Sequence[WorkUnit | None], task: Call
 def _cause(exc: Exception) -> str:
     """The line of a Spark/py4j/Spark Connect error that names the cause, not py4j's "An error
     occurred while calling ..." header."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip().lstrip(": ")]
     return next((line for line in lines if "Exception:" in line or "Error:" in line),
                 lines[0] if lines else type(exc).__name__)[:500]
 

@@ -105,7 +105,7 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
 
 
 
-def test_a_copy_killed_mid_way_is_retried_by_airflow(stack, dagbag, tmp_path, monkeypatch):
+def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_path, monkeypatch):
     from tests.integration.test_copier import seed_plain
 
     topic = f"dagkill{uuid.uuid4().hex[:6]}.events"
@@ -118,8 +118,10 @@ def test_a_copy_killed_mid_way_is_retried_by_airflow(stack, dagbag, tmp_path, mo
                   state_location=str(state), run_name="killed")
     assert str(run.state) == "success", task_states(run)
     assert sorted(p.name for p in markers.iterdir()) == [f"{topic}-0", f"{topic}-1"]
-    copy = [ti for ti in run.get_task_instances() if ti.task_id == "copy"][0]
-    assert copy.try_number >= 2  # the first attempt died with the killed Spark task
+    # A killed task stops the copy's Spark job (local: one attempt a task); the job runs the
+    # partitions without a result again one job each, and one killed there fails the job, which
+    # Airflow retries. Which of the two resumes a partition depends on timing: the rows show that
+    # one did.
     manifest = Manifest(str(state), "killed")
     assert summarize(manifest)["partitions_equal"] == 2  # verified: every offset once, nothing missing
     for row in latest_copy_rows(manifest).values():  # the retry resumed where the killed attempt stopped

@@ -1,7 +1,6 @@
 """The offset-preserving copier against the real local clusters (DESIGN section 4)."""
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
@@ -10,7 +9,6 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from kmigrate.admin import ClusterAdmin
 from kmigrate.copier import CopyOptions, WorkUnit, copy_partition, translate_offset

@@ -122,17 +122,28 @@ def test_copy_and_verify_on_a_standalone_cluster(stack, unique_name, tmp_path, s
     copy_and_verify(stack, tmp_path, topics, spark_cluster)
 
 
-def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_path):
-    topic = unique_name
+def copy_with_kill_hook(stack, tmp_path: Path, topic: str, partitions: int, master: str,
+                        spared: tuple[int, ...] = ()) -> tuple[Manifest, Path, Path, subprocess.CompletedProcess]:
+    """Seed `topic` with 4,000 records a partition and copy it with the kill hook set: each
+    partition's worker is SIGKILLed once after 1,000 records, except the `spared` partitions."""
     # record batches of at most 100 records and small fetches, so that the copier reports progress
-    # (and the hook fires) well before the end; local[2,4]: two slots, four attempts per task
-    seed_plain(stack.source, topic, partitions=2, per_partition=4000, **{"batch.num.messages": 100})
+    # (and the hook fires) well before the end
+    seed_plain(stack.source, topic, partitions=partitions, per_partition=4000, **{"batch.num.messages": 100})
     manifest, clients = make_run(stack, tmp_path, [topic])
     markers = tmp_path / "killed"
     markers.mkdir()
+    for partition in spared:  # the hook kills a partition once: these count as killed already
+        (markers / f"{topic}-{partition}").touch()
     result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, "--fetch-max-bytes", "16384",
-                          master="local[2,4]", env={KILL_HOOK_ENV: f"1000:{markers}"})
+                          master=master, env={KILL_HOOK_ENV: f"1000:{markers}"})
     assert result.returncode == 0, output(result)[-4000:]
+    return manifest, clients, markers, result
+
+
+def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_path):
+    topic = unique_name
+    # local[2,4]: two slots, four attempts per task
+    manifest, clients, markers, result = copy_with_kill_hook(stack, tmp_path, topic, 2, "local[2,4]")
     assert sorted(p.name for p in markers.iterdir()) == [f"{topic}-0", f"{topic}-1"]  # both were killed once
     assert "Python worker exited unexpectedly" in output(result) or "crashed" in output(result)
     [copy] = attempts(manifest, "copy-results")
@@ -148,16 +159,8 @@ def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_p
 
 def test_a_task_failing_past_its_retries_stops_the_job_and_the_rest_run_one_job_each(stack, unique_name, tmp_path):
     topic = unique_name
-    seed_plain(stack.source, topic, partitions=3, per_partition=4000, **{"batch.num.messages": 100})
-    manifest, clients = make_run(stack, tmp_path, [topic])
-    markers = tmp_path / "killed"
-    markers.mkdir()
-    for partition in (1, 2):  # the hook kills a partition once: these two count as killed already
-        (markers / f"{topic}-{partition}").touch()
     # local[2]: one attempt a task, so the SIGKILL of partition 0's worker makes Spark stop the job
-    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, "--fetch-max-bytes", "16384",
-                          master="local[2]", env={KILL_HOOK_ENV: f"1000:{markers}"})
-    assert result.returncode == 0, output(result)[-4000:]
+    manifest, _, _, result = copy_with_kill_hook(stack, tmp_path, topic, 3, "local[2]", spared=(1, 2))
     assert "the Spark job stopped" in output(result)
     assert "run again, one Spark job each" in output(result)
     assert "3 partitions copied" in result.stdout
