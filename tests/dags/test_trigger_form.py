@@ -22,7 +22,7 @@ from tests.integration.test_stack_connect import wait_until
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT_DIR / "test-artifacts" / "ui"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"  # make install puts it there
-PORT = 38281  # this test's own port
+PORT = 30281  # this test's own port (below the ephemeral range, 32768-60999)
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
 TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 # Chromium as this machine needs it: no sandbox as root, no background calls to the internet

@@ -17,7 +17,7 @@ from tests.integration.test_copier import assert_same_partition, seed_plain
 from tests.integration.test_spark_jobs import attempts, load_spark_cluster_module, make_run, seed_workload
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
-CONNECT_PORT, CONNECT_UI_PORT = 35002, 34040
+CONNECT_PORT, CONNECT_UI_PORT = 30002, 30040
 KILL_AFTER = 1000  # the server's test hook kills a copying worker once a partition, after this many records
 
 

@@ -22,8 +22,8 @@ from tests.integration.test_copier import assert_same_partition, seed_plain
 from tests.kafka_helpers import produce
 
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
-# this module's own standalone cluster ports: master 37077, workers 37078-9, UIs 38090-2 (make spark-up: 17077..., 18090...)
-MASTER_PORT, MASTER_UI_PORT = 37077, 38090
+# this module's own standalone cluster ports: master 30077, workers 30078-9, UIs 30090-2 (make spark-up: 17077..., 18090...)
+MASTER_PORT, MASTER_UI_PORT = 30077, 30090
 
 
 def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str, master: str = "local[2]",

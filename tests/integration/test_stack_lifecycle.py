@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import PROJECT_DIR, load_stack_module
 
 STACK = [sys.executable, str(PROJECT_DIR / "stack" / "stack.py")]
-CLUSTER = "life:39192:39193:38183"
+CLUSTER = "life:30192:30193:30183"  # test ports stay below the ephemeral range (32768-60999): a client socket took 39192 once
 
 
 def run_stack(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -67,24 +67,24 @@ def test_up_twice_is_a_noop_and_down_leaves_no_process(life_stack):
     assert down.returncode == 0
     assert not [pid for pid in pids.values() if alive(pid)]
     stack_mod = load_stack_module()
-    assert not stack_mod.port_open(39192) and not stack_mod.port_open(38183)
+    assert not stack_mod.port_open(30192) and not stack_mod.port_open(30183)
     # data is kept by default: a second `up` finds the formatted log dir and starts again
     assert (Path(life_stack[1]) / "life-kafka" / "data" / "meta.properties").exists()
 
 
 def test_port_taken_is_one_clear_line(tmp_path):
     with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 39292))
+        squatter.bind(("127.0.0.1", 30292))
         squatter.listen()
-        result = run_stack("up", "--state-dir", str(tmp_path), "--cluster", "busy:39292:39293:38283")
+        result = run_stack("up", "--state-dir", str(tmp_path), "--cluster", "busy:30292:30293:30283")
     line = one_error_line(result)
-    assert "port 39292 is already taken" in line
+    assert "port 30292 is already taken" in line
 
 
 def test_missing_java_is_one_clear_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)  # nothing on it: no java, no mvn
-    result = subprocess.run([*STACK, "up", "--state-dir", str(tmp_path), "--cluster", "nojava:39392:39393:38383"],
+    result = subprocess.run([*STACK, "up", "--state-dir", str(tmp_path), "--cluster", "nojava:30392:30393:30383"],
                             capture_output=True, text=True, timeout=60, env=env)
     line = one_error_line(result)
     assert "java not found" in line and "JAVA_HOME" in line
