@@ -354,7 +354,12 @@ def write_log4j(service: Service) -> Path:
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: a random UUID in URL-safe base64. Like Kafka's own, never one that begins
+    with '-', which kafka-storage's argument parser would take for an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def java_command(java: str, service: Service, heap: str, main_class: str, *args: str) -> list[str]:
@@ -386,7 +391,7 @@ def prepare_kafka(java: str, service: Service) -> list[str]:
         if not cluster_id_file.exists():
             cluster_id_file.write_text(new_cluster_id())
         fmt = java_command(java, service, "-Xmx256m", "kafka.tools.StorageTool",
-                           "format", "-t", cluster_id_file.read_text().strip(), "-c", str(props))
+                           "format", f"--cluster-id={cluster_id_file.read_text().strip()}", "-c", str(props))
         result = subprocess.run(fmt, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"{service.name}: formatting {data_dir} failed: {(result.stderr or result.stdout).strip()}")
