@@ -80,7 +80,7 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
     try:
         while position < end:
             # never ask for more than remains: consume() waits for a full batch until its timeout
-            messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.2)
+            messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.05)
             out = []
             for msg in messages:
                 err = msg.error()
