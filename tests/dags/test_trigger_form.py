@@ -127,5 +127,8 @@ def _dag_known(server: LocalAirflow) -> bool:
 
 
 def _finished_run(server: LocalAirflow):
-    runs = api(server, "/dags/kafka_migration/dagRuns?order_by=-start_date&limit=1")["dag_runs"]
+    try:
+        runs = api(server, "/dags/kafka_migration/dagRuns?order_by=-start_date&limit=1")["dag_runs"]
+    except OSError:  # the api-server, busy with the run on two cores, may miss one poll's 10 s
+        return None
     return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None
