@@ -11,9 +11,16 @@ confluent_kafka and pyspark.worker start none at import, pyarrow and pandas do, 
 """
 from __future__ import annotations
 
+import gc
+
 import kmigrate.tasks  # noqa: F401 - the copier, the verification and confluent_kafka with them
 import pyspark.worker  # noqa: F401 - each worker's main loop, imported after the fork by default
 from pyspark.daemon import manager
+
+# pyspark's daemon makes each worker run a full gc.collect() after every task (measured: 25 ms with
+# this library imported). Frozen, the imported modules' objects are left out of every collection
+# (and their pages stay shared with the daemon's): the collection takes under 1 ms.
+gc.freeze()
 
 if __name__ == "__main__":
     manager()

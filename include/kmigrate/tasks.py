@@ -70,7 +70,7 @@ def by_index(index: int, task: Callable[[WorkUnit | None], Any], units: Sequence
 def _setup_logging() -> None:
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s kmigrate %(message)s"))
+        handler.setFormatter(logging.Formatter("%(asctime)s kmigrate[%(process)d] %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
