@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from kmigrate.copier import WorkUnit
@@ -117,6 +117,8 @@ EXECUTOR_PYTHON_CONF = {
 def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
     if not remote:
         builder = SparkSession.builder.appName(app_name)
+        # the JVM first: before it, SparkConf() is an empty Python dict, blind to spark-submit's --conf
+        SparkContext._ensure_initialized()
         user_conf = SparkConf()
         for key, value in EXECUTOR_PYTHON_CONF.items():
             if not user_conf.contains(key):
