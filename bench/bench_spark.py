@@ -1,7 +1,7 @@
 """Spark copy job benchmark on the local stack (`make bench-spark`).
 
-The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded once a
-way under different topic names, then copied to the target four (with --tcp five) ways:
+The same workload (default 3 topics x 4 partitions x 100,000 records of 100 B) is seeded four
+times under different topic names, then copied to the target four ways:
   - the Spark job (`spark-submit --master local[2] spark_jobs/copy_partitions.py`): `spark_s` is the
     job's own time from its warmed-up executors to the last result, `spark_startup_s` the rest of
     the spark-submit wall time (JVM, session, preflight, Python workers, shutdown);
@@ -9,16 +9,14 @@ way under different topic names, then copied to the target four (with --tcp five
     ports 25002/24040) before the rounds, whose JVM has started before the timing
     (`connect_spark_s`, `connect_startup_s`);
   - the bare copier, partition after partition in one process (`bare_sequential_s`);
-  - the bare copier in a pool of 2 started processes, the parallelism of local[2] (`bare_parallel_s`);
-  - with --tcp, also the spark-submit job with its Python workers on TCP, Spark's default, instead of
-    the Unix domain socket the jobs choose (`spark_tcp_s`, `tcp_overhead_ratio`).
-Every copy verifies digests, as the job does. This is done for --rounds rounds (default 3), each
+  - the bare copier in a pool of 2 started processes, the parallelism of local[2] (`bare_parallel_s`).
+Every copy verifies digests, as the job does. This is done for --rounds rounds (default 5), each
 with freshly seeded topics and the ways in a rotated order; times are medians, and
 `overhead_ratio` is the median of each round's spark_s / bare_parallel_s (measured side by side, as
 the machine's load drifts between rounds), `connect_overhead_ratio` the same for the Connect
 server's job. The last line is one JSON object.
 
-    python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100] [--rounds 3] [--tcp]
+    python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 100000] [--value-bytes 100] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -118,14 +116,14 @@ def spark_cluster(state_dir: Path, command: str) -> None:
         raise SystemExit(f"bench: spark_cluster.py {command} failed:\n{result.stdout}{result.stderr}")
 
 
-def spark(topics: list[str], workdir: Path, remote: str | None = None, conf: tuple[str, ...] = ()) -> tuple[float, float]:
+def spark(topics: list[str], workdir: Path, remote: str | None = None) -> tuple[float, float]:
     manifest = Manifest(str(workdir / "state"), "bench")
     manifest.write_once("plan", build_plan(SOURCE, topics))
     clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     launcher = ([sys.executable] if remote else
                 [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
-                 "--conf", "spark.ui.enabled=false", *(a for c in conf for a in ("--conf", c))])
+                 "--conf", "spark.ui.enabled=false"])
     started = time.monotonic()
     result = subprocess.run(
         [*launcher, str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),
@@ -147,8 +145,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--records", type=int, default=100_000, help="per partition")
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of all the ways; medians are reported")
-    parser.add_argument("--tcp", action="store_true", help="also run the spark-submit job with its Python workers on TCP")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of all four ways; medians are reported")
     args = parser.parse_args()
     total = args.topics * args.partitions * args.records
     ways = {
@@ -156,11 +153,10 @@ def main() -> None:
         "connect": lambda topics: _spark_way(topics, CONNECT_URL),
         "seq": lambda topics: (bare_sequential(prepare(topics)), None),
         "pool": lambda topics: (bare_parallel(prepare(topics)), None),
-        **({"spark_tcp": lambda topics: _spark_way(topics, conf=(f"{UDS}=false",))} if args.tcp else {}),
     }
     names = list(ways)
     times: dict[str, list[float]] = {way: [] for way in names}
-    startups: dict[str, list[float]] = {"spark": [], "connect": [], "spark_tcp": []}
+    startups: dict[str, list[float]] = {"spark": [], "connect": []}
     connect_state = Path(tempfile.mkdtemp(prefix="bench-spark-connect-"))
     spark_cluster(connect_state, "connect-up")  # started, its first query run, before any timing
     try:
@@ -183,10 +179,6 @@ def main() -> None:
         "connect_overhead_ratio": round(statistics.median(connect_ratios), 3),
         "connect_overhead_ratios": [round(r, 3) for r in connect_ratios],
         "spark_records_per_s": round(total / med["spark"]), "bare_parallel_records_per_s": round(total / med["pool"]),
-        **({"spark_tcp_s": round(med["spark_tcp"], 3),
-            "tcp_overhead_ratio": round(statistics.median(s / p for s, p in zip(times["spark_tcp"], times["pool"])), 3),
-            "tcp_overhead_ratios": [round(s / p, 3) for s, p in zip(times["spark_tcp"], times["pool"])]}
-           if args.tcp else {}),
     }))
 
 
@@ -217,14 +209,12 @@ def run_rounds(args: argparse.Namespace, names: list[str], ways: dict, times: di
 
 LABELS = {"spark": f"spark job, local[{PARALLELISM}]",
           "connect": f"spark job on the Spark Connect server, local[{PARALLELISM}]",
-          "seq": "bare copier, one partition after another", "pool": f"bare copier, {PARALLELISM} processes",
-          "spark_tcp": f"spark job, local[{PARALLELISM}], Python workers on TCP"}
-UDS = "spark.python.unix.domain.socket.enabled"  # the jobs turn it on unless the user's conf says otherwise
+          "seq": "bare copier, one partition after another", "pool": f"bare copier, {PARALLELISM} processes"}
 
 
-def _spark_way(topics: list[str], remote: str | None = None, conf: tuple[str, ...] = ()) -> tuple[float, float]:
+def _spark_way(topics: list[str], remote: str | None = None) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as workdir:
-        return spark(topics, Path(workdir), remote, conf)
+        return spark(topics, Path(workdir), remote)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     slots = task_slots(spark)
     say(job, f"Spark session {'on ' + session.remote if session.remote else 'started'} "
              f"{time.monotonic() - session.begun:.1f}s after the job's start, {slots} task slots, "
-             f"Python workers on {worker_socket(spark)}")
+             f"Python workers from {spark.conf.get(DAEMON_MODULE, 'pyspark.daemon')}")
     warm_up_s = warm_up(spark, slots)
     say(job, f"Python workers ready in {warm_up_s:.1f}s")
     started = time.monotonic()
@@ -102,16 +102,10 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
 
 
-# How the executors run the jobs' Python tasks, unless the user's Spark conf says otherwise; the
-# Spark Connect server sets the same (stack/spark_cluster.py):
-EXECUTOR_PYTHON_CONF = {
-    # workers fork from a daemon that has imported kmigrate already (include/kmigrate/spark_daemon.py)
-    "spark.python.daemon.module": "kmigrate.spark_daemon",
-    # executor and Python worker talk over a Unix domain socket, not TCP: measured here, an empty
-    # task took 55 ms of a slot over TCP (40 of them waiting in the worker's read of its task, the
-    # size of Linux's delayed-ACK timer) and 15 ms over the socket
-    "spark.python.unix.domain.socket.enabled": "true",
-}
+# Executors fork their Python workers from this daemon module, which has imported kmigrate already
+# (include/kmigrate/spark_daemon.py), unless the user's Spark conf names another; the Spark Connect
+# server sets it too (stack/spark_cluster.py).
+DAEMON_MODULE = "spark.python.daemon.module"
 
 
 def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
@@ -119,10 +113,8 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
         builder = SparkSession.builder.appName(app_name)
         # the JVM first: before it, SparkConf() is an empty Python dict, blind to spark-submit's --conf
         SparkContext._ensure_initialized()
-        user_conf = SparkConf()
-        for key, value in EXECUTOR_PYTHON_CONF.items():
-            if not user_conf.contains(key):
-                builder = builder.config(key, value)
+        if not SparkConf().contains(DAEMON_MODULE):
+            builder = builder.config(DAEMON_MODULE, "kmigrate.spark_daemon")
         return builder.getOrCreate()
     # the client warns at import that pandas 3 is not fully supported; the jobs use no pandas
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
@@ -193,12 +185,6 @@ def task_slots(spark: SparkSession) -> int:
     from pyspark.sql import functions as F
 
     return spark.range(1 << 16).select(F.spark_partition_id().alias("p")).distinct().count()
-
-
-def worker_socket(spark: SparkSession) -> str:
-    """How the executors reach their Python workers, as the application's conf says."""
-    uds = (spark.conf.get("spark.python.unix.domain.socket.enabled", "false") or "").lower() == "true"
-    return "a Unix domain socket" if uds else "TCP"
 
 
 def map_units(spark: SparkSession, units: Sequence[WorkUnit | None], task: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:

@@ -96,9 +96,6 @@ def connect_service(state_dir: Path, master: str, port: int, ui_port: int, pytho
               "spark.ui.port": str(ui_port),
               # its Python workers fork from a daemon that has imported kmigrate (kmigrate/spark_daemon.py)
               "spark.python.daemon.module": SPARK_DAEMON_MODULE,
-              # and talk to the server over a Unix domain socket (40 ms less a task than TCP here;
-              # the jobs set the same under spark-submit: EXECUTOR_PYTHON_CONF in spark_jobs/driver.py)
-              "spark.python.unix.domain.socket.enabled": "true",
               # INFO logs several lines a task and a request (about 40,000 lines a bench-mm2 run);
               # the tasks' own progress lines go to the log either way (the executors' stderr)
               "spark.log.level": "WARN"},

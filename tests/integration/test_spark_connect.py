@@ -57,7 +57,7 @@ def test_copy_and_verify_on_a_spark_connect_server_then_a_rerun_is_a_noop(stack,
     assert copied.returncode == 0, copied.stderr[-4000:]
     assert "12 partitions copied, 6000 new records" in copied.stdout
     assert copied.stdout.count("ok: 500 records") == 12
-    assert "Python workers on a Unix domain socket" in copied.stdout  # the server's conf (stack/spark_cluster.py)
+    assert "Python workers from kmigrate.spark_daemon" in copied.stdout  # the server's conf (stack/spark_cluster.py)
     verified = run_job("verify_partitions", tmp_path / "state", clients, remote)
     assert verified.returncode == 0, verified.stderr[-4000:]
     assert "all 12 partitions equal (6000 records)" in verified.stdout

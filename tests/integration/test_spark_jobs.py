@@ -64,8 +64,8 @@ def copy_and_verify(stack, tmp_path: Path, topics: list[str], master: str) -> Ma
     assert copied.returncode == 0, output(copied)[-4000:]
     assert "12 partitions copied, 6000 new records" in copied.stdout
     assert copied.stdout.count("ok: 500 records") == 12  # a progress line per partition
-    # the jobs' own choice, the user's conf not saying otherwise (40 ms less a task than TCP)
-    assert "Python workers on a Unix domain socket" in copied.stdout
+    # the jobs' own daemon, the user's conf not naming another
+    assert "Python workers from kmigrate.spark_daemon" in copied.stdout
     [copy] = attempts(manifest, "copy-results")
     assert len(copy["rows"]) == 12 and all(r["ok"] and r["digests_equal"] and r["records"] == 500 for r in copy["rows"])
 
@@ -88,12 +88,12 @@ def test_copy_and_verify_on_local_then_a_rerun_is_a_quick_noop(stack, unique_nam
     manifest = copy_and_verify(stack, tmp_path, topics, "local[2]")
 
     started = time.monotonic()
-    # the user's conf wins over the jobs' choice of socket (and Spark's default, TCP, works too)
+    # a daemon module the user names wins over the jobs' own (here pyspark's stock daemon)
     again = spark_submit("copy_partitions", tmp_path / "state", "run-1", tmp_path / "clients.json",
-                         conf=("spark.python.unix.domain.socket.enabled=false",))
+                         conf=("spark.python.daemon.module=pyspark.daemon",))
     rerun_s = time.monotonic() - started
     assert again.returncode == 0, output(again)[-3000:]
-    assert "Python workers on TCP" in again.stdout
+    assert "Python workers from pyspark.daemon" in again.stdout
     assert "12 partitions copied, 0 new records" in again.stdout
     rerun = [a for a in attempts(manifest, "copy-results") if all(r["records"] == 0 for r in a["rows"])]
     assert len(rerun) == 1 and len(rerun[0]["rows"]) == 12 and all(r["digests_equal"] for r in rerun[0]["rows"])
