@@ -63,6 +63,7 @@ from kmigrate.manifest import Manifest
 from kmigrate.snapshot import take_snapshot
 from kmigrate.plan import write_clients
 from kmigrate.records import read_range
+from kmigrate.sparkconf import submit_args
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
@@ -498,7 +499,7 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
         launcher = [sys.executable]
     else:
         launcher = [str(Path(sys.executable).parent / "spark-submit"), "--master", args.spark_master,
-                    "--conf", "spark.ui.enabled=false"]
+                    *submit_args({"spark.ui.enabled": "false"})]
 
     def job(script: str, *extra: str) -> float:
         begun = time.monotonic()

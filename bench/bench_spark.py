@@ -42,6 +42,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
 from kmigrate.manifest import Manifest
 from kmigrate.plan import build_plan, work_units, write_clients
+from kmigrate.sparkconf import submit_args
 from kmigrate.tasks import ready
 from kmigrate.topics import prepare_target_topic
 
@@ -123,7 +124,7 @@ def spark(topics: list[str], workdir: Path, remote: str | None = None) -> tuple[
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     launcher = ([sys.executable] if remote else
                 [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local[{PARALLELISM}]",
-                 "--conf", "spark.ui.enabled=false"])
+                 *submit_args({"spark.ui.enabled": "false"})])
     started = time.monotonic()
     result = subprocess.run(
         [*launcher, str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"),

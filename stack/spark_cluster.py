@@ -30,6 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stack import PROJECT_DIR, StackError, check_java, port_open, running_pid, stop, tail  # noqa: E402
 
+sys.path.insert(0, str(PROJECT_DIR / "include"))  # standard library only, as this script runs outside the venv
+from kmigrate.sparkconf import LAUNCH_CONF  # noqa: E402
+
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack" / "spark"
 DEFAULT_PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
 MASTER_PORT = 17077
@@ -98,7 +101,9 @@ def connect_service(state_dir: Path, master: str, port: int, ui_port: int, pytho
               "spark.python.daemon.module": SPARK_DAEMON_MODULE,
               # INFO logs several lines a task and a request (about 40,000 lines a bench-mm2 run);
               # the tasks' own progress lines go to the log either way (the executors' stderr)
-              "spark.log.level": "WARN"},
+              "spark.log.level": "WARN",
+              # the driver JVM's JIT and GC options, as every kmigrate launch (kmigrate/sparkconf.py)
+              **LAUNCH_CONF},
         # the server runs its clients' Python functions with $PYSPARK_PYTHON (not spark.pyspark.python)
         env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}, memory=memory)
 

@@ -22,6 +22,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConfigError
 from kmigrate.plan import CLIENTS_ENV, clients_json
+from kmigrate.sparkconf import LAUNCH_CONF
 
 
 def _connection(conn_id: str, what: str) -> Any:
@@ -89,7 +90,7 @@ def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int 
         target_conn_id="{{ params.target_kafka_conn_id }}",
         application_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
                           "--parallelism", "{{ params.spark_parallelism }}", *extra],
-        conf={"spark.ui.showConsoleProgress": "false"},
+        conf={**LAUNCH_CONF, "spark.ui.showConsoleProgress": "false"},
         pool=COPY_POOL,
         retries=retries,
         execution_timeout=datetime.timedelta(hours=12),

@@ -49,3 +49,15 @@ print(f"{{imported - started:.2f}} {{time.monotonic() - imported:.2f}}")
     airflow_import_s, parse_s = map(float, done.stdout.split()[-2:])
     print(f"importing Airflow: {airflow_import_s:.2f}s; parsing the DAG files: {parse_s:.2f}s")
     assert parse_s < 10
+
+
+@pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
+def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_id):
+    """The spark-submit command each Spark task builds carries kmigrate/sparkconf.py's driver options."""
+    from kmigrate.sparkconf import DRIVER_JAVA_OPTIONS
+
+    tasks = [t for t in dagbag.get_dag(dag_id).tasks if type(t).__name__ == "KmigrateSparkSubmitOperator"]
+    assert tasks
+    for task in tasks:
+        command = task._get_hook()._build_spark_submit_command(task.application)
+        assert f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" in command, (task.task_id, command)

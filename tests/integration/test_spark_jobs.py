@@ -16,6 +16,7 @@ from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate.manifest import Manifest
 from kmigrate.plan import build_plan, write_clients
+from kmigrate.sparkconf import submit_args
 from kmigrate.tasks import KILL_HOOK_ENV
 from tests.conftest import PROJECT_DIR
 from tests.integration.test_copier import assert_same_partition, seed_plain
@@ -31,7 +32,7 @@ def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str,
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                    **(env or {})}
     return subprocess.run(
-        [SPARK_SUBMIT, "--master", master, "--conf", "spark.ui.enabled=false",
+        [SPARK_SUBMIT, "--master", master, *submit_args({"spark.ui.enabled": "false"}),
          *(arg for setting in conf for arg in ("--conf", setting)), str(PROJECT_DIR / "spark_jobs" / f"{job}.py"),
          "--state-location", str(state), "--run-id", run_id, "--clients", str(clients), *extra],
         capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
@@ -66,6 +67,7 @@ def copy_and_verify(stack, tmp_path: Path, topics: list[str], master: str) -> Ma
     assert copied.stdout.count("ok: 500 records") == 12  # a progress line per partition
     # the jobs' own daemon, the user's conf not naming another
     assert "Python workers from kmigrate.spark_daemon" in copied.stdout
+    assert "driver JVM with kmigrate's JIT and GC options" in copied.stdout  # kmigrate/sparkconf.py
     [copy] = attempts(manifest, "copy-results")
     assert len(copy["rows"]) == 12 and all(r["ok"] and r["digests_equal"] and r["records"] == 500 for r in copy["rows"])
 
@@ -88,12 +90,14 @@ def test_copy_and_verify_on_local_then_a_rerun_is_a_quick_noop(stack, unique_nam
     manifest = copy_and_verify(stack, tmp_path, topics, "local[2]")
 
     started = time.monotonic()
-    # a daemon module the user names wins over the jobs' own (here pyspark's stock daemon)
+    # a daemon module the user names wins over the jobs' own (here pyspark's stock daemon); a
+    # driver launched without kmigrate's JVM options says how to add them
     again = spark_submit("copy_partitions", tmp_path / "state", "run-1", tmp_path / "clients.json",
-                         conf=("spark.python.daemon.module=pyspark.daemon",))
+                         conf=("spark.python.daemon.module=pyspark.daemon", "spark.driver.extraJavaOptions="))
     rerun_s = time.monotonic() - started
     assert again.returncode == 0, output(again)[-3000:]
     assert "Python workers from pyspark.daemon" in again.stdout
+    assert "driver JVM without kmigrate's JIT and GC options" in again.stdout
     assert "12 partitions copied, 0 new records" in again.stdout
     rerun = [a for a in attempts(manifest, "copy-results") if all(r["records"] == 0 for r in a["rows"])]
     assert len(rerun) == 1 and len(rerun[0]["rows"]) == 12 and all(r["digests_equal"] for r in rerun[0]["rows"])
