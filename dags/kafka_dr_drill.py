@@ -19,7 +19,7 @@ import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job
+from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job, spark_remote_param
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
 
@@ -45,6 +45,7 @@ DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
         "groups": Param(None, type=["null", "string"], title="Consumer groups",
                         description="Regular expression; their offsets are carried to the DR cluster too"),
         "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once"),
+        "spark_remote": spark_remote_param(),
         "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location"),
     },
 )

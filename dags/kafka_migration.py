@@ -20,7 +20,7 @@ import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job
+from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job, spark_remote_param
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
 RUN_ID = "{{ params.run_name or run_id }}"
@@ -62,6 +62,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
                                  description="Source end offsets must stay still this long before the snapshot"),
         "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
                                    description="0: the Spark application's task slots"),
+        "spark_remote": spark_remote_param(),
         "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
                                 description="Local path or fsspec URL of the run manifests"),
         "run_name": Param(None, type=["null", "string"], pattern="^([A-Za-z0-9][A-Za-z0-9._:+-]*)?$", title="Run name",

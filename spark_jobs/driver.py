@@ -25,7 +25,6 @@ import json
 import os
 import queue
 import re
-import socket
 import sys
 import threading
 import time
@@ -39,7 +38,7 @@ from pyspark.sql import SparkSession
 
 from kmigrate.copier import WorkUnit
 from kmigrate.errors import ConfigError
-from kmigrate.sparkconf import DRIVER_JAVA_OPTIONS
+from kmigrate.sparkconf import DRIVER_JAVA_OPTIONS, REMOTE_ENV, check_connect_server, unreachable
 from kmigrate.tasks import RowsParam, by_index, indexed, ready
 
 
@@ -50,8 +49,8 @@ def job_arguments(doc: str, action: str) -> argparse.ArgumentParser:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
     parser.add_argument("--parallelism", type=int, help=f"partitions {action} at once (default: the task slots)")
-    parser.add_argument("--remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or None,
-                        help="run on a running Spark Connect server, sc://HOST:PORT (default: $KMIGRATE_SPARK_REMOTE); "
+    parser.add_argument("--remote", default=os.environ.get(REMOTE_ENV) or None,
+                        help=f"run on a running Spark Connect server, sc://HOST:PORT (default: ${REMOTE_ENV}); "
                              "run the job with python, not spark-submit")
     return parser
 
@@ -130,14 +129,7 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
         return builder.getOrCreate()
     # the client warns at import that pandas 3 is not fully supported; the jobs use no pandas
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    if not remote.startswith("sc://"):
-        raise ConfigError(f"--remote {remote!r} is not a Spark Connect URL; give sc://HOST:PORT "
-                          "(or leave it out and run the job with spark-submit)")
-    host, _, port = remote[len("sc://"):].split("/", 1)[0].rpartition(":")
-    try:  # the client would retry an unreachable server for minutes: try its port once first
-        socket.create_connection((host or "localhost", int(port or 15002)), timeout=10).close()
-    except (OSError, ValueError) as exc:
-        raise _unreachable(remote, str(exc)) from None
+    check_connect_server(remote)
     try:
         try:
             spark = _connect(connect_url(remote), app_name)
@@ -150,13 +142,8 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
                 closed.client.close()
             spark = _connect(connect_url(remote, str(uuid.uuid4())), app_name)
     except Exception as exc:  # noqa: BLE001 - grpc's errors carry the cause in their text
-        raise _unreachable(remote, _cause(exc)) from None
+        raise unreachable(remote, _cause(exc)) from None
     return spark
-
-
-def _unreachable(remote: str, cause: str) -> ConfigError:
-    return ConfigError(f"cannot reach the Spark Connect server at {remote} ({cause}); start it "
-                       "(make spark-connect-up) or give the right --remote")
 
 
 def _connect(url: str, app_name: str) -> SparkSession:

@@ -4,6 +4,10 @@ the DAG's operators, stack/spark_cluster.py's Connect server, the benches and th
 No imports beyond the standard library: stack/spark_cluster.py runs outside the project's venv."""
 from __future__ import annotations
 
+import socket
+
+from kmigrate.errors import ConfigError
+
 # The driver JVM's options; under local[N] that JVM also runs the executor. Two costs of its own
 # that compete with the copy for the machine's cores (measured with JFR, spark-submit on local[2]):
 # - every finished task's result is serialized into a 1 MiB buffer, which under G1's 1 MiB
@@ -20,7 +24,29 @@ DRIVER_JAVA_OPTIONS = ("-XX:G1HeapRegionSize=4m -XX:CompileCommand=quiet "
 
 LAUNCH_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
 
+# The Spark Connect server (sc://HOST:PORT) the jobs run on when no --remote is given, and the
+# default of the DAGs' spark_remote param.
+REMOTE_ENV = "KMIGRATE_SPARK_REMOTE"
+
 
 def submit_args(conf: dict[str, str] | None = None) -> list[str]:
     """`--conf key=value` arguments for spark-submit: LAUNCH_CONF, then `conf`."""
     return [arg for key, value in {**LAUNCH_CONF, **(conf or {})}.items() for arg in ("--conf", f"{key}={value}")]
+
+
+def check_connect_server(remote: str, option: str = "--remote", timeout_s: float = 10) -> None:
+    """Fail fast, naming `option` as the way out, unless `remote` is a Spark Connect URL whose port
+    answers (the Spark Connect client would retry an unreachable server for minutes)."""
+    if not remote.startswith("sc://"):
+        raise ConfigError(f"{option} {remote!r} is not a Spark Connect URL; give sc://HOST:PORT "
+                          "(or leave it out to run the jobs with spark-submit)")
+    host, _, port = remote[len("sc://"):].split("/", 1)[0].rpartition(":")
+    try:
+        socket.create_connection((host or "localhost", int(port or 15002)), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        raise unreachable(remote, str(exc), option) from None
+
+
+def unreachable(remote: str, cause: str, option: str = "--remote") -> ConfigError:
+    return ConfigError(f"cannot reach the Spark Connect server at {remote} ({cause}); start it "
+                       f"(make spark-connect-up) or give the right {option}")

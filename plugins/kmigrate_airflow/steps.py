@@ -16,6 +16,7 @@ from kmigrate.manifest import Manifest
 from kmigrate.report import topic_result as topic_outcome
 from kmigrate.report import write_report
 from kmigrate.snapshot import SNAPSHOT_PART, read_snapshot, take_snapshot
+from kmigrate.sparkconf import check_connect_server
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,10 @@ def _connect(params: dict[str, Any]):
 
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read-only: connections, clusters, selections, connectors. Bad input fails here, before any write."""
+    """Read-only: connections, clusters, selections, connectors, the Spark Connect server if one is
+    named. Bad input fails here, before any write (and before a migration stops its connectors)."""
+    if params.get("spark_remote"):
+        check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
     source, target = _clusters(params)
     source_connect, target_connect = _connect(params)
     plan = pipeline.preflight(source, target, source_connect, target_connect, _selection(params))

@@ -3,7 +3,9 @@ with every record at its offset, consumer groups and connectors continue exactly
 mid-way is retried by Airflow, and bad parameters are refused before anything is written."""
 from __future__ import annotations
 
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -15,6 +17,7 @@ from kmigrate.report import summarize
 from kmigrate.tasks import KILL_HOOK_ENV
 from kmigrate.workload import seed_mixed
 from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
+from tests.integration.test_spark_jobs import load_spark_cluster_module
 from tests.integration.test_stack_connect import wait_until
 from tests.kafka_helpers import read_partition
 
@@ -132,7 +135,8 @@ def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_p
     ({"topics_include": "orders("}, "is not a valid regular expression"),
     ({"source_kafka_conn_id": "no_such_connection"}, "'no_such_connection' is not defined in Airflow"),
     ({"target_kafka_conn_id": "kafka_source"}, "source and target are the same cluster"),
-], ids=["bad-regex", "unknown-connection", "same-cluster"])
+    ({"spark_remote": "sc://127.0.0.1:1"}, "cannot reach the Spark Connect server at sc://127.0.0.1:1"),
+], ids=["bad-regex", "unknown-connection", "same-cluster", "unreachable-spark-connect"])
 def test_bad_params_are_refused_before_any_write(stack, dagbag, tmp_path, capfd, bad, message):
     state = tmp_path / "state"
     conf = {"topics_include": "anything", "state_location": str(state), "run_name": "bad", **bad}
@@ -206,3 +210,39 @@ def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_record
         assert "RTO" in (state / run.run_id / "report.md").read_text()
     with ClusterAdmin(stack.target) as target, ClusterAdmin(stack.source) as source:
         assert [target.watermarks(topic, p) for p in (0, 1)] == [source.watermarks(topic, p) for p in (0, 1)]
+
+
+def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, tmp_path, capfd):
+    """spark_remote: the copy and verify jobs run as Python clients of a Spark Connect server
+    (started here on this test's own ports, stopped by pid), with no spark-submit."""
+    from tests.integration.test_copier import seed_plain
+
+    module = load_spark_cluster_module()
+    remote = "sc://127.0.0.1:30102"
+    server = module.connect_service(tmp_path / "spark", "local[2]", 30102, 30140, Path(sys.executable))
+    assert module.connect_up(server, Path(sys.executable), timeout_s=120)
+    try:
+        topic = f"dagremote{uuid.uuid4().hex[:6]}.events"
+        seed_plain(stack.source, topic, partitions=2, per_partition=500)
+        state = tmp_path / "state"
+        capfd.readouterr()
+        run = run_dag(dagbag, "kafka_dr_drill", topics_include=topic.replace(".", r"\."), state_location=str(state),
+                      spark_remote=remote)
+        log = "".join(capfd.readouterr())
+        assert str(run.state) == "success", task_states(run)
+    finally:
+        module.down([server])
+    assert server.pid() is None
+    assert log.count(f"Spark session on {remote}") == 2, log[-3000:]  # the copy job and the verify job
+    assert "Spark-Submit cmd" not in log  # what SparkSubmitHook logs when it launches spark-submit
+    summary = summarize(Manifest(str(state), run.run_id))
+    assert summary["partitions_equal"] == 2 and summary["records"] == 1000
+    durations = {ti.task_id: round(ti.duration or 0, 1) for ti in run.get_task_instances() if ti.task_id in ("copy", "verify")}
+    print(f"on the Spark Connect server: {durations} s")
+
+
+def test_a_spark_remote_that_is_not_a_spark_connect_url_is_refused(dagbag):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    with pytest.raises(ParamValidationError):
+        run_dag(dagbag, "kafka_dr_drill", topics_include="x", spark_remote="http://spark:7077")
