@@ -34,7 +34,7 @@ def test_services_are_the_stack_plus_airflow_and_spark():
     expected = {
         "source-kafka", "target-kafka", "source-connect", "target-connect",
         "postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-        "airflow-triggerer", "spark-master", "spark-worker",
+        "airflow-triggerer", "spark-master", "spark-worker", "spark-connect",
     }
     assert set(SERVICES) == expected
 
@@ -96,3 +96,18 @@ def test_airflow_and_spark_run_the_pinned_versions():
     env = SERVICES["airflow-scheduler"]["environment"]
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/kmigrate/dags"
     assert ".:/opt/kmigrate" in SERVICES["airflow-scheduler"]["volumes"]
+
+
+def test_the_spark_connect_server_has_the_settings_of_make_spark_connect_up():
+    from tests.integration.test_spark_jobs import load_spark_cluster_module
+
+    module = load_spark_cluster_module()
+    local = module.connect_service(Path("/nowhere"), "local[4,4]", module.CONNECT_PORT, module.CONNECT_UI_PORT,
+                                   Path("python"))
+    command = SERVICES["spark-connect"]["command"]
+    assert command[:3] == ["spark-submit", "--class", module.CONNECT_SERVER] and command[-1] == "spark-internal"
+    conf = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    for key in ("spark.python.daemon.module", "spark.log.level", "spark.driver.extraJavaOptions"):
+        assert conf[key] == local.conf[key], key
+    assert conf["spark.connect.grpc.binding.port"] == str(module.CONNECT_PORT)
+    assert host_ports("spark-connect") == {module.CONNECT_PORT}
