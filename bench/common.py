@@ -1,8 +1,10 @@
 """What the benchmark scripts share: removing what a benchmark created, so that a run leaves no
-data behind on the local clusters. (The migration itself never deletes anything.)"""
+data behind on the local clusters (the migration itself never deletes anything), and the interval
+that says how far a median of a few noisy rounds can be trusted."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka.admin import AdminClient
 
@@ -30,3 +32,23 @@ def delete_groups(cluster: ClusterConfig, groups: Iterable[str]) -> None:
             future.result(timeout=60)
         except Exception:  # noqa: BLE001 - the group was never created on this cluster
             pass
+
+
+def median_interval(values: Sequence[float], level: float = 0.9) -> tuple[float, float, float]:
+    """A distribution-free confidence interval of the median of `values`: the k-th smallest and
+    k-th largest value, with the largest k whose coverage is at least `level` (any continuous
+    distribution: each value is below the median with probability 1/2, so the number below is
+    Binomial(n, 1/2)). Returns (low, high, coverage); with too few values for `level`, the
+    widest interval there is, (min, max), and its smaller coverage."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("no values")
+
+    def coverage(k: int) -> float:  # P(X_(k) <= median <= X_(n-k+1))
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return ordered[k - 1], ordered[n - k], coverage(k)

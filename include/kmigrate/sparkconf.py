@@ -1,7 +1,8 @@
 """Spark settings for the kmigrate jobs that only take effect when Spark starts, so they go on the
 launch (spark-submit's --conf, a Spark Connect server's properties file), not in the job's code:
 the DAG's operators, stack/spark_cluster.py's Connect server, the benches and the tests pass them.
-No imports beyond the standard library: stack/spark_cluster.py runs outside the project's venv."""
+Imports nothing but the standard library and kmigrate.errors (which imports nothing):
+stack/spark_cluster.py runs outside the project's venv."""
 from __future__ import annotations
 
 import socket
