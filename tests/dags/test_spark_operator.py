@@ -1,5 +1,6 @@
 """The kmigrate Spark operator's Spark Connect path, apart from a DAG run: a task killed by
-Airflow stops the job's client process (spark-submit's path is the provider's own)."""
+Airflow stops the job's client process, and a job that exits non-zero fails the task (so that
+Airflow retries it) with the job's output in the task log. spark-submit's path is the provider's own."""
 from __future__ import annotations
 
 import signal
@@ -19,3 +20,21 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
     finally:
         task._client.kill()
         task._client.wait()
+
+
+def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_in_the_log(tmp_path, capfd):
+    import pytest
+    from airflow.exceptions import AirflowException
+    from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+
+    job = tmp_path / "copy_partitions.py"  # stands in for the job's client: its arguments, a line, exit 3
+    job.write_text("import sys\nprint('copy_partitions: args', ' '.join(sys.argv[1:]), flush=True)\nsys.exit(3)\n")
+    task = KmigrateSparkSubmitOperator(task_id="copy", application=str(job), application_args=["--run-id", "r1"],
+                                       source_conn_id="kafka_source", target_conn_id="kafka_target",
+                                       spark_remote="sc://127.0.0.1:15002")
+    task.env_vars = {}
+    with pytest.raises(AirflowException, match="copy_partitions.py on the Spark Connect "
+                                                                        "server sc://127.0.0.1:15002 exited with code 3"):
+        task._run_on_connect(sys.executable)
+    out, err = capfd.readouterr()  # the task's log (Airflow's structured logging writes to the console here)
+    assert "copy_partitions: args --run-id r1 --remote sc://127.0.0.1:15002" in out + err
