@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 
 def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
     from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
@@ -23,7 +25,6 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
 
 
 def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_in_the_log(tmp_path, capfd):
-    import pytest
     from airflow.exceptions import AirflowException
     from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
 
@@ -33,8 +34,8 @@ def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_
                                        source_conn_id="kafka_source", target_conn_id="kafka_target",
                                        spark_remote="sc://127.0.0.1:15002")
     task.env_vars = {}
-    with pytest.raises(AirflowException, match="copy_partitions.py on the Spark Connect "
-                                                                        "server sc://127.0.0.1:15002 exited with code 3"):
+    with pytest.raises(AirflowException,
+                       match="copy_partitions.py on the Spark Connect server sc://127.0.0.1:15002 exited with code 3"):
         task._run_on_connect(sys.executable)
     out, err = capfd.readouterr()  # the task's log (Airflow's structured logging writes to the console here)
     assert "copy_partitions: args --run-id r1 --remote sc://127.0.0.1:15002" in out + err
