@@ -31,9 +31,13 @@ class ClusterAdmin:
         self._offsets_reader: Consumer | None = None
 
     def close(self) -> None:
+        """Close the offsets reader and let go of the admin client: AdminClient has no close(),
+        its threads end when the last reference goes, and a copy's writer, which keeps this
+        object, is only freed by the garbage collector. Not to be used after this."""
         if self._offsets_reader is not None:
             self._offsets_reader.close()
             self._offsets_reader = None
+        self._admin = None  # type: ignore[assignment]
 
     def __enter__(self) -> ClusterAdmin:
         return self

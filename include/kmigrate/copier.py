@@ -176,6 +176,7 @@ class _Writer:
         } if transactional else None
         self._target = target
         self._txn: Producer | None = None
+        self._txn_open = False  # between begin_transaction and its commit or abort
 
     @property
     def bulk(self) -> Producer:
@@ -300,10 +301,12 @@ class _Writer:
         """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
         self.flush_bulk()
         self.txn.begin_transaction()
+        self._txn_open = True
         self._produce(self.txn, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
         self.txn.flush(30)
         self.raise_if_failed()
         self.txn.commit_transaction(30)
+        self._txn_open = False
         self._after_marker()
 
     def abort_fillers(self, start: int, end: int) -> None:
@@ -311,6 +314,7 @@ class _Writer:
         assert end - start >= 2 and start == self.next_offset
         self.flush_bulk()
         self.txn.begin_transaction()
+        self._txn_open = True
         count = end - start - 1
         for i in range(count):  # sparse delivery checks, as for bulk writes (the producer is idempotent)
             self._produce(self.txn, FILLER_KEY, None, FILLER_HEADERS, 0, i % self.options.check_every == 0 or i == count - 1)
@@ -318,6 +322,7 @@ class _Writer:
         self.txn.flush(30)
         self.raise_if_failed()
         self.txn.abort_transaction(30)
+        self._txn_open = False
         self.fillers += count
         self._after_marker()
 
@@ -332,10 +337,20 @@ class _Writer:
             raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
 
     def close(self) -> None:
+        """Flush, then close each producer that holds nothing more, so that its threads and
+        connections end with the copy. Each producer's error callback refers back to this writer:
+        without close() they live until the garbage collector finds the cycle, which in a process
+        copying partition after partition may be many partitions later. A producer still holding
+        records or an open transaction (a copy that failed) is left to the collector, as close()
+        would wait for a broker that may not answer (measured: it hangs on a queued record)."""
         if self._bulk_used:
             self._bulk.flush(30)
+        if len(self._bulk) == 0:
+            self._bulk.close()
         if self._txn is not None:
             self._txn.flush(30)
+            if len(self._txn) == 0 and not self._txn_open:
+                self._txn.close()
 
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,

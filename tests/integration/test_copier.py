@@ -1,6 +1,9 @@
 """The offset-preserving copier against the real local clusters (DESIGN section 4)."""
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import random
 import signal
 import subprocess
@@ -61,6 +64,32 @@ def source_untouched(stack):
         assert all_watermarks(stack.source, topic) == before, f"source topic {topic} changed"
 
 
+def rdkafka_threads() -> set[str]:
+    """This process's librdkafka threads (named rdk:...), by thread id."""
+    threads = set()
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/comm") as comm:
+            if comm.read().startswith("rdk:"):
+                threads.add(tid)
+    return threads
+
+
+@contextlib.contextmanager
+def leaves_no_client_running():
+    """Asserts that the block, run with the garbage collector off, leaves no librdkafka client's
+    threads behind: the copier closes the clients it opened, where a reference cycle (a
+    producer's callback refers to its writer) would keep them until a full collection."""
+    gc.collect()
+    before = rdkafka_threads()
+    gc.disable()
+    try:
+        yield
+        left = rdkafka_threads() - before
+    finally:
+        gc.enable()
+    assert not left, f"{len(left)} librdkafka threads still running after the copy"
+
+
 def seed_plain(cluster, topic, partitions, per_partition, **producer_settings):
     # distinct, recent timestamps: older than the broker's 7-day retention would be deleted by it
     first_timestamp = int(time.time() * 1000) - per_partition * 10
@@ -80,7 +109,8 @@ def seed_plain(cluster, topic, partitions, per_partition, **producer_settings):
 def test_plain_topic_keeps_offsets_and_content(stack, unique_name, source_untouched):
     seed_plain(stack.source, unique_name, partitions=3, per_partition=3000)
     source_untouched(unique_name)
-    results = copy_topic(stack, unique_name)
+    with leaves_no_client_running():
+        results = copy_topic(stack, unique_name)
     for result in results:
         assert result.records == 3000 and result.fillers == 0 and result.markers == 0
         assert result.whole_batches > 0
@@ -180,7 +210,8 @@ def test_transactional_topic_keeps_offsets_and_visibility(stack, unique_name, so
     transaction(2, "i", commit=False)      # 32-33 aborted, marker 34: trailing gap of 3 -> 2 fillers + abort
     source_untouched(unique_name)
 
-    [result] = copy_topic(stack, unique_name, options=CopyOptions(raw_batches=raw_batches))
+    with leaves_no_client_running():  # both producers, the record path's consumer
+        [result] = copy_topic(stack, unique_name, options=CopyOptions(raw_batches=raw_batches))
     assert result.digests_equal
     assert (result.markers, result.fillers, result.records) == (5, 8, 22)
     assert result.whole_batches == (2 if raw_batches else 0)  # h and j
