@@ -19,7 +19,8 @@ the probability `..._interval_coverage` (at least 0.9 from 5 rounds on; under 8 
 ratios' whole range, 0.94 with 5). `spark_extra_s` is the median of each round's spark_s minus
 bare_parallel_s, with its interval: what Spark adds to a copy, which does not grow with the data (a
 cost per job and per task), so the ratio falls as partitions grow. With 10 MB partitions
-(--records 100000) the pool's whole copy takes about 4 s here, and 0.4-0.6 s of that cost is over 10%.
+(--records 100000) the pool's whole copy takes about 4 s here, and that cost (a median 0.58 s in
+runs 10-11 of the README) is over 10% of it.
 The last line is one JSON object.
 
     python bench/bench_spark.py [--topics 3] [--partitions 4] [--records 300000] [--value-bytes 100] [--rounds 5]

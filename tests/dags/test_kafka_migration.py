@@ -16,6 +16,7 @@ from kmigrate.plan import latest_copy_rows
 from kmigrate.report import summarize
 from kmigrate.tasks import KILL_HOOK_ENV
 from kmigrate.workload import seed_mixed
+from tests.integration.test_copier import seed_plain
 from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
 from tests.integration.test_spark_jobs import load_spark_cluster_module
 from tests.integration.test_stack_connect import wait_until
@@ -215,8 +216,6 @@ def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_record
 def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, tmp_path, capfd):
     """spark_remote: the copy and verify jobs run as Python clients of a Spark Connect server
     (started here on this test's own ports, stopped by pid), with no spark-submit."""
-    from tests.integration.test_copier import seed_plain
-
     module = load_spark_cluster_module()
     remote = "sc://127.0.0.1:30102"
     server = module.connect_service(tmp_path / "spark", "local[2]", 30102, 30140, Path(sys.executable))
