@@ -20,7 +20,7 @@ from tests.integration.test_copier import seed_plain
 from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
 from tests.integration.test_spark_jobs import load_spark_cluster_module
 from tests.integration.test_stack_connect import wait_until
-from tests.kafka_helpers import read_partition
+from tests.kafka_helpers import produce, read_partition
 
 
 def all_watermarks(cluster, topics: dict[str, int]) -> dict:
@@ -110,8 +110,6 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
 
 
 def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_path, monkeypatch):
-    from tests.integration.test_copier import seed_plain
-
     topic = f"dagkill{uuid.uuid4().hex[:6]}.events"
     seed_plain(stack.source, topic, partitions=2, per_partition=3000, **{"batch.num.messages": 100})
     markers = tmp_path / "killed"
@@ -188,9 +186,6 @@ def test_rollback_dag_resumes_the_source_connector_and_stops_the_target_copy(sta
 
 
 def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_records(stack, dagbag, tmp_path):
-    from tests.integration.test_copier import seed_plain
-    from tests.kafka_helpers import produce
-
     topic = f"dagdrill{uuid.uuid4().hex[:6]}.events"
     seed_plain(stack.source, topic, partitions=2, per_partition=500)
     state = tmp_path / "state"
