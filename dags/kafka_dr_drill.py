@@ -54,10 +54,11 @@ def kafka_dr_drill():
     snapshot = steps.snapshot()
     copy = spark_job("copy", "copy_partitions.py", "{{ run_id }}", "--no-verify")  # the verify job follows
     verify = spark_job("verify", "verify_partitions.py", "{{ run_id }}")
-    groups = steps.replicate_groups()
+    restore = steps.restore_topic_configs()
+    groups = steps.replicate_groups(drill=True)  # as of the snapshot: the source stays live
     measure = steps.measure_drill()
     report = steps.report()
-    preflight >> snapshot >> copy >> verify >> [groups, measure] >> report
+    preflight >> snapshot >> copy >> verify >> restore >> [groups, measure] >> report
 
 
 kafka_dr_drill()

@@ -7,7 +7,11 @@ continues exactly where it stopped (DESIGN section 3):
 
 preflight → (dry run stops here) → pre-copy while the source is live → stop connectors → quiesce →
 snapshot → final copy → verify (then one task per topic, mapped, showing each topic's outcome) →
-replicate groups → migrate connectors → resume → report.
+restore topic configs → replicate groups → migrate connectors → resume → report.
+
+Quiesce waits until the source's end offsets stand still and no selected consumer group has members;
+a group still consuming after the quiesce window fails the run there, naming it. Each connector ends
+on the target in the state it had on the source (running, paused or stopped).
 
 Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms. The
 run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
@@ -81,6 +85,7 @@ def kafka_migration():
     snapshot = steps.snapshot()
     copy = spark_job("copy", "copy_partitions.py", RUN_ID, "--no-verify")  # the verify job follows
     verify = spark_job("verify", "verify_partitions.py", RUN_ID, retries=2)
+    restore = steps.restore_topic_configs()
     topics = steps.run_topics()
     per_topic = steps.topic_result.expand(topic=topics)  # one grid cell per topic
     groups = steps.replicate_groups()
@@ -89,7 +94,7 @@ def kafka_migration():
     report = steps.report()
 
     go >> pre_copy_plan >> pre_copy >> stop
-    go >> stop >> quiesce >> snapshot >> copy >> verify >> groups >> connectors >> resume >> report
+    go >> stop >> quiesce >> snapshot >> copy >> verify >> restore >> groups >> connectors >> resume >> report
     snapshot >> topics
     verify >> per_topic
 

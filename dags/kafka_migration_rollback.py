@@ -1,18 +1,22 @@
 """
 ### Kafka migration rollback
 
-Puts connectors back where they were before a migration: stops the copies the migration created on
-the target Kafka Connect cluster, then resumes the original connectors on the source Connect
-cluster, where they continue from their own offsets (the migration never changed them). Topics,
+Puts connectors back where they were before a migration run: stops the copies the run created on the
+target Kafka Connect cluster, then brings the original connectors on the source Connect cluster back
+to the state each had before the run (running, paused or stopped, as recorded in the run's
+manifest), where they continue from their own offsets (the migration never changed them). Topics,
 consumer groups and the source cluster are not touched. Every step is idempotent.
 """
 from __future__ import annotations
 
 import datetime
+import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
 from kmigrate_airflow.hooks import DEFAULT_ARGS
+
+DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
 
 
 @dag(
@@ -29,8 +33,12 @@ from kmigrate_airflow.hooks import DEFAULT_ARGS
                                         title="Source Kafka Connect connection", description="HTTP connection"),
         "target_connect_conn_id": Param("connect_target", type="string", minLength=1,
                                         title="Target Kafka Connect connection", description="HTTP connection"),
-        "connectors": Param(type="array", items={"type": "string", "minLength": 1}, minItems=1,
-                            title="Connectors", description="Names of the migrated connectors to roll back"),
+        "run_name": Param(type="string", minLength=1, pattern="^[A-Za-z0-9][A-Za-z0-9._:+-]*$",
+                          title="Migration run", description="The run name (or Airflow run id) of the migration"),
+        "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
+                                description="Where that run's manifest is"),
+        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1},
+                            title="Connectors", description="Those of the run's connectors to roll back; empty: all"),
     },
 )
 def kafka_migration_rollback():

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
-            preflight(*clients, units)
+            preflight(*clients, units, manifest=manifest)
             say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
                      f"({time.monotonic() - session.begun:.1f}s)")
             rows, seconds, warm_up_s = run_on_spark(

@@ -4,10 +4,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, GroupError, KmigrateError, TopicNotFound
@@ -19,6 +35,13 @@ RETRIABLE = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
     KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT,
 })
+
+
+class Committed(NamedTuple):
+    """One committed position of a consumer group."""
+
+    offset: int
+    metadata: str = ""
 
 
 class ClusterAdmin:
@@ -74,6 +97,16 @@ class ClusterAdmin:
             return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
         except KafkaException as exc:
             raise self._unavailable("end offsets", exc) from exc
+
+    def stable_end(self, topic: str, partition: int) -> int:
+        """The partition's last stable offset: below it every transaction is decided, so what a
+        read_committed consumer sees there no longer changes."""
+        tp = TopicPartition(topic, partition)
+        try:
+            return self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED,
+                                            request_timeout=self.timeout_s)[tp].result(timeout=self.timeout_s).offset
+        except KafkaException as exc:
+            raise self._unavailable(f"the last stable offset of {topic}[{partition}]", exc) from exc
 
     def wait_for_end(self, topic: str, partition: int, at_least: int, timeout_s: float = 30.0) -> int:
         """Poll until the partition's high watermark is >= `at_least` (transaction markers land
@@ -167,6 +200,35 @@ class ClusterAdmin:
         self._wait_for_metadata(topic, partitions)
         return True
 
+    def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        """Set some of the topic's configs and remove the overrides of others (IncrementalAlterConfigs:
+        the topic's other configs stay as they are)."""
+        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                   for name, value in sorted(set_configs.items())]
+        entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in sorted(delete)]
+        if not entries:
+            return
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+        try:
+            self._admin.incremental_alter_configs([resource], request_timeout=self.timeout_s)[resource].result(
+                timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise KmigrateError(f"{self.cluster.name}: changing configs {', '.join(e.name for e in entries)} of topic "
+                                f"{topic!r} failed: {exc.args[0].str()}; check the principal's AlterConfigs "
+                                "permission on the topic") from exc
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow the topic to `total` partitions (CreatePartitions), and wait until each has a leader."""
+        futures = self._admin.create_partitions([NewPartitions(topic, total)], operation_timeout=self.timeout_s,
+                                                request_timeout=self.timeout_s)
+        for future in futures.values():
+            try:
+                future.result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise KmigrateError(f"{self.cluster.name}: growing topic {topic!r} to {total} partitions failed: "
+                                    f"{exc.args[0].str()}") from exc
+        self._wait_for_metadata(topic, total)
+
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """DeleteRecords(before=`before_offset`); returns the new log start offset."""
         futures = self._admin.delete_records([TopicPartition(topic, partition, before_offset)],
@@ -201,8 +263,21 @@ class ClusterAdmin:
         return {"state": described.state.name,
                 "members": [f"{m.client_id}@{m.host}" for m in described.members]}
 
+    def live_members(self, group: str) -> list[str] | None:
+        """The members of a group that is neither EMPTY nor DEAD (["joining"] while it has none
+        yet); None for an inactive group, whose offsets can be read as final and written."""
+        described = self.describe_group(group)
+        if not described["members"] and described["state"] in ("EMPTY", "DEAD"):
+            return None
+        return described["members"] or ["joining"]
+
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """The group's committed offsets, by (topic, partition); empty for an unknown group."""
+        return {key: committed.offset for key, committed in self.committed(group).items()}
+
+    def committed(self, group: str) -> dict[tuple[str, int], Committed]:
+        """Everything the group committed, by (topic, partition): offset and metadata (the leader
+        epoch is left out: it means nothing on another cluster); empty for an unknown group."""
         try:
             answer = self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)[group].result(
@@ -210,13 +285,16 @@ class ClusterAdmin:
         except KafkaException as exc:
             raise GroupError(f"{self.cluster.name}: reading the offsets of consumer group {group!r} failed: "
                              f"{exc.args[0].str()}", group=group) from exc
-        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions
+        return {(tp.topic, tp.partition): Committed(tp.offset, tp.metadata or "") for tp in answer.topic_partitions
                 if tp.error is None and tp.offset >= 0}
 
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Set the group's committed offsets (the group must have no members)."""
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())])
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int | Committed]) -> None:
+        """Set the group's committed offsets, with their metadata when given (the group must have
+        no members)."""
+        request = ConsumerGroupTopicPartitions(group, [
+            TopicPartition(topic, partition, value.offset, metadata=value.metadata)
+            if isinstance(value, Committed) else TopicPartition(topic, partition, value)
+            for (topic, partition), value in sorted(offsets.items())])
         try:
             answer = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group].result(
                 timeout=self.timeout_s)

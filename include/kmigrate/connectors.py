@@ -14,20 +14,65 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.connect import ConnectClient
-from kmigrate.errors import ConnectorNotFound, ConnectorStateError, OffsetsNotApplied
+from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, OffsetsNotApplied
 from kmigrate.groups import OffsetTranslator
 from kmigrate.manifest import Manifest
 from kmigrate.plan import new_attempt
 from kmigrate.snapshot import read_snapshot
 
 CONNECTOR_RESULTS = "connector-migration"
+CONNECTOR_STATES = "connector-states"
+STATES = ("RUNNING", "PAUSED", "STOPPED")
 
 
-def stop_connectors(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[str]:
-    """Stop each connector and wait until its tasks are gone; already stopped ones stay so."""
+def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Manifest | None = None,
+                    wait_s: float = 60.0) -> dict[str, str]:
+    """Stop each connector and wait until its tasks are gone; already stopped ones stay so. Returns
+    each one's state before the run stopped it (RUNNING, PAUSED or STOPPED), recorded once in the
+    manifest (part connector-states) when one is given: a retry of this step, which finds them
+    stopped, keeps the states the first attempt saw. The migration leaves each connector in that
+    state on the target, and a rollback puts it back in that state on the source."""
+    def read() -> dict[str, Any]:
+        return {"states": {name: connect.state(name) for name in names}}
+    states = (manifest.get_or_create(CONNECTOR_STATES, read) if manifest is not None else read())["states"]
     for name in names:
         connect.stop(name, wait_s=wait_s)
-    return list(names)
+    return dict(states)
+
+
+def states_before(manifest: Manifest) -> dict[str, str]:
+    """Each connector's state on the source before the run stopped it (see stop_connectors)."""
+    recorded = manifest.read(CONNECTOR_STATES)
+    if recorded is None:
+        raise ConfigError(f"the run manifest at {manifest.location} has no connector states: the run did not stop "
+                          "any connector (check the run name)")
+    return recorded["states"]
+
+
+def restore_states(connect: ConnectClient, states: Mapping[str, str], wait_s: float = 60.0) -> list[dict[str, Any]]:
+    """Bring each connector into the state given for it: RUNNING (resumed, all tasks running),
+    PAUSED or STOPPED. Idempotent."""
+    out = []
+    for name, state in sorted(states.items()):
+        if state == "RUNNING":
+            connect.resume(name)
+            status = connect.wait_for(
+                name, lambda st: st["connector"]["state"] == "RUNNING" and st["tasks"]
+                and all(t["state"] == "RUNNING" for t in st["tasks"]), "RUNNING with all tasks running", wait_s)
+        elif state == "PAUSED":
+            connect.pause(name)
+            status = connect.wait_for(name, lambda st: st["connector"]["state"] == "PAUSED"
+                                      and all(t["state"] == "PAUSED" for t in st["tasks"]), "PAUSED", wait_s)
+        elif state == "STOPPED":
+            connect.stop(name, wait_s=wait_s)
+            status = connect.status(name)
+        else:
+            raise ConnectorStateError(
+                f"connector {name!r} was {state} on the source before the run, which is none of {', '.join(STATES)}; "
+                f"its state on {connect.url} is left as it is (check the connector and set its state by hand)",
+                connector=name)
+        out.append({"name": name, "state": status["connector"]["state"], "wanted": state, "tasks": len(status["tasks"])})
+    return out
 
 
 def target_config(config: Mapping[str, str], *, target_bootstrap: str | None = None,
@@ -114,20 +159,16 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
             _read_back(target_connect, name, offsets)
         results.append({"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
                         "offsets": offsets, "state": state})
+    source_states = manifest.read(CONNECTOR_STATES) or {"states": {}}
+    for result in results:
+        result["source_state"] = source_states["states"].get(result["name"])
     manifest.write_once(f"{CONNECTOR_RESULTS}/{new_attempt()}", {"connectors": results})
     return results
 
 
 def resume_connectors(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[dict[str, Any]]:
     """Resume each connector and wait until it and all its tasks run."""
-    out = []
-    for name in names:
-        connect.resume(name)
-        status = connect.wait_for(
-            name, lambda st: st["connector"]["state"] == "RUNNING" and st["tasks"]
-            and all(t["state"] == "RUNNING" for t in st["tasks"]), "RUNNING with all tasks running", wait_s)
-        out.append({"name": name, "state": status["connector"]["state"], "tasks": len(status["tasks"])})
-    return out
+    return restore_states(connect, dict.fromkeys(names, "RUNNING"), wait_s)
 
 
 def stop_target_copies(target_connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> list[str]:
@@ -142,8 +183,9 @@ def stop_target_copies(target_connect: ConnectClient, names: Sequence[str], wait
     return stopped
 
 
-def rollback_connectors(source_connect: ConnectClient, target_connect: ConnectClient, names: Sequence[str],
+def rollback_connectors(source_connect: ConnectClient, target_connect: ConnectClient, states: Mapping[str, str],
                         wait_s: float = 60.0) -> list[dict[str, Any]]:
-    """Stop the target copies (where they exist), then resume the connectors on the source."""
-    stop_target_copies(target_connect, names, wait_s)
-    return resume_connectors(source_connect, names, wait_s)
+    """Stop the target copies (where they exist), then put the connectors on the source back in
+    the states they had before the run (`states_before`)."""
+    stop_target_copies(target_connect, list(states), wait_s)
+    return restore_states(source_connect, states, wait_s)

@@ -299,10 +299,19 @@ class _Writer:
 
     def commit_with_marker(self, msg: Any) -> None:
         """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
+        self._commit_one(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+
+    def commit_filler(self) -> None:
+        """One filler in a committed transaction: the filler and its commit marker take two offsets
+        (alignment below a log start that sits on a transaction marker)."""
+        self._commit_one(FILLER_KEY, None, FILLER_HEADERS, 0)
+        self.fillers += 1
+
+    def _commit_one(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
         self.flush_bulk()
         self.txn.begin_transaction()
         self._txn_open = True
-        self._produce(self.txn, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
+        self._produce(self.txn, key, value, headers, timestamp, True)
         self.txn.flush(30)
         self.raise_if_failed()
         self.txn.commit_transaction(30)
@@ -374,13 +383,14 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             return _copy_translate(source, target, unit, options, source_low, target_admin, resume_map)
         writer = _Writer(target, topic, partition, target_admin, options, transactional=True)
         try:
-            return _copy_preserve(source, target, unit, options, source_low, target_admin, writer)
+            return _copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer)
         finally:
             writer.close()
 
 
 def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
-                   source_low: int, target_admin: ClusterAdmin, writer: _Writer) -> PartitionResult:
+                   source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
+                   writer: _Writer) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     target_low, target_high = target_admin.watermarks(topic, partition)
     if target_high > target_low:
@@ -389,42 +399,55 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         writer.txn  # noqa: B018 - created for its init_transactions side effect
         target_low, target_high = target_admin.watermarks(topic, partition)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
+    if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \
+            invisible_run_at(source, source_admin, topic, partition, end) >= 1:
+        end = target_high  # an earlier round wrote the commit marker that follows `end` on the source too
     if target_high > end:
         raise ForeignTarget(
             f"{topic}[{partition}]: the target already holds offsets up to {target_high}, beyond the snapshot end "
-            f"{end}; it was written by something else. Delete the target topic or pick another target",
+            f"{end}: producers already write to the target topic (it may be in use after a cutover), or another copy "
+            "wrote it. Nothing was written. Leave this topic out of the run, or migrate it to a target where it does "
+            "not exist yet",
             topic=topic, partition=partition)
 
     started = time.monotonic()
     if target_high <= source_low:
-        _align(source_low, target_low, target_high, topic, partition, target, target_admin, writer)
-        target_high = source_low
+        lone_marker = source_low > 0 and invisible_run_at(source, source_admin, topic, partition, source_low) == 1
+        target_high = _align(source_low, target_low, target_high, topic, partition, target, target_admin, writer,
+                             lone_marker)
     elif target_low > source_low:
         raise ForeignTarget(
-            f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; "
-            "records the source still has cannot be written there. Delete the target topic and re-run",
-            topic=topic, partition=partition)
+            f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; records "
+            "the source still has cannot be written below it. The target topic holds data of another copy or "
+            "another producer: migrate this topic to a target where it does not exist yet", topic=topic,
+            partition=partition)
     else:
-        _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high, options)
+        compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
+                                       options)
+        if target_low < source_low:
+            _trim_below(source_low, target_low, compared, topic, partition, target, target_admin)
     result.align_seconds = time.monotonic() - started
     writer.next_offset = target_high
 
     started = time.monotonic()
-    copy = _PreserveCopy(source, writer, result, options)
+    copy = _PreserveCopy(source, source_admin, writer, result, options)
     try:
-        if options.raw_batches and wire.plaintext(source) and wire.plaintext(target):
-            copy.by_batches(source, target, target_high, end)
-        else:
-            copy.by_records(target_high, end)
+        if target_high < end:
+            if options.raw_batches and wire.plaintext(source) and wire.plaintext(target):
+                copy.by_batches(source, target, target_high, end)
+            else:
+                copy.by_records(target_high, end)
+            copy.finish(end)
     finally:
         copy.close()
-    copy.finish(end)
     writer.flush_bulk()
     result.copy_seconds = time.monotonic() - started
 
+    # The target may end one offset past `end`: a commit marker after the last record, where the
+    # source has one too (`finish`), or after the alignment filler below a log start on a marker.
     _, result.target_end = target_admin.watermarks(topic, partition)
-    if result.target_end != end:
-        raise OffsetMismatch(topic, partition, end, result.target_end)
+    if result.target_end != max(writer.next_offset, end):
+        raise OffsetMismatch(topic, partition, max(writer.next_offset, end), result.target_end)
     result.fillers, result.markers = writer.fillers, writer.markers
     if result.records:
         result.offset_map = [OffsetRun(result.first_offset, result.first_offset,
@@ -434,14 +457,38 @@ def _copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     return result
 
 
+def invisible_run_at(source: ClusterConfig, source_admin: ClusterAdmin, topic: str, partition: int,
+                     offset: int) -> int:
+    """How many offsets from `offset` on are invisible to a read_committed consumer of the source
+    (transaction markers, aborted records), as far as it is decided now; 0 when `offset` holds a
+    visible record, lies at or beyond the source's end, or starts a transaction still open.
+
+    Only a run of exactly 1 needs care (DESIGN 4.4: a commit marker after the record before it),
+    and this answer is final for it: a marker at `offset` belongs to a transaction with records
+    below `offset`, so it was written before any record at or above them became readable; and a
+    transaction that begins later at `offset + 1` adds at least 2 invisible offsets or none."""
+    stable = source_admin.stable_end(topic, partition)
+    if stable <= offset:
+        return 0
+    consumer = reader(source)
+    try:
+        for chunk in iter_range(consumer, topic, partition, offset, stable):
+            return chunk[0].offset() - offset
+    finally:
+        consumer.close()
+    return stable - offset
+
+
 class _PreserveCopy:
     """The copy loop of preserve mode. Plain record batches are copied whole, byte for byte
     (`by_batches`); everything else goes record by record through librdkafka (`by_records`).
     Both keep one visible record of look-ahead (`held`): a gap of exactly 1 after it means it
     must be written inside a transaction whose commit marker takes the gap's offset."""
 
-    def __init__(self, source: ClusterConfig, writer: _Writer, result: PartitionResult, options: CopyOptions) -> None:
+    def __init__(self, source: ClusterConfig, source_admin: ClusterAdmin, writer: _Writer, result: PartitionResult,
+                 options: CopyOptions) -> None:
         self.source = source
+        self.source_admin = source_admin
         self.writer = writer
         self.result = result
         self.options = options
@@ -498,7 +545,7 @@ class _PreserveCopy:
         with wire.BrokerConnection(*wire.leader(source, topic, partition)) as fetcher, \
                 wire.BrokerConnection(*wire.leader(target, topic, partition)) as sender:
             while position < end:
-                error, _high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
+                error, source_high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
                 if error:
                     raise CopyError(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
                                     f"{wire.error_name(error)}", topic=topic, partition=partition)
@@ -513,13 +560,14 @@ class _PreserveCopy:
                     self.by_records(position, end)
                     return
                 whole = 0
-                while whole < len(batches) and _copy_whole(batches, whole, position, end):
+                while whole < len(batches) and _copy_whole(batches, whole, position, end, source_high):
                     whole += 1
                 if whole:
                     self._send_batches(sender, batches[:whole])
                     position = batches[whole - 1].last_offset + 1
                 else:
-                    stop = next((b.base_offset for i, b in enumerate(batches) if i and _copy_whole(batches, i, position, end)),
+                    stop = next((b.base_offset for i, b in enumerate(batches)
+                                 if i and _copy_whole(batches, i, position, end, source_high)),
                                 batches[-1].last_offset + 1)
                     stop = min(stop, end)
                     self.by_records(position, stop)
@@ -538,9 +586,16 @@ class _PreserveCopy:
                        sum(len(b.data) for b in batches))
 
     def finish(self, end: int) -> None:
+        """Write the held record and the gap after it up to `end`. When the held record is the
+        last offset before `end`, what follows it on the source decides how: a lone transaction
+        marker at `end` must be a commit marker after it (written now, so the target ends at
+        `end + 1`); the next round could not put one there."""
         writer, held = self.writer, self.held
         if held is not None:
             tail = end - (held.offset() + 1)
+            if tail == 0:
+                topic, partition = self.result.topic, self.result.partition
+                tail = 1 if invisible_run_at(self.source, self.source_admin, topic, partition, end) == 1 else 0
             if tail == 1:
                 writer.commit_with_marker(held)
             else:
@@ -552,17 +607,17 @@ class _PreserveCopy:
             _render_leading_gap(writer, end, self.result.topic, self.result.partition)
 
 
-def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int) -> bool:
+def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int, source_high: int) -> bool:
     """Whether batches[index] can be copied byte for byte: a plain batch (not transactional, not
     a marker, no record removed by compaction, no delete horizon, CreateTime) entirely inside [position, end), whose
-    next offset is known to hold a visible record or is the end. (A gap of exactly 1 after it
-    would need its last record inside a transaction.)"""
+    next offset is known to hold a visible record or is the source's end. (A gap of exactly 1
+    after it would need its last record inside a transaction.)"""
     batch = batches[index]
     if (batch.base_offset < position or batch.last_offset >= end or batch.transactional or batch.control
             or not batch.dense or batch.log_append_time or batch.delete_horizon):
         return False
     if batch.last_offset + 1 == end:
-        return True
+        return source_high <= end  # else what follows `end` decides (the record path's `finish`)
     if index + 1 == len(batches):
         return False
     following = batches[index + 1]
@@ -591,26 +646,33 @@ def _render_leading_gap(writer: _Writer, until: int, topic: str, partition: int)
     """A gap that starts where this run starts, with no record of this run before it."""
     gap = until - writer.next_offset
     if gap == 1:
+        # This copier never leaves a target there (`finish` and `_align` look ahead): the record
+        # before it came from another writer, or from a copy made without that look-ahead.
         raise TargetDiverged(
-            f"{topic}[{partition}]: offset {writer.next_offset} is a single invisible offset (a transaction "
-            "marker) directly after a record already on the target; it can only be reproduced together with "
-            "that record. Delete the target topic and re-run the copy of this topic",
-            topic=topic, partition=partition)
+            f"{topic}[{partition}]: source offset {writer.next_offset} is a lone transaction marker right after the "
+            f"target's last record (offset {writer.next_offset - 1}), which was written outside a transaction; Kafka "
+            "can put a marker there only in the transaction of that record, so the offsets cannot be preserved from "
+            "here. Nothing was written. Copy this topic in translate mode (translate_topics), or to a target topic "
+            "that does not exist yet", topic=topic, partition=partition)
     writer.abort_fillers(writer.next_offset, until)
 
 
 def _align(source_low: int, target_low: int, target_high: int, topic: str, partition: int,
-           target: ClusterConfig, target_admin: ClusterAdmin, writer: _Writer) -> None:
-    """Make the target's log start and end both equal the source's log start (DESIGN 4.2)."""
+           target: ClusterConfig, target_admin: ClusterAdmin, writer: _Writer, lone_marker: bool) -> int:
+    """Make the target's log start and end both equal the source's log start (DESIGN 4.2); returns
+    the target's end. `lone_marker`: the source's log start is a lone transaction marker, so the
+    last filler goes in a committed transaction whose marker takes that offset, and the target
+    ends one past the log start, like the source's invisible offset."""
     if target_high > target_low:
         last = read_range(target, topic, partition, target_high - 1, target_high)
         if not last or not is_filler(last[-1]):
             raise ForeignTarget(
                 f"{topic}[{partition}]: the target holds records below the source's log start {source_low} that "
-                "this migration did not write; delete the target topic or pick another target",
-                topic=topic, partition=partition)
-    if target_high < source_low:
-        count = source_low - target_high
+                "this migration did not write (another copy or another producer); nothing was written. Migrate this "
+                "topic to a target where it does not exist yet", topic=topic, partition=partition)
+    plain_until = source_low - 1 if lone_marker else source_low
+    if target_high < plain_until:
+        count = plain_until - target_high
         if writer.options.fast_alignment and wire.plaintext(target):
             configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
@@ -621,17 +683,47 @@ def _align(source_low: int, target_low: int, target_high: int, topic: str, parti
             writer.next_offset = target_high
             writer.write_fillers(count)
             writer.flush_bulk()
+        target_high = plain_until
+    if lone_marker:
+        writer.next_offset = target_high
+        if target_high == source_low - 1:
+            writer.commit_filler()
+        elif target_high != source_low + 1:  # else an earlier attempt wrote them
+            raise TargetDiverged(
+                f"{topic}[{partition}]: the source's log start {source_low} is a lone transaction marker, but the "
+                f"target already ends at {target_high} with fillers written outside a transaction (by another copy), "
+                "so the marker cannot be put there. Nothing more was written. Migrate this topic to a target where "
+                "it does not exist yet", topic=topic, partition=partition)
     if source_low > target_low:
         target_admin.delete_records(topic, partition, source_low)
+    expected = (source_low, source_low + 1 if lone_marker else source_low)
     low, high = target_admin.watermarks(topic, partition)
-    if (low, high) != (source_low, source_low):
+    if (low, high) != expected:
         raise CopyError(f"{topic}[{partition}]: after alignment the target spans [{low}, {high}), expected "
-                        f"[{source_low}, {source_low})", topic=topic, partition=partition)
+                        f"[{expected[0]}, {expected[1]})", topic=topic, partition=partition)
+    return high
+
+
+def _trim_below(source_low: int, target_low: int, compared: int, topic: str, partition: int,
+                target: ClusterConfig, target_admin: ClusterAdmin) -> None:
+    """A resumed target whose log start is below the source's: the source's retention (or this
+    copier's alignment, interrupted before DeleteRecords) left offsets there that the source no
+    longer has. They are deleted when the target is known to be this copy: its records at the
+    resume point matched the source's, or the offset below the log start is this copier's filler."""
+    if not compared:
+        below = read_range(target, topic, partition, max(target_low, source_low - 1), source_low)
+        if not below or not is_filler(below[-1]):
+            raise ForeignTarget(
+                f"{topic}[{partition}]: the target holds offsets below the source's log start {source_low} that "
+                "cannot be told apart from another writer's; nothing was written. Migrate this topic to a target "
+                "where it does not exist yet", topic=topic, partition=partition)
+    target_admin.delete_records(topic, partition, source_low)
 
 
 def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
-                        low: int, target_high: int, options: CopyOptions) -> None:
-    """The target's last records must be the source's records at the same offsets (DESIGN 4.3)."""
+                        low: int, target_high: int, options: CopyOptions) -> int:
+    """The target's last records must be the source's records at the same offsets (DESIGN 4.3);
+    returns how many were compared (0: no visible record in [low, target_high))."""
     window = options.resume_window
     while True:
         start = max(low, target_high - window)
@@ -644,11 +736,12 @@ def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str
                   if first < len(on_source) else target_high)
             raise TargetDiverged(
                 f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
-                f"(first difference at offset {at}); the target was written by something else, or a copy was "
-                "killed inside a transaction. Delete the target topic and re-run the copy of this topic",
+                f"(first difference at offset {at}), so it is not a copy of this partition: another producer wrote "
+                "to it, or it holds another source's data. Nothing was written. Stop whatever writes to the target "
+                "topic; if it is not in use, migrate this topic to a target where it does not exist yet",
                 topic=topic, partition=partition)
         if on_target or start == low:
-            return
+            return len(on_target)
         window *= 8
 
 
@@ -661,8 +754,9 @@ def _fingerprint(msg: Any) -> tuple[int, str]:
 def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionResult, start: int) -> None:
     """Digest both sides over [start, end) and store them in `result`."""
     started = time.monotonic()
-    result.source_digest = partition_digest(source, result.topic, result.partition, start, result.end_offset).hexdigest()
-    result.target_digest = partition_digest(target, result.topic, result.partition, start, result.end_offset).hexdigest()
+    end = max(result.end_offset, result.target_end)
+    result.source_digest = partition_digest(source, result.topic, result.partition, start, end).hexdigest()
+    result.target_digest = partition_digest(target, result.topic, result.partition, start, end).hexdigest()
     result.digests_equal = result.source_digest == result.target_digest
     result.verify_seconds = time.monotonic() - started
 
@@ -680,8 +774,9 @@ def _copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit
         if target_high != mapped_end:
             raise TargetDiverged(
                 f"{topic}[{partition}]: the target ends at {target_high}, but the offset map of the earlier runs "
-                f"ends at {mapped_end}; something else wrote to the target, or an earlier copy stopped before "
-                "recording its map. Delete the target topic and copy this topic again",
+                f"ends at {mapped_end}: another producer wrote to the target topic, or an earlier copy stopped "
+                "before recording its map. Nothing was written. Stop other producers to the target topic and re-run; "
+                "if the topic is in use on the target, leave it out of the run",
                 topic=topic, partition=partition)
         start = max(source_low, runs[-1].source_start + runs[-1].length)
     writer = _Writer(target, topic, partition, target_admin, options, transactional=False)

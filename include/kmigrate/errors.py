@@ -96,7 +96,8 @@ class GroupError(KmigrateError):
 
 
 class GroupActive(GroupError):
-    """The group has members on the target cluster: its offsets cannot (and must not) be changed."""
+    """The group has members: on the target its offsets cannot (and must not) be changed; on the source
+    (a migration) its offsets are not final."""
 
 
 class OffsetsNotApplied(KmigrateError):

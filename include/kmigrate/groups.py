@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kmigrate.admin import ClusterAdmin
+from kmigrate.admin import ClusterAdmin, Committed
 from kmigrate.config import ClusterConfig
 from kmigrate.copier import PRESERVE, translate_offset
 from kmigrate.errors import ConfigError, GroupActive, GroupError, OffsetsNotApplied
 from kmigrate.manifest import Manifest
 from kmigrate.plan import latest_copy_rows, new_attempt, offset_map_of, read_plan
-from kmigrate.snapshot import read_snapshot
+from kmigrate.snapshot import group_offsets, read_snapshot
 
 GROUP_RESULTS = "group-replication"
-INACTIVE_STATES = frozenset({"EMPTY", "DEAD"})
 
 
 class OffsetTranslator:
@@ -48,22 +47,58 @@ class OffsetTranslator:
         return translate_offset(offset_map_of(row), offset, row["target_end"])
 
 
-def replicate_groups(manifest: Manifest, target: ClusterConfig) -> list[dict[str, Any]]:
-    """Write every snapshot group's translated offsets on `target`, verify them, record the result
-    in the manifest (part group-replication/<attempt>) and return it."""
+def check_groups_unchanged(manifest: Manifest, source: ClusterConfig) -> None:
+    """A migration's groups on the source, now: each snapshot group has no members and the same
+    offsets and metadata as at the snapshot. GroupActive naming the group otherwise: a consumer came
+    back on the source, and what the target has would not be where it stopped."""
+    snapshot = read_snapshot(manifest)
+    with ClusterAdmin(source) as admin:
+        for group, entry in sorted(snapshot["groups"].items()):
+            members = admin.live_members(group)
+            if members:
+                raise GroupActive(
+                    f"consumer group {group!r} has members on the source cluster again ({', '.join(members)}); its "
+                    "consumers must stay stopped until the migration has resumed on the target. Stop them, then "
+                    "re-run this step", group=group)
+            now = group_offsets(admin, group, {o["topic"] for o in entry["offsets"]})
+            if _positions(now) != _positions(entry["offsets"]):
+                raise GroupActive(
+                    f"consumer group {group!r} committed on the source after the snapshot ({_moved(entry['offsets'], now)}); "
+                    "a consumer of it is still running somewhere. Stop it, then run the migration again under a new "
+                    "run name (this run's snapshot is behind the group)", group=group)
+
+
+def _positions(offsets: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[int, str]]:
+    return {(o["topic"], o["partition"]): (o["offset"], o.get("metadata", "")) for o in offsets}
+
+
+def _moved(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    old, new = _positions(before), _positions(after)
+    return ", ".join(f"{t}[{p}] {old.get((t, p), (None,))[0]} -> {new.get((t, p), (None,))[0]}"
+                     for (t, p) in sorted(set(old) | set(new)) if old.get((t, p)) != new.get((t, p)))
+
+
+def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterConfig | None = None
+                     ) -> list[dict[str, Any]]:
+    """Write every snapshot group's translated offsets, with their metadata, on `target`, read them
+    back, record the result in the manifest (part group-replication/<attempt>) and return it.
+    With `source` (a migration), each group is first checked to be still stopped there with the
+    offsets of the snapshot (`check_groups_unchanged`); without it (a DR drill), the groups are
+    copied as of the snapshot, whatever they did since."""
+    if source is not None:
+        check_groups_unchanged(manifest, source)
     snapshot = read_snapshot(manifest)
     translator = OffsetTranslator.for_run(manifest)
-    wanted: dict[str, dict[tuple[str, int], int]] = {}
+    wanted: dict[str, dict[tuple[str, int], Committed]] = {}
     with ClusterAdmin(target) as admin:
         partitions: dict[str, int | None] = {}
         for group, entry in sorted(snapshot["groups"].items()):
-            described = admin.describe_group(group)
-            if described["members"] or described["state"] not in INACTIVE_STATES:
+            members = admin.live_members(group)
+            if members:
                 raise GroupActive(
-                    f"consumer group {group!r} is {described['state']} on the target cluster "
-                    f"({target.bootstrap_servers}) with members {', '.join(described['members']) or 'joining'}; its "
-                    "offsets cannot be set under running consumers. Stop those consumers, then re-run this step "
-                    "(no group was changed)", group=group)
+                    f"consumer group {group!r} has members on the target cluster ({target.bootstrap_servers}): "
+                    f"{', '.join(members)}; its offsets cannot be set under running consumers. Stop those consumers, "
+                    "then re-run this step (no group was changed)", group=group)
             offsets = {}
             for committed in entry["offsets"]:
                 topic, partition = committed["topic"], committed["partition"]
@@ -74,25 +109,31 @@ def replicate_groups(manifest: Manifest, target: ClusterConfig) -> list[dict[str
                         f"consumer group {group!r} has a committed offset for {topic}[{partition}], which the target "
                         f"cluster ({target.bootstrap_servers}) does not have; copy the topic first (no group was "
                         "changed)", group=group)
-                offsets[(topic, partition)] = translator.target_offset(topic, partition, committed["offset"])
+                offsets[(topic, partition)] = Committed(translator.target_offset(topic, partition, committed["offset"]),
+                                                        committed.get("metadata", ""))
             wanted[group] = offsets
 
         results = []
         for group, offsets in wanted.items():
-            before = admin.committed_offsets(group)
-            changed = {key: offset for key, offset in offsets.items() if before.get(key) != offset}
+            before = admin.committed(group)
+            changed = {key: value for key, value in offsets.items() if before.get(key) != value}
             if changed:
                 admin.alter_group_offsets(group, offsets)
-            after = admin.committed_offsets(group)
-            wrong = {key: (after.get(key), offset) for key, offset in offsets.items() if after.get(key) != offset}
+            after = admin.committed(group)
+            wrong = {key: (after.get(key), value) for key, value in offsets.items() if after.get(key) != value}
             if wrong:
-                detail = ", ".join(f"{t}[{p}] has {have}, expected {want}" for (t, p), (have, want) in sorted(wrong.items()))
+                detail = ", ".join(f"{t}[{p}] has {tuple(have) if have else None}, expected {tuple(want)}"
+                                   for (t, p), (have, want) in sorted(wrong.items()))
                 raise OffsetsNotApplied(f"consumer group {group!r} on the target: {detail}; re-run this step")
-            source = {(o["topic"], o["partition"]): o["offset"] for o in snapshot["groups"][group]["offsets"]}
+            source_offsets = {(o["topic"], o["partition"]): o for o in snapshot["groups"][group]["offsets"]}
             results.append({
                 "group": group, "written": len(changed),
-                "offsets": [{"topic": t, "partition": p, "source_offset": source[(t, p)], "target_offset": o}
-                            for (t, p), o in sorted(offsets.items())],
+                "state_at_snapshot": snapshot["groups"][group].get("state"),
+                "members_at_snapshot": snapshot["groups"][group].get("members", []),
+                "offsets": [{"topic": t, "partition": p, "source_offset": source_offsets[(t, p)]["offset"],
+                             "target_offset": value.offset, "metadata": value.metadata,
+                             "metadata_equal": after[(t, p)].metadata == source_offsets[(t, p)].get("metadata", "")}
+                            for (t, p), value in sorted(offsets.items())],
             })
-    manifest.write_once(f"{GROUP_RESULTS}/{new_attempt()}", {"groups": results})
+    manifest.write_once(f"{GROUP_RESULTS}/{new_attempt()}", {"groups": results, "as_of_snapshot": source is None})
     return results

@@ -11,10 +11,11 @@ from typing import Any
 from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
 from kmigrate.connect import ConnectClient
-from kmigrate.errors import ConfigError
+from kmigrate.errors import ConfigError, GroupActive
 from kmigrate.manifest import Manifest
-from kmigrate.plan import plan_from_topics, topic_partitions
-from kmigrate.snapshot import SNAPSHOT_PART, compile_pattern, select
+from kmigrate.plan import created_topics, new_attempt, plan_from_topics, reconcile_topics, topic_partitions
+from kmigrate.snapshot import SNAPSHOT_PART, compile_pattern, read_snapshot, select, selected_groups
+from kmigrate.topics import reconcile_target_topic, restore_target_topic
 
 PRE_COPY_PLAN = "pre-copy-plan"
 
@@ -107,24 +108,83 @@ def write_pre_copy_plan(manifest: Manifest, source: ClusterConfig, topics: Seque
     return manifest.get_or_create(PRE_COPY_PLAN, compute)
 
 
-def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float) -> bool:
-    """One poke of the quiesce sensor: record the source's end offsets (part quiesce/<n>); True
-    when they equal the first sample of an unbroken run of equal samples at least `stable_for_s`
-    old. The samples live in the manifest, so the sensor holds no worker between pokes."""
+def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
+                   groups: str = "") -> bool:
+    """One poke of the quiesce sensor: record the source's end offsets and the selected groups that
+    have members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
+    equal samples at least `stable_for_s` old and no selected group has members. A group that has
+    had members for `stable_for_s` once the ends are still is refused (GroupActive, naming it and its
+    members): its consumer is running, and its offsets would be copied from under it. The samples
+    live in the manifest, so the sensor holds no worker between pokes."""
     if manifest.exists(SNAPSHOT_PART):
         return True  # the snapshot is taken: quiescing is behind this run
     with ClusterAdmin(source) as admin:
         ends = {f"{t}:{p['partition']}": p["end"] for t in topics for p in topic_partitions(admin, t)}
+        live = {group: members for group in selected_groups(admin, groups, set(topics))
+                if (members := admin.live_members(group))}
     samples = sorted((p for p in manifest.parts() if p.startswith("quiesce/")), key=lambda p: int(p.split("/")[1]))
     now = time.time()
-    manifest.write_once(f"quiesce/{len(samples)}", {"at": now, "ends": ends})
+    manifest.write_once(f"quiesce/{len(samples)}", {"at": now, "ends": ends, "live_groups": live})
     stable_since = now
-    for part in reversed(samples):
-        sample = manifest.read(part)
+    live_since = dict.fromkeys(live, now)
+    previous = [manifest.read(part) for part in reversed(samples)]
+    for sample in previous:
         if sample["ends"] != ends:
             break
         stable_since = sample["at"]
-    return now - stable_since >= stable_for_s
+    for group in live:
+        for sample in previous:
+            if group not in sample.get("live_groups", {}):
+                break
+            live_since[group] = sample["at"]
+    if now - stable_since < stable_for_s:
+        return False
+    refused = sorted(g for g, since in live_since.items() if now - since >= stable_for_s)
+    if refused:
+        detail = "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in refused)
+        raise GroupActive(
+            f"consumer group{'s' if len(refused) > 1 else ''} {detail} still consume{'' if len(refused) > 1 else 's'} "
+            f"on the source cluster ({source.bootstrap_servers}) after {stable_for_s:.0f}s of quiesce; their offsets "
+            "would be copied from under a running consumer. Nothing was copied for them. Stop those consumers, then "
+            "clear this task to quiesce again (or run the rollback DAG to resume the source connectors)",
+            group=refused[0])
+    return not live
+
+
+TOPIC_CONFIGS = "topic-configs"
+
+
+def check_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str]) -> None:
+    """Before the connectors stop: a target topic this run did not create must still agree with its
+    source topic (partitions, configs), since the run will not change it; TopicMismatch otherwise,
+    while the source is still live and nothing is stopped. Topics the run created are brought in
+    line at the snapshot (`reconcile_target_topics`)."""
+    mine = created_topics(manifest)
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        for topic in topics:
+            if topic not in mine:
+                reconcile_target_topic(source_admin, target_admin, topic, created_by_run=False)
+
+
+def reconcile_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+    """At the snapshot, before the copy: what the source changed since the pre-copy (partitions
+    added, configs altered) on the snapshot's topics, applied to the target topics this run
+    created and refused for the others (`plan.reconcile_topics`)."""
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        return reconcile_topics(manifest, source_admin, target_admin, sorted(read_snapshot(manifest)["topics"]))
+
+
+def restore_topic_configs(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+    """After the verification, before anything else writes to the target topics: the configs the
+    copy set (COPY_SETTINGS) back to the source's values on every snapshot topic. Idempotent (a
+    setting already right is not touched); each attempt is recorded (part topic-configs/<attempt>)."""
+    restored = {}
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        for topic in sorted(read_snapshot(manifest)["topics"]):
+            restored[topic] = restore_target_topic(source_admin, target_admin, topic)
+    result = {"topics": restored}
+    manifest.write_once(f"{TOPIC_CONFIGS}/{new_attempt()}", result)
+    return result
 
 
 def mark(manifest: Manifest, event: str) -> dict[str, Any]:

@@ -16,11 +16,13 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copier import PRESERVE, TRANSLATE, OffsetRun, WorkUnit
 from kmigrate.errors import ConfigError, KmigrateError, TopicMismatch, TopicNotFound
 from kmigrate.manifest import Manifest
-from kmigrate.topics import prepare_target_topic
+from kmigrate.topics import prepare_target_topic, reconcile_target_topic
 
 PLAN_PART = "plan"
 COPY_RESULTS = "copy-results"
 VERIFICATION = "verification"
+CREATED_TOPICS = "created-topics"
+TOPIC_CHANGES = "topic-changes"
 
 
 def topic_partitions(admin: ClusterAdmin, topic: str) -> list[dict[str, int]]:
@@ -91,13 +93,15 @@ def translate_maps(manifest: Manifest) -> dict[tuple[str, int], list[OffsetRun]]
 
 
 def preflight(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit], *,
-              timeout_s: float = 10.0) -> None:
+              manifest: Manifest | None = None, timeout_s: float = 10.0) -> None:
     """Before any task starts: both clusters answer, every topic of the plan exists on the source
     with the planned partitions, and each target topic exists like the source's (created when
-    absent; refused when it conflicts). Fails fast with one clear error."""
+    absent, recorded in the run's manifest as created by it; refused when it conflicts; set for
+    the copy where the copy will write). Fails fast with one clear error."""
     needed: dict[str, int] = {}
     for unit in units:
         needed[unit.topic] = max(needed.get(unit.topic, 0), unit.partition + 1)
+    created = []
     with ClusterAdmin(source, timeout_s) as source_admin, ClusterAdmin(target, timeout_s) as target_admin:
         source_admin.check_reachable(timeout_s)
         target_admin.check_reachable(timeout_s)
@@ -112,7 +116,58 @@ def preflight(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit
                 raise TopicMismatch(
                     f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
                     "from another cluster or the topic was re-created: start a new run id")
-            prepare_target_topic(source_admin, target_admin, topic)
+            if manifest is not None:
+                reconcile_topics(manifest, source_admin, target_admin, [topic])
+            plan = prepare_target_topic(source_admin, target_admin, topic,
+                                        writes=_writes_to(target_admin, topic, [u for u in units if u.topic == topic]))
+            if plan.created:
+                created.append(topic)
+    if created and manifest is not None:
+        manifest.write_once(f"{CREATED_TOPICS}/{new_attempt()}", {"topics": created})
+
+
+def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:
+    """Whether copying `units` writes to the target topic: it is absent or short of a unit's end."""
+    count = target_admin.partition_count(topic)
+    if count is None or any(u.partition >= count for u in units):
+        return True
+    ends = target_admin.end_offsets((u.topic, u.partition) for u in units)
+    return any(ends[(u.topic, u.partition)] < u.end_offset for u in units)
+
+
+def created_topics(manifest: Manifest) -> set[str]:
+    """The target topics this run created (recorded by the copy jobs' preflight)."""
+    return {topic for part in manifest.parts() if part.startswith(f"{CREATED_TOPICS}/")
+            for topic in manifest.read(part)["topics"]}
+
+
+def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
+                     topics: Iterable[str]) -> dict[str, Any]:
+    """What each of `topics` gained on the source since its target topic was made (partitions,
+    configs) is applied to the target topics this run created, and refused with TopicMismatch for
+    the others (nothing changed then). What was applied is recorded (part topic-changes/<attempt>)
+    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}."""
+    mine = created_topics(manifest)
+    changes = {}
+    for topic in topics:
+        changed = reconcile_target_topic(source_admin, target_admin, topic, created_by_run=topic in mine)
+        if changed["partitions"] or changed["configs"]:
+            changes[topic] = changed
+    if changes:
+        manifest.write_once(f"{TOPIC_CHANGES}/{new_attempt()}", {"topics": changes})
+    return changes
+
+
+def topic_changes(manifest: Manifest) -> dict[str, Any]:
+    """Every change `reconcile_topics` applied in this run, by topic, in order."""
+    out: dict[str, Any] = {}
+    for part in sorted(p for p in manifest.parts() if p.startswith(f"{TOPIC_CHANGES}/")):
+        for topic, change in manifest.read(part)["topics"].items():
+            entry = out.setdefault(topic, {"partitions": None, "configs": {}})
+            if change["partitions"]:
+                entry["partitions"] = [(entry["partitions"] or change["partitions"])[0], change["partitions"][1]]
+            entry["configs"].update(change["configs"])
+    return out
 
 
 def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:

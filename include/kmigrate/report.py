@@ -7,6 +7,7 @@ from typing import Any
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
 from kmigrate.pipeline import downtime_s
+from kmigrate.plan import topic_changes
 
 
 def _latest(manifest: Manifest, kind: str) -> dict[str, Any] | None:
@@ -32,7 +33,8 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
                     entry["seconds"] += row["copy_seconds"] + row["align_seconds"]
     verification = _latest(manifest, "verification") or {"rows": []}
     verified = {(r["topic"], r["partition"]): r for r in verification["rows"]}
-    groups = (_latest(manifest, "group-replication") or {"groups": []})["groups"]
+    replication = _latest(manifest, "group-replication") or {"groups": []}
+    groups = replication["groups"]
     connectors = (_latest(manifest, "connector-migration") or {"connectors": []})["connectors"]
     resumed = manifest.read("resumed-connectors") or {"connectors": []}
     partitions = sum(len(t["partitions"]) for t in snapshot["topics"].values())
@@ -44,12 +46,19 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "bytes": sum(c["bytes"] for c in copied.values()),
         "fillers": sum(c["fillers"] for c in copied.values()),
         "groups": len(snapshot["groups"]),
-        "groups_exact": len(groups),
+        # offsets and their metadata equal on the target (a migration also checked the group stayed
+        # stopped on the source; a drill copies it as of its snapshot)
+        "groups_exact": sum(1 for g in groups if all(o.get("metadata_equal", True) for o in g["offsets"])),
+        "groups_as_of_snapshot": bool(replication.get("as_of_snapshot")),
         "connectors": len(snapshot["connectors"]),
-        "connectors_resumed": sum(1 for c in resumed["connectors"] if c["state"] == "RUNNING"),
+        # left on the target in the state each had on the source before the run
+        "connectors_resumed": sum(1 for c in resumed["connectors"] if c["state"] == c.get("wanted", "RUNNING")),
+        "topic_changes": topic_changes(manifest),
+        "configs_restored": (_latest(manifest, "topic-configs") or {"topics": {}})["topics"],
         "downtime_s": downtime_s(manifest),
         "drill": manifest.read("drill"),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
+        "_resumed": resumed["connectors"],
         "_snapshot": snapshot,
     }
 
@@ -88,8 +97,11 @@ def render(summary: dict[str, Any]) -> str:
     lines = [f"# Migration report: {summary['run_id']}", ""]
     lines += [f"- Partitions verified equal: **{summary['partitions_equal']} of {summary['partitions']}**",
               f"- Records copied: {summary['records']} ({summary['bytes']} bytes), fillers: {summary['fillers']}",
-              f"- Consumer groups replicated exactly: {summary['groups_exact']} of {summary['groups']}",
-              f"- Connectors resumed on the target: {summary['connectors_resumed']} of {summary['connectors']}",
+              f"- Consumer groups replicated exactly (offsets and metadata): {summary['groups_exact']} of "
+              f"{summary['groups']}" + (" (as of the snapshot: a drill leaves the source live)"
+                                        if summary["groups_as_of_snapshot"] else ""),
+              f"- Connectors left in their source state on the target: {summary['connectors_resumed']} of "
+              f"{summary['connectors']}",
               f"- Downtime (connectors stopped to resumed): {summary['downtime_s']} s",
               f"- Snapshot taken at {snapshot.get('taken_at', '-')} from {snapshot.get('source', '-')}", ""]
     if summary["drill"]:
@@ -112,13 +124,38 @@ def render(summary: dict[str, Any]) -> str:
         for r in t["rows"]:
             lines.append(f"| {t['topic']} | {r['partition']} | {r['log_start']} | {r['end']} | {r['records']} | "
                          f"{r['bytes']} | {r['fillers']} | {r['seconds']:.2f} | {r['attempts']} | {r['verified']} |")
-    lines += ["", "## Consumer groups", "", "| group | partition | source offset | target offset |", "| --- | --- | --- | --- |"]
+    lines += ["", "## Target topics", ""]
+    if summary["topic_changes"]:
+        lines += ["Changed on the source after the pre-copy, applied to the target topics this run created:", "",
+                  "| topic | partitions | configs |", "| --- | --- | --- |"]
+        for topic, change in sorted(summary["topic_changes"].items()):
+            grown = f"{change['partitions'][0]} -> {change['partitions'][1]}" if change["partitions"] else "-"
+            configs = ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in change["configs"].items()) or "-"
+            lines.append(f"| {topic} | {grown} | {configs} |")
+        lines.append("")
+    lines += ["Configs the copy set on the target topics, and their values after it (the source's):", "",
+              "| topic | config | during the copy | now |", "| --- | --- | --- | --- |"]
+    for topic, configs in sorted(summary["configs_restored"].items()):
+        for name, (during, now) in configs.items():
+            lines.append(f"| {topic} | {name} | {during} | {now} |")
+    lines += ["", "## Consumer groups", "",
+              "| group | partition | source offset | target offset | metadata | at the snapshot |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for group in summary["_groups"]:
+        at_snapshot = group.get("state_at_snapshot") or "-"
+        if group.get("members_at_snapshot"):
+            at_snapshot += f" with {', '.join(group['members_at_snapshot'])}"
         for o in group["offsets"]:
-            lines.append(f"| {group['group']} | {o['topic']}[{o['partition']}] | {o['source_offset']} | {o['target_offset']} |")
-    lines += ["", "## Connectors", "", "| connector | type | offsets carried over |", "| --- | --- | --- |"]
+            metadata = "-" if "metadata" not in o else (repr(o["metadata"]) if o["metadata_equal"] else "DIFFERS")
+            lines.append(f"| {group['group']} | {o['topic']}[{o['partition']}] | {o['source_offset']} | "
+                         f"{o['target_offset']} | {metadata} | {at_snapshot} |")
+    states = {c["name"]: c for c in (summary["_resumed"] or [])}
+    lines += ["", "## Connectors", "", "| connector | type | offsets carried over | state on the source before | "
+              "state on the target now |", "| --- | --- | --- | --- | --- |"]
     for c in summary["_connectors"]:
-        lines.append(f"| {c['name']} | {c['type']} | {len(c.get('offsets', []))} |")
+        now = states.get(c["name"], {}).get("state", "-")
+        lines.append(f"| {c['name']} | {c['type']} | {len(c.get('offsets', []))} | {c.get('source_state') or '-'} | "
+                     f"{now} |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.admin import ClusterAdmin
@@ -40,19 +40,29 @@ def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any
                     "configs": admin.topic_configs(topic, explicit_only=True)} for topic in topics}
 
 
-def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[str]) -> dict[str, Any]:
-    """Each selected group with committed offsets on the selected topics: its state and members at
-    the snapshot, and those offsets."""
+def group_offsets(admin: ClusterAdmin, group: str, topics: Collection[str]) -> list[dict[str, Any]]:
+    """What `group` committed on `topics`: offset and metadata of each partition, sorted."""
+    return [{"topic": t, "partition": p, "offset": c.offset, "metadata": c.metadata}
+            for (t, p), c in sorted(admin.committed(group).items()) if t in topics]
+
+
+def selected_groups(admin: ClusterAdmin, pattern: str | None, topics: Collection[str]) -> dict[str, list[dict[str, Any]]]:
+    """{group: group_offsets} of each group matching `pattern` with offsets committed on `topics`."""
     if not pattern:
         return {}
-    selected_topics = set(topics)
     out = {}
     for group in select(admin.list_groups(), pattern, what="consumer group"):
-        offsets = [{"topic": t, "partition": p, "offset": o}
-                   for (t, p), o in sorted(admin.committed_offsets(group).items()) if t in selected_topics]
+        offsets = group_offsets(admin, group, topics)
         if offsets:
-            out[group] = {**admin.describe_group(group), "offsets": offsets}
+            out[group] = offsets
     return out
+
+
+def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[str]) -> dict[str, Any]:
+    """Each selected group with committed offsets on the selected topics: its state and members at
+    the snapshot, and those offsets with their metadata."""
+    return {group: {**admin.describe_group(group), "offsets": offsets}
+            for group, offsets in selected_groups(admin, pattern, set(topics)).items()}
 
 
 def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """A mixed workload on the source cluster, as a migration meets it: a plain topic, a compacted one
-with overwritten and deleted keys, a transactional one with committed and aborted transactions,
-one whose log start is above 0, two consumer groups at different positions, a FileStreamSource
-connector and a FileStreamSink connector. Used by `make demo` and the DAG tests."""
+with overwritten and deleted keys, a transactional one with committed and aborted transactions
+whose log starts sit on a commit marker and on an abort marker (as Kafka Streams leaves its
+repartition topics), one whose log start is above 0, one with LogAppendTime timestamps, two
+consumer groups at different positions (one with offset metadata, as Kafka Streams commits its
+stream time), a FileStreamSource connector and a FileStreamSink connector. Used by `make demo` and
+the DAG tests."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,6 +29,7 @@ class Workload:
     workdir: Path
     topics: dict[str, int]                      # topic -> partitions
     groups: dict[str, dict[str, dict[int, int]]]  # group -> topic -> partition -> committed offset
+    group_metadata: dict[str, str]               # group -> the metadata of each of its commits
     source_connector: str
     sink_connector: str
     source_file: Path
@@ -63,16 +67,18 @@ def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str
     """Create and fill the workload's topics, commit the groups, start the connectors; returns
     once the connectors have caught up."""
     workdir.mkdir(parents=True, exist_ok=True)
-    w = Workload(prefix, workdir, {}, {}, f"{prefix}-file-source", f"{prefix}-file-sink",
+    w = Workload(prefix, workdir, {}, {}, {}, f"{prefix}-file-source", f"{prefix}-file-sink",
                  workdir / "input.txt", workdir / "sink-on-source.txt", workdir / "sink-on-target.txt")
-    orders, customers, payments, audit, lines = (w.topic(n) for n in ("orders", "customers", "payments", "audit", "lines"))
-    w.topics = {orders: 3, customers: 1, payments: 2, audit: 2, lines: 1}
+    orders, customers, payments, audit, lines, clicks = (
+        w.topic(n) for n in ("orders", "customers", "payments", "audit", "lines", "clicks"))
+    w.topics = {orders: 3, customers: 1, payments: 2, audit: 2, lines: 1, clicks: 1}
     with ClusterAdmin(source) as admin:
         admin.create_topic(orders, 3, {})
         admin.create_topic(customers, 1, {"cleanup.policy": "compact"})
         admin.create_topic(payments, 2, {})
         admin.create_topic(audit, 2, {})
         admin.create_topic(lines, 1, {})
+        admin.create_topic(clicks, 1, {"message.timestamp.type": "LogAppendTime"})
 
     producer = Producer(source.producer(**{"enable.idempotence": True, "linger.ms": 5}))
     for p in range(3):
@@ -83,6 +89,7 @@ def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str
                                           for k in range(20)])
     for p in range(2):
         _produce(producer, audit, p, [(f"audit-{p}-{i}".encode(), f"event {p}-{i}".encode()) for i in range(records)])
+    _produce(producer, clicks, 0, [(f"click-{i}".encode(), b"click") for i in range(records)])
     if producer.flush(60):
         raise KafkaException("workload: records left undelivered")
 
@@ -101,19 +108,26 @@ def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str
         else:
             txn.commit_transaction(30)
 
-    with ClusterAdmin(source) as admin:  # log start above 0: the oldest 40% deleted
-        for p in range(2):
+    with ClusterAdmin(source) as admin:
+        for p in range(2):  # log start above 0: the oldest 40% deleted
             admin.delete_records(audit, p, records * 2 // 5)
+        # Each round took 7 offsets of each payments partition: a plain record, 5 in a transaction,
+        # its marker. Purged up to a marker followed by a plain record: round 2's commit marker
+        # (offset 20) in partition 0, round 1's abort marker (offset 13) in partition 1.
+        admin.delete_records(payments, 0, 20)
+        admin.delete_records(payments, 1, 13)
 
     w.groups = {
         f"{prefix}.billing": {orders: {0: records // 2, 1: records // 3, 2: records}},
         f"{prefix}.analytics": {orders: {0: records - 10, 1: 0, 2: records // 4}, audit: {0: records // 2, 1: records}},
     }
+    w.group_metadata = {f"{prefix}.billing": '{"streamTime": 1767225600000}', f"{prefix}.analytics": ""}
     for group, topics in w.groups.items():
         consumer = Consumer(source.consumer(group))
         try:
-            consumer.commit(offsets=[TopicPartition(t, p, o) for t, positions in topics.items()
-                                     for p, o in positions.items()], asynchronous=False)
+            consumer.commit(offsets=[TopicPartition(t, p, o, metadata=w.group_metadata[group])
+                                     for t, positions in topics.items() for p, o in positions.items()],
+                            asynchronous=False)
         finally:
             consumer.close()
 

@@ -7,10 +7,13 @@ import json
 import logging
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk import get_current_context, task
 
 from kmigrate import connectors as connector_steps
 from kmigrate import pipeline
+from kmigrate.errors import GroupActive
+from kmigrate.groups import check_groups_unchanged
 from kmigrate.groups import replicate_groups as replicate
 from kmigrate.manifest import Manifest
 from kmigrate.report import topic_result as topic_outcome
@@ -81,23 +84,34 @@ def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = Non
 
 
 @task(trigger_rule="none_failed_min_one_success")
-def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
+def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, str]:
+    """Target topics the run did not create are checked against the source first (nothing is
+    stopped when one conflicts); then each connector's state is recorded and it is stopped."""
+    source, target = _clusters(params)
+    manifest = _manifest(params, run_id)
+    if not manifest.exists(SNAPSHOT_PART):
+        pipeline.check_target_topics(manifest, source, target, pipeline.selected_topics(source, _selection(params)))
     source_connect, _ = _connect(params)
-    pipeline.mark(_manifest(params, run_id), "connectors-stopped")
+    pipeline.mark(manifest, "connectors-stopped")
     if source_connect is None:
-        return []
-    stopped = connector_steps.stop_connectors(source_connect, params["connectors"])
-    log.info("stopped on the source Connect cluster: %s", stopped)
-    return stopped
+        return {}
+    states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
+    log.info("stopped on the source Connect cluster (state before: %s)", states)
+    return states
 
 
 @task.sensor(poke_interval=5, timeout=3600, mode="reschedule")
 def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
-    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by their owners)."""
+    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
+    their owners), and no selected consumer group with members: one still consuming after that
+    long fails the task, naming it (no retry: its consumers must be stopped first)."""
     source, _ = _clusters(params)
     manifest = _manifest(params, run_id)
     topics = pipeline.selected_topics(source, _selection(params))
-    return pipeline.quiesce_sample(manifest, source, topics, params["quiesce_seconds"])
+    try:
+        return pipeline.quiesce_sample(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
+    except GroupActive as exc:
+        raise AirflowFailException(str(exc)) from exc
 
 
 @task
@@ -113,6 +127,10 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
                           modes=selection.modes(topics))
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
+    if "quiesce_seconds" in params:  # a migration: the source may have changed since the pre-copy
+        _, target = _clusters(params)
+        for topic, change in pipeline.reconcile_target_topics(manifest, source, target).items():
+            log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     return counts
 
 
@@ -140,9 +158,27 @@ def topic_result(topic: str, params: dict[str, Any] | None = None, run_id: str |
 
 
 @task
-def replicate_groups(params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
-    _, target = _clusters(params)
-    results = replicate(_manifest(params, run_id), target)
+def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """The target topics' configs that the copy set (timestamps kept as CreateTime, no bound on old
+    or future timestamps) back to the source's values, before anything else writes to them."""
+    source, target = _clusters(params)
+    restored = pipeline.restore_topic_configs(_manifest(params, run_id), source, target)
+    for topic, configs in restored["topics"].items():
+        log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
+    return restored
+
+
+@task
+def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
+    """Each snapshot group's offsets and metadata on the target. A migration first checks that each
+    group is still stopped on the source with the snapshot's offsets; a DR drill copies them as of
+    its snapshot. A migration that has resumed on the target leaves its groups alone."""
+    source, target = _clusters(params)
+    manifest = _manifest(params, run_id)
+    if not drill and manifest.exists("events/connectors-resumed"):
+        log.info("the run resumed on the target already: its consumer groups are left as they are there")
+        return 0
+    results = replicate(manifest, target, None if drill else source)
     for group in results:
         log.info("group %s: %d offsets, %d written", group["group"], len(group["offsets"]), group["written"])
     return len(results)
@@ -165,10 +201,16 @@ def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None 
 
 @task
 def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Each connector on the target in the state it had on the source before the run (RUNNING,
+    PAUSED or STOPPED), once the consumer groups are confirmed still stopped on the source."""
     manifest = _manifest(params, run_id)
+    source, _ = _clusters(params)
     _, target_connect = _connect(params)
+    if not manifest.exists("events/connectors-resumed"):
+        check_groups_unchanged(manifest, source)
     names = sorted(read_snapshot(manifest)["connectors"])
-    resumed = connector_steps.resume_connectors(target_connect, names) if target_connect and names else []
+    states = connector_steps.states_before(manifest) if target_connect and names else {}
+    resumed = connector_steps.restore_states(target_connect, {n: states[n] for n in names}) if states else []
     manifest.get_or_create("resumed-connectors", lambda: {"connectors": resumed})
     pipeline.mark(manifest, "connectors-resumed")
     log.info("resumed on the target Connect cluster: %s", resumed)
@@ -200,14 +242,24 @@ def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> d
 def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
     """Rollback, first half: stop the migrated connectors on the target (absent ones are fine)."""
     target_connect = connect_client(params["target_connect_conn_id"])
-    stopped = connector_steps.stop_target_copies(target_connect, params["connectors"])
+    names = params.get("connectors") or sorted(
+        connector_steps.states_before(Manifest(params["state_location"], params["run_name"])))
+    stopped = connector_steps.stop_target_copies(target_connect, names)
     log.info("stopped on the target Connect cluster: %s", stopped)
     return stopped
 
 
 @task
 def resume_on_source(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Rollback, second half: resume the original connectors on the source."""
-    resumed = connector_steps.resume_connectors(connect_client(params["source_connect_conn_id"]), params["connectors"])
-    log.info("resumed on the source Connect cluster: %s", resumed)
-    return resumed
+    """Rollback, second half: the original connectors on the source back in the states they had
+    before the migration run (recorded in its manifest)."""
+    states = connector_steps.states_before(Manifest(params["state_location"], params["run_name"]))
+    names = params.get("connectors") or sorted(states)
+    unknown = sorted(set(names) - set(states))
+    if unknown:
+        raise AirflowFailException(f"connectors {', '.join(unknown)} were not stopped by migration run "
+                                   f"{params['run_name']!r}; name only connectors of that run (nothing was changed)")
+    restored = connector_steps.restore_states(connect_client(params["source_connect_conn_id"]),
+                                              {n: states[n] for n in names})
+    log.info("back on the source Connect cluster: %s", restored)
+    return restored

@@ -295,7 +295,7 @@ def test_target_with_foreign_data_is_refused_unchanged(stack, unique_name, sourc
     create_topic(stack.target, unique_name, config={"message.timestamp.type": "CreateTime"})
     produce(stack.target, unique_name, [(b"someone", b"else")] * 10)
     before = records_of(stack.target, unique_name, 0)
-    with pytest.raises(TargetDiverged, match=rf"{unique_name}\[0\].*differ from the source's.*Delete the target topic"):
+    with pytest.raises(TargetDiverged, match=rf"{unique_name}\[0\].*differ from the source's.*Nothing was written"):
         copy_topic(stack, unique_name)
     assert records_of(stack.target, unique_name, 0) == before
     assert all_watermarks(stack.target, unique_name) == [(0, 10)]
@@ -323,7 +323,7 @@ def test_record_larger_than_the_target_allows_is_refused_unchanged(stack, unique
     assert big.flush(30) == 0
     source_untouched(unique_name)
     create_topic(stack.target, unique_name, config={"message.timestamp.type": "CreateTime"})  # broker default: 1 MiB
-    with pytest.raises(TopicMismatch, match=r"max.message.bytes='1048588' \(source needs '3145728'\)"):
+    with pytest.raises(TopicMismatch, match=r"max.message.bytes='1048588' \(source has '3145728'\)"):
         copy_topic(stack, unique_name)
     assert all_watermarks(stack.target, unique_name) == [(0, 0)]
 

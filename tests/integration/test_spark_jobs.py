@@ -192,7 +192,7 @@ def test_verify_names_a_partition_that_differs(stack, unique_name, tmp_path):
     [table] = attempts(manifest, "verification")
     rows = {r["partition"]: r for r in table["rows"]}
     assert not table["all_equal"] and rows[0]["equal"] and not rows[1]["equal"]
-    assert "target end 101 != snapshot end 100" in rows[1]["problems"]
+    assert "target end 101 > source end 100" in rows[1]["problems"]
 
 
 def test_wrong_bootstrap_fails_fast_with_one_message(stack, unique_name, tmp_path):

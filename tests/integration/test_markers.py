@@ -1,0 +1,90 @@
+"""Lone transaction markers where the copier starts or stops (docs/DESIGN.md, gaps): a log start that
+sits on a commit or abort marker, and a copy round that ends right before a marker. Each must
+migrate with every offset, record and read_committed view equal, on both copy paths."""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+
+from kmigrate.admin import ClusterAdmin
+from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
+from kmigrate.topics import prepare_target_topic
+from tests.integration.test_copier import all_watermarks, assert_same_partition, records_of, source_untouched  # noqa: F401 - a fixture
+from tests.kafka_helpers import create_topic
+
+
+class TxnSeeder:
+    """Writes committed and aborted transactions and plain records to partition 0 of a source topic,
+    keeping count of the offsets they take."""
+
+    def __init__(self, cluster, topic: str) -> None:
+        self.cluster, self.topic, self.end = cluster, topic, 0
+        self.plain = Producer(cluster.producer(**{"enable.idempotence": True}))
+        self.txn = Producer(cluster.producer(**{"transactional.id": f"{topic}-seed"}))
+        self.txn.init_transactions(30)
+
+    def records(self, n: int, tag: str) -> None:
+        for i in range(n):
+            self.plain.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"plain", partition=0)
+        self.plain.flush(30)
+        self.end += n
+
+    def transaction(self, n: int, tag: str, commit: bool) -> int:
+        """Returns the offset of its marker."""
+        self.txn.begin_transaction()
+        for i in range(n):
+            self.txn.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"txn", partition=0)
+        self.txn.flush(30)
+        (self.txn.commit_transaction if commit else self.txn.abort_transaction)(30)
+        self.end += n + 1
+        with ClusterAdmin(self.cluster) as admin:  # the marker lands after commit/abort returns
+            admin.wait_for_end(self.topic, 0, self.end)
+        return self.end - 1
+
+
+def copy_to(stack, topic: str, end: int, raw_batches: bool):
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, topic)
+    return copy_partition(stack.source, stack.target, WorkUnit(topic, 0, end), CopyOptions(raw_batches=raw_batches))
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+@pytest.mark.parametrize("commit", [True, False], ids=["commit-marker", "abort-marker"])
+def test_a_log_start_on_a_transaction_marker_is_migrated(stack, unique_name, source_untouched, commit, raw_batches):
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.transaction(3, "a", commit=True)           # 0-2, marker 3
+    marker = seed.transaction(3, "b", commit=commit)  # 4-6, marker 7
+    seed.transaction(3, "c", commit=True)           # 8-10, marker 11
+    seed.records(3, "d")                             # 12-14
+    with ClusterAdmin(stack.source) as admin:  # as Kafka Streams purges a repartition topic
+        admin.delete_records(unique_name, 0, marker)
+    source_untouched(unique_name)
+
+    for _ in range(2):  # the second copy is a no-op that confirms
+        result = copy_to(stack, unique_name, seed.end, raw_batches)
+        assert result.digests_equal, result
+    assert all_watermarks(stack.target, unique_name) == [(7, 15)]
+    assert_same_partition(stack, unique_name, 0)
+    assert [o for o, *_ in records_of(stack.target, unique_name, 0)] == [8, 9, 10, 12, 13, 14]
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_a_round_that_ends_before_a_lone_marker_writes_it_and_the_next_round_continues(
+        stack, unique_name, source_untouched, raw_batches):
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                        # 0-1
+    marker = seed.transaction(3, "b", commit=True)  # 2-4, marker 5
+    seed.records(3, "c")                        # 6-8
+    source_untouched(unique_name)
+
+    # a pre-copy round whose plan ended at 5: the marker at 5 belongs after the record at 4
+    first = copy_to(stack, unique_name, marker, raw_batches)
+    assert first.digests_equal and first.target_end == marker + 1 and first.markers == 1
+    again = copy_to(stack, unique_name, marker, raw_batches)  # the same round again changes nothing
+    assert again.records == 0 and again.target_end == marker + 1
+    final = copy_to(stack, unique_name, seed.end, raw_batches)
+    assert final.digests_equal and final.records == 3
+    assert_same_partition(stack, unique_name, 0)
+    assert [o for o, *_ in records_of(stack.target, unique_name, 0)] == [0, 1, 2, 3, 4, 6, 7, 8]
