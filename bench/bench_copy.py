@@ -17,13 +17,14 @@ import time
 import uuid
 
 from confluent_kafka import Producer
-
-from kmigrate import fastfill
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import CopyOptions, WorkUnit, _Writer, copy_partition
-from kmigrate.records import iter_range, reader
-from kmigrate.topics import prepare_target_topic
+from kmigrate.copy import fastfill
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions, Writer
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import iter_range, reader
+from kmigrate.model import WorkUnit
+from kmigrate.run.targets import prepare_target_topic
 
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
 TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
@@ -65,7 +66,7 @@ def ceiling(topic: str, rows_by_partition: list[list[tuple]]) -> float:
     with ClusterAdmin(TARGET) as admin:
         admin.create_topic(target_topic, len(rows_by_partition), {"message.timestamp.type": "CreateTime"})
         # the copier's own producer settings, taken from the copier itself
-        writer = _Writer(TARGET, target_topic, 0, admin, CopyOptions(), transactional=False)
+        writer = Writer(TARGET, target_topic, 0, admin, CopyOptions(), transactional=False)
         producer = writer.bulk
         started = time.monotonic()
         for partition, rows in enumerate(rows_by_partition):

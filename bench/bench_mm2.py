@@ -53,17 +53,16 @@ from typing import Any
 from common import delete_groups, delete_topics
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConnectorNotFound
-from kmigrate.groups import replicate_groups
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.kafka.records import read_range
 from kmigrate.manifest import Manifest
-from kmigrate.snapshot import take_snapshot
-from kmigrate.plan import write_clients
-from kmigrate.records import read_range
-from kmigrate.sparkconf import submit_args
+from kmigrate.run.clients import write_clients
+from kmigrate.run.groups import replicate_groups
+from kmigrate.run.snapshot import take_snapshot
+from kmigrate_spark.conf import submit_args
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")

@@ -43,15 +43,17 @@ from pathlib import Path
 
 from common import delete_topics, median_interval
 from confluent_kafka import Producer
-
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.plan import build_plan, work_units, write_clients
-from kmigrate.sparkconf import submit_args
-from kmigrate.tasks import ready
-from kmigrate.topics import prepare_target_topic
+from kmigrate.model import WorkUnit
+from kmigrate.run.clients import write_clients
+from kmigrate.run.plan import build_plan, work_units
+from kmigrate.run.targets import prepare_target_topic
+from kmigrate_spark.adapters import ready
+from kmigrate_spark.conf import submit_args
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")

@@ -7,7 +7,6 @@ import math
 from collections.abc import Iterable, Sequence
 
 from confluent_kafka.admin import AdminClient
-
 from kmigrate.config import ClusterConfig
 
 

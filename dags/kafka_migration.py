@@ -3,7 +3,7 @@
 
 Moves the selected topics, consumer groups and Kafka Connect connectors from the source cluster to
 the target cluster so that **every record keeps its offset** and every consumer and connector
-continues exactly where it stopped (DESIGN section 3):
+continues exactly where it stopped (docs/DESIGN.md §3):
 
 preflight → (dry run stops here) → pre-copy while the source is live → stop connectors → quiesce →
 snapshot → final copy → verify (then one task per topic, mapped, showing each topic's outcome) →

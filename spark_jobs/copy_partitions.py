@@ -17,21 +17,15 @@ import functools
 import sys
 import time
 
-from driver import SessionSoon, job_arguments, run_on_spark, say
-
+from driver import job_arguments
 from kmigrate.errors import KmigrateError
-from kmigrate.manifest import Manifest
-from kmigrate.plan import (
-    COPY_RESULTS,
-    copy_progress,
-    load_clients_from,
-    new_attempt,
-    preflight,
-    read_plan,
-    translate_maps,
-    work_units,
-)
-from kmigrate.tasks import copy_task
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.clients import load_clients_from
+from kmigrate.run.plan import copy_progress, read_plan, translate_maps, work_units
+from kmigrate.run.targets import prepare_targets
+from kmigrate.run.tasks import copy_task
+from kmigrate_spark.session import SessionSoon
+from kmigrate_spark.units import run_on_spark, say
 
 JOB = "copy_partitions"
 
@@ -57,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
-            preflight(*clients, units, manifest=manifest)
+            prepare_targets(*clients, units, manifest=manifest)
             say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
                      f"({time.monotonic() - session.begun:.1f}s)")
             rows, seconds, warm_up_s = run_on_spark(
@@ -71,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2
-    attempt = f"{COPY_RESULTS}/{new_attempt()}"
+    attempt = Part.attempt(Part.COPY_RESULTS)
     manifest.write_once(attempt, {"rows": rows, "seconds": seconds, "warm_up_seconds": warm_up_s})
     failed = [r for r in rows if not r["ok"]]
     if failed:

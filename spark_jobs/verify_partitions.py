@@ -14,13 +14,15 @@ from __future__ import annotations
 import functools
 import sys
 
-from driver import SessionSoon, job_arguments, run_on_spark, say
-
-from kmigrate.admin import ClusterAdmin
+from driver import job_arguments
 from kmigrate.errors import KmigrateError
-from kmigrate.manifest import Manifest
-from kmigrate.plan import VERIFICATION, load_clients_from, new_attempt, read_plan, translate_maps, work_units
-from kmigrate.tasks import verify_task
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.clients import load_clients_from
+from kmigrate.run.plan import read_plan, translate_maps, work_units
+from kmigrate.run.tasks import verify_task
+from kmigrate_spark.session import SessionSoon
+from kmigrate_spark.units import run_on_spark, say
 
 JOB = "verify_partitions"
 
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         say(JOB, f"error: {exc}", err=True)
         return 2
     unequal = [r for r in rows if not r["equal"]]
-    attempt = f"{VERIFICATION}/{new_attempt()}"
+    attempt = Part.attempt(Part.VERIFICATION)
     manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds,
                                   "warm_up_seconds": warm_up_s})
     if unequal:

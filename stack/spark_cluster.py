@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stack import PROJECT_DIR, StackError, check_java, port_open, running_pid, stop, tail  # noqa: E402
 
 sys.path.insert(0, str(PROJECT_DIR / "include"))  # standard library only, as this script runs outside the venv
-from kmigrate.sparkconf import LAUNCH_CONF  # noqa: E402
+from kmigrate_spark.conf import LAUNCH_CONF  # noqa: E402
 
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack" / "spark"
 DEFAULT_PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
@@ -41,7 +41,7 @@ DAEMON_MEMORY = "256m"
 CONNECT_PORT = 15002
 CONNECT_UI_PORT = 14040
 CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
-SPARK_DAEMON_MODULE = "kmigrate.spark_daemon"  # the same module the jobs set under spark-submit (spark_jobs/driver.py)
+SPARK_DAEMON_MODULE = "kmigrate_spark.daemon"  # the same module the jobs set under spark-submit (kmigrate_spark/session.py)
 
 
 @dataclasses.dataclass
@@ -97,12 +97,12 @@ def connect_service(state_dir: Path, master: str, port: int, ui_port: int, pytho
         "--properties-file", str(state_dir / "spark-connect" / "spark.conf"), "spark-internal"],
         conf={"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
               "spark.ui.port": str(ui_port),
-              # its Python workers fork from a daemon that has imported kmigrate (kmigrate/spark_daemon.py)
+              # its Python workers fork from a daemon that has imported kmigrate (kmigrate_spark/daemon.py)
               "spark.python.daemon.module": SPARK_DAEMON_MODULE,
               # INFO logs several lines a task and a request (about 40,000 lines a bench-mm2 run);
               # the tasks' own progress lines go to the log either way (the executors' stderr)
               "spark.log.level": "WARN",
-              # the driver JVM's JIT and GC options, as every kmigrate launch (kmigrate/sparkconf.py)
+              # the driver JVM's JIT and GC options, as every kmigrate launch (kmigrate_spark/conf.py)
               **LAUNCH_CONF},
         # the server runs its clients' Python functions with $PYSPARK_PYTHON (not spark.pyspark.python)
         env={"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}, memory=memory)
@@ -210,7 +210,7 @@ def connect_up(service: SparkService, python: Path, timeout_s: float) -> bool:
         _wait(lambda: port_open(port), [(service, proc)], time.monotonic() + timeout_s,
               lambda: f"the Spark Connect server did not listen on port {port} within {timeout_s:.0f}s; "
                       f"see {service.log_file}")
-        # readiness: a first query and warm Python workers in the jobs' session (spark_jobs/driver.py)
+        # readiness: a first query and warm Python workers in the jobs' session (kmigrate_spark/session.py)
         prepared = subprocess.run([str(python), str(PROJECT_DIR / "spark_jobs" / "driver.py"), f"sc://127.0.0.1:{port}"],
                                   capture_output=True, text=True, timeout=timeout_s, cwd=PROJECT_DIR)
         if prepared.returncode != 0:

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from kmigrate.config import ClusterConfig
-from kmigrate.connect import ConnectClient
+from kmigrate.kafka.connect import ConnectClient
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 

@@ -5,10 +5,16 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
 
 
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -77,3 +83,8 @@ def watermarks(cluster: ClusterConfig, topic: str, partition: int = 0) -> tuple[
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     finally:
         consumer.close()
+
+
+def all_watermarks(cluster, topic):
+    with ClusterAdmin(cluster) as admin:
+        return [admin.watermarks(topic, p) for p in range(admin.require_partition_count(topic))]

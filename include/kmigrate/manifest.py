@@ -1,8 +1,9 @@
-"""The run manifest (DESIGN 6): one folder per migration run at a state location (a local path or
+"""The run manifest (docs/DESIGN.md §6): one folder per migration run at a state location (a local path or
 any fsspec URL), holding JSON parts that are each written once, atomically, and read back by
 re-runs."""
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import uuid
@@ -15,6 +16,41 @@ from kmigrate.errors import KmigrateError
 
 _PART_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")
+
+
+class Part:
+    """The names of a run manifest's parts (docs/DESIGN.md §6). A repeatable step writes
+    `attempt(KIND)` (KIND/<attempt>, newest last when sorted); the others are written once."""
+
+    SNAPSHOT = "snapshot"                        # topics, groups and connectors at the cut-over
+    PLAN = "plan"                                # the copy's work units, from the snapshot
+    PRE_COPY_PLAN = "pre-copy-plan"              # the pre-copy's work units, while the source is live
+    QUIESCE = "quiesce"                          # quiesce/<n>: the quiesce sensor's samples
+    EVENTS = "events"                            # events/<event>: when it first happened
+    CONNECTOR_STATES = "connector-states"        # each connector's state before the run stopped it
+    CREATED_TOPICS = "created-topics"            # attempts: target topics the run created
+    TOPIC_CHANGES = "topic-changes"              # attempts: source changes applied to those topics
+    COPY_RESULTS = "copy-results"                # attempts: a copy job's result rows
+    VERIFICATION = "verification"                # attempts: a verify job's table
+    TOPIC_CONFIGS = "topic-configs"              # attempts: the copy's topic settings restored
+    GROUP_RESULTS = "group-replication"          # attempts: groups written on the target
+    CONNECTOR_RESULTS = "connector-migration"    # attempts: connectors created on the target
+    RESUMED = "resumed-connectors"               # connectors in their source state on the target
+    DRILL = "drill"                              # a DR drill's RPO and RTO
+
+    @staticmethod
+    def attempt(kind: str) -> str:
+        """A new part name of `kind` for one run of a repeatable step."""
+        return f"{kind}/{new_attempt()}"
+
+    @staticmethod
+    def event(name: str) -> str:
+        return f"{Part.EVENTS}/{name}"
+
+
+def new_attempt() -> str:
+    """A part-name suffix for one run of a job: sorts by time, unique across concurrent runs."""
+    return f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:6]}"
 
 
 class ManifestError(KmigrateError):

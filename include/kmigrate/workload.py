@@ -14,10 +14,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import KmigrateError
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

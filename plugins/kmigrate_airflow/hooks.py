@@ -12,19 +12,18 @@ import datetime
 import os
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, Param
-
 from kmigrate.config import ClusterConfig
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConfigError
-from kmigrate.plan import CLIENTS_ENV, clients_json
-from kmigrate.sparkconf import LAUNCH_CONF, REMOTE_ENV
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.run.clients import CLIENTS_ENV, clients_json
+from kmigrate_spark.conf import LAUNCH_CONF, REMOTE_ENV
 
 
 def _connection(conn_id: str, what: str) -> Any:

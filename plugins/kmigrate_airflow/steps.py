@@ -7,19 +7,24 @@ import json
 import logging
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk import get_current_context, task
-
-from kmigrate import connectors as connector_steps
-from kmigrate import pipeline
+from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import GroupActive
-from kmigrate.groups import check_groups_unchanged
-from kmigrate.groups import replicate_groups as replicate
-from kmigrate.manifest import Manifest
-from kmigrate.report import topic_result as topic_outcome
-from kmigrate.report import write_report
-from kmigrate.snapshot import SNAPSHOT_PART, read_snapshot, take_snapshot
-from kmigrate.sparkconf import check_connect_server
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run import connectors as connector_steps
+from kmigrate.run import events, targets
+from kmigrate.run.drill import measure_drill as drill_figures
+from kmigrate.run.groups import check_groups_unchanged
+from kmigrate.run.groups import replicate_groups as replicate
+from kmigrate.run.plan import write_pre_copy_plan
+from kmigrate.run.preflight import check_run
+from kmigrate.run.quiesce import quiesce_sample
+from kmigrate.run.report import topic_result as topic_outcome
+from kmigrate.run.report import write_report
+from kmigrate.run.selection import Selection, selected_topics
+from kmigrate.run.snapshot import read_snapshot, take_snapshot
+from kmigrate_spark.conf import check_connect_server
+
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
 log = logging.getLogger(__name__)
@@ -29,10 +34,10 @@ def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
     return Manifest(params["state_location"], params.get("run_name") or run_id)
 
 
-def _selection(params: dict[str, Any]) -> pipeline.Selection:
+def _selection(params: dict[str, Any]) -> Selection:
     # the DR drill has no connectors and no translate mode: its params leave them out; the optional
     # params are null when the trigger form leaves them empty
-    return pipeline.Selection(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
+    return Selection(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
                               tuple(params.get("connectors") or ()), params.get("translate_topics") or "")
 
 
@@ -54,7 +59,7 @@ def preflight(params: dict[str, Any] | None = None) -> dict[str, Any]:
         check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
     source, target = _clusters(params)
     source_connect, target_connect = _connect(params)
-    plan = pipeline.preflight(source, target, source_connect, target_connect, _selection(params))
+    plan = check_run(source, target, source_connect, target_connect, _selection(params))
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
@@ -74,11 +79,11 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None) -
 def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """The pre-copy's plan (topics up to their ends now); skips the pre-copy when it is off."""
     manifest = _manifest(params, run_id)
-    if not params["pre_copy"] or manifest.exists(SNAPSHOT_PART):
+    if not params["pre_copy"] or manifest.exists(Part.SNAPSHOT):
         return False  # off, or the run is past its snapshot: the final copy does the rest
     source, _ = _clusters(params)
-    topics = pipeline.selected_topics(source, _selection(params))
-    plan = pipeline.write_pre_copy_plan(manifest, source, topics, _selection(params).modes(topics))
+    topics = selected_topics(source, _selection(params))
+    plan = write_pre_copy_plan(manifest, source, topics, _selection(params).modes(topics))
     log.info("pre-copy plan: %d partitions in %s", len(plan["units"]), manifest.location)
     return True
 
@@ -89,10 +94,10 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
     stopped when one conflicts); then each connector's state is recorded and it is stopped."""
     source, target = _clusters(params)
     manifest = _manifest(params, run_id)
-    if not manifest.exists(SNAPSHOT_PART):
-        pipeline.check_target_topics(manifest, source, target, pipeline.selected_topics(source, _selection(params)))
+    if not manifest.exists(Part.SNAPSHOT):
+        targets.check_target_topics(manifest, source, target, selected_topics(source, _selection(params)))
     source_connect, _ = _connect(params)
-    pipeline.mark(manifest, "connectors-stopped")
+    events.mark(manifest, events.STOPPED)
     if source_connect is None:
         return {}
     states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
@@ -107,9 +112,9 @@ def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     long fails the task, naming it (no retry: its consumers must be stopped first)."""
     source, _ = _clusters(params)
     manifest = _manifest(params, run_id)
-    topics = pipeline.selected_topics(source, _selection(params))
+    topics = selected_topics(source, _selection(params))
     try:
-        return pipeline.quiesce_sample(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
+        return quiesce_sample(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
     except GroupActive as exc:
         raise AirflowFailException(str(exc)) from exc
 
@@ -120,7 +125,7 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
     source_connect, _ = _connect(params)
     selection = _selection(params)
     manifest = _manifest(params, run_id)
-    topics = pipeline.selected_topics(source, selection)
+    topics = selected_topics(source, selection)
     taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
                           topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
                           source_connect=source_connect, connectors=list(selection.connectors) or None,
@@ -129,7 +134,7 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
     if "quiesce_seconds" in params:  # a migration: the source may have changed since the pre-copy
         _, target = _clusters(params)
-        for topic, change in pipeline.reconcile_target_topics(manifest, source, target).items():
+        for topic, change in targets.reconcile_target_topics(manifest, source, target).items():
             log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     return counts
 
@@ -162,7 +167,7 @@ def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | No
     """The target topics' configs that the copy set (timestamps kept as CreateTime, no bound on old
     or future timestamps) back to the source's values, before anything else writes to them."""
     source, target = _clusters(params)
-    restored = pipeline.restore_topic_configs(_manifest(params, run_id), source, target)
+    restored = targets.restore_topic_configs(_manifest(params, run_id), source, target)
     for topic, configs in restored["topics"].items():
         log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
     return restored
@@ -175,7 +180,7 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
     its snapshot. A migration that has resumed on the target leaves its groups alone."""
     source, target = _clusters(params)
     manifest = _manifest(params, run_id)
-    if not drill and manifest.exists("events/connectors-resumed"):
+    if not drill and manifest.exists(Part.event(events.RESUMED)):
         log.info("the run resumed on the target already: its consumer groups are left as they are there")
         return 0
     results = replicate(manifest, target, None if drill else source)
@@ -206,13 +211,13 @@ def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None =
     manifest = _manifest(params, run_id)
     source, _ = _clusters(params)
     _, target_connect = _connect(params)
-    if not manifest.exists("events/connectors-resumed"):
+    if not manifest.exists(Part.event(events.RESUMED)):
         check_groups_unchanged(manifest, source)
     names = sorted(read_snapshot(manifest)["connectors"])
     states = connector_steps.states_before(manifest) if target_connect and names else {}
     resumed = connector_steps.restore_states(target_connect, {n: states[n] for n in names}) if states else []
-    manifest.get_or_create("resumed-connectors", lambda: {"connectors": resumed})
-    pipeline.mark(manifest, "connectors-resumed")
+    manifest.get_or_create(Part.RESUMED, lambda: {"connectors": resumed})
+    events.mark(manifest, events.RESUMED)
     log.info("resumed on the target Connect cluster: %s", resumed)
     return resumed
 
@@ -222,7 +227,7 @@ def measure_drill(params: dict[str, Any] | None = None, run_id: str | None = Non
                   dag_run: Any = None) -> dict[str, Any]:
     """DR drill: RPO (how far the verified copy is behind the live source) and RTO (trigger to verified)."""
     source, _ = _clusters(params)
-    measured = pipeline.measure_drill(_manifest(params, run_id), source, dag_run.start_date)
+    measured = drill_figures(_manifest(params, run_id), source, dag_run.start_date)
     log.info("drill: RPO %d records / %.1f s behind the source, RTO %.1f s", measured["rpo_records"],
              measured["rpo_seconds"], measured["rto_seconds"])
     return measured

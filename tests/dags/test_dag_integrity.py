@@ -53,8 +53,8 @@ print(f"{{imported - started:.2f}} {{time.monotonic() - imported:.2f}}")
 
 @pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
 def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_id):
-    """The spark-submit command each Spark task builds carries kmigrate/sparkconf.py's driver options."""
-    from kmigrate.sparkconf import DRIVER_JAVA_OPTIONS
+    """The spark-submit command each Spark task builds carries kmigrate_spark/conf.py's driver options."""
+    from kmigrate_spark.conf import DRIVER_JAVA_OPTIONS
 
     tasks = [t for t in dagbag.get_dag(dag_id).tasks if type(t).__name__ == "KmigrateSparkSubmitOperator"]
     assert tasks

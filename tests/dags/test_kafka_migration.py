@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-
-from kmigrate import pipeline
-from kmigrate.admin import ClusterAdmin
-from kmigrate.copier import CopyOptions, copy_partition
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.plan import latest_copy_rows, preflight, work_units
-from kmigrate.report import summarize
-from kmigrate.tasks import KILL_HOOK_ENV
+from kmigrate.run.plan import latest_copy_rows, work_units, write_pre_copy_plan
+from kmigrate.run.report import summarize
+from kmigrate.run.selection import Selection
+from kmigrate.run.targets import prepare_targets
+from kmigrate.run.tasks import KILL_HOOK_ENV
 from kmigrate.workload import seed_mixed
+
 from tests.integration.test_copier import assert_same_partition, records_of, seed_plain
 from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
 from tests.integration.test_spark_jobs import load_spark_cluster_module
@@ -186,6 +188,7 @@ def test_connectors_keep_their_state_through_a_migration_and_a_rollback(stack, d
     paused, the originals stopped; after the rollback the target copies are stopped, the originals
     running and paused again."""
     from kmigrate.workload import FILE_SOURCE
+
     from tests.kafka_helpers import create_topic, watermarks
 
     prefix = f"dagroll{uuid.uuid4().hex[:6]}"
@@ -284,10 +287,10 @@ def test_a_topic_that_grows_on_the_source_after_the_pre_copy_ends_equal(stack, d
     state = str(tmp_path / "state")
     manifest = Manifest(state, "grow")
     # the pre-copy as the DAG's pre-copy task and job do it, before anything else of the run
-    selection = pipeline.Selection(topic.replace(".", r"\."))
-    plan = pipeline.write_pre_copy_plan(manifest, stack.source, [topic], selection.modes([topic]))
+    selection = Selection(topic.replace(".", r"\."))
+    plan = write_pre_copy_plan(manifest, stack.source, [topic], selection.modes([topic]))
     units = work_units(plan)
-    preflight(stack.source, stack.target, units, manifest=manifest)
+    prepare_targets(stack.source, stack.target, units, manifest=manifest)
     for unit in units:
         assert copy_partition(stack.source, stack.target, unit, CopyOptions(verify=False)).records == 200
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate_airflow.local import LocalAirflow
+
 from tests.integration.test_stack_connect import wait_until
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

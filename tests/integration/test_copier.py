@@ -1,4 +1,4 @@
-"""The offset-preserving copier against the real local clusters (DESIGN section 4)."""
+"""The offset-preserving copier against the real local clusters (docs/DESIGN.md §4)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,14 +12,17 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-
-from kmigrate.admin import ClusterAdmin
-from kmigrate.copier import CopyOptions, WorkUnit, copy_partition, translate_offset
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import ForeignTarget, OffsetMismatch, TargetDiverged, TopicMismatch
-from kmigrate.records import read_range
-from kmigrate.topics import prepare_target_topic
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range
+from kmigrate.model import WorkUnit
+from kmigrate.offsets import translate_offset
+from kmigrate.run.targets import prepare_target_topic
+
 from tests.conftest import PROJECT_DIR
-from tests.kafka_helpers import create_topic, produce
+from tests.kafka_helpers import all_watermarks, create_topic, produce
 
 
 def records_of(cluster, topic, partition, start=0, end=None):
@@ -30,11 +33,6 @@ def records_of(cluster, topic, partition, start=0, end=None):
             start = max(start, start_)
     return [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
             for m in read_range(cluster, topic, partition, start, end)]
-
-
-def all_watermarks(cluster, topic):
-    with ClusterAdmin(cluster) as admin:
-        return [admin.watermarks(topic, p) for p in range(admin.require_partition_count(topic))]
 
 
 def copy_topic(stack, topic, mode="preserve", options=CopyOptions()):
@@ -49,19 +47,6 @@ def assert_same_partition(stack, topic, partition):
     source_marks = all_watermarks(stack.source, topic)[partition]
     assert all_watermarks(stack.target, topic)[partition] == source_marks
     assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
-
-
-@pytest.fixture
-def source_untouched(stack):
-    """Records the watermarks of the source topics a test names; asserts they did not move."""
-    watched: dict[str, list] = {}
-
-    def watch(topic):
-        watched[topic] = all_watermarks(stack.source, topic)
-
-    yield watch
-    for topic, before in watched.items():
-        assert all_watermarks(stack.source, topic) == before, f"source topic {topic} changed"
 
 
 def rdkafka_threads() -> set[str]:
@@ -224,7 +209,9 @@ def test_transactional_topic_keeps_offsets_and_visibility(stack, unique_name, so
 KILL_SCRIPT = """
 import os, signal, sys
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.model import WorkUnit
 topic, end, kill_after, raw = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "raw"
 def hook(records):
     if records >= kill_after:
@@ -375,7 +362,7 @@ def test_translate_mode_records_an_exact_offset_map(stack, unique_name, source_u
 
 
 def test_alignment_interrupted_between_filler_batches_is_finished_on_rerun(stack, unique_name, source_untouched):
-    from kmigrate import fastfill
+    from kmigrate.copy import fastfill
 
     create_topic(stack.source, unique_name)
     produce(stack.source, unique_name, [(f"k{i}".encode(), b"v") for i in range(300)])

@@ -1,15 +1,21 @@
-"""Lone transaction markers where the copier starts or stops (docs/DESIGN.md, gaps): a log start that
+"""Lone transaction markers where the copier starts or stops (docs/DESIGN.md §4.4): a log start that
 sits on a commit or abort marker, and a copy round that ends right before a marker. Each must
 migrate with every offset, record and read_committed view equal, on both copy paths."""
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.model import WorkUnit
+from kmigrate.run.targets import prepare_target_topic
 
-from kmigrate.admin import ClusterAdmin
-from kmigrate.copier import CopyOptions, WorkUnit, copy_partition
-from kmigrate.topics import prepare_target_topic
-from tests.integration.test_copier import all_watermarks, assert_same_partition, records_of, source_untouched  # noqa: F401 - a fixture
+from tests.integration.test_copier import (  # noqa: F401 - a fixture
+    all_watermarks,
+    assert_same_partition,
+    records_of,
+)
 from tests.kafka_helpers import create_topic
 
 

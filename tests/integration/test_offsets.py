@@ -1,4 +1,4 @@
-"""Snapshot, consumer-group replication and connector migration against the real stack (DESIGN 3,
+"""Snapshot, consumer-group replication and connector migration against the real stack (docs/DESIGN.md §3,
 5, 6): consumers and connectors continue on the target exactly where they stopped on the source."""
 from __future__ import annotations
 
@@ -7,25 +7,18 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
-from kmigrate.admin import ClusterAdmin
-from kmigrate.connect import ConnectClient
-from kmigrate.connectors import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
-from kmigrate.copier import TRANSLATE
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectUnreachable, GroupActive, GroupError
-from kmigrate.groups import replicate_groups
-from kmigrate.manifest import Manifest
-from kmigrate.plan import (
-    COPY_RESULTS,
-    new_attempt,
-    preflight,
-    read_plan,
-    translate_maps,
-    work_units,
-)
-from kmigrate.snapshot import take_snapshot
-from kmigrate.tasks import copy_task
-from kmigrate.topics import prepare_target_topic
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.manifest import Manifest, Part
+from kmigrate.model import TRANSLATE
+from kmigrate.run.connectors import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
+from kmigrate.run.groups import replicate_groups
+from kmigrate.run.plan import read_plan, translate_maps, work_units
+from kmigrate.run.snapshot import take_snapshot
+from kmigrate.run.targets import prepare_target_topic, prepare_targets
+from kmigrate.run.tasks import copy_task
+
 from tests.integration.test_stack_connect import connectors, wait_until  # noqa: F401 - fixture
 from tests.kafka_helpers import create_topic, produce, read_partition, watermarks
 
@@ -37,10 +30,10 @@ def copy_run(stack, manifest: Manifest) -> list[dict]:
     """The copy step in this process (the Spark job does the same per task; tested on its own)."""
     resume = translate_maps(manifest)
     units = work_units(read_plan(manifest))
-    preflight(stack.source, stack.target, units)
+    prepare_targets(stack.source, stack.target, units)
     rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume) for unit in units]
     assert all(r["ok"] for r in rows), rows
-    manifest.write_once(f"{COPY_RESULTS}/{new_attempt()}", {"rows": rows})
+    manifest.write_once(Part.attempt(Part.COPY_RESULTS), {"rows": rows})
     return rows
 
 

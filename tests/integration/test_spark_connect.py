@@ -10,11 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
+from kmigrate.run.tasks import KILL_HOOK_ENV
 
-from kmigrate.tasks import KILL_HOOK_ENV
 from tests.conftest import PROJECT_DIR
 from tests.integration.test_copier import assert_same_partition, seed_plain
-from tests.integration.test_spark_jobs import attempts, load_spark_cluster_module, make_run, seed_workload
+from tests.integration.test_spark_jobs import (
+    attempts,
+    load_spark_cluster_module,
+    make_run,
+    seed_workload,
+)
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
 CONNECT_PORT, CONNECT_UI_PORT = 30002, 30040
@@ -57,7 +62,7 @@ def test_copy_and_verify_on_a_spark_connect_server_then_a_rerun_is_a_noop(stack,
     assert copied.returncode == 0, copied.stderr[-4000:]
     assert "12 partitions copied, 6000 new records" in copied.stdout
     assert copied.stdout.count("ok: 500 records") == 12
-    assert "Python workers from kmigrate.spark_daemon" in copied.stdout  # the server's conf (stack/spark_cluster.py)
+    assert "Python workers from kmigrate_spark.daemon" in copied.stdout  # the server's conf (stack/spark_cluster.py)
     verified = run_job("verify_partitions", tmp_path / "state", clients, remote)
     assert verified.returncode == 0, verified.stderr[-4000:]
     assert "all 12 partitions equal (6000 records)" in verified.stdout

@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.plan import build_plan, write_clients
-from kmigrate.sparkconf import submit_args
-from kmigrate.tasks import KILL_HOOK_ENV
+from kmigrate.run.clients import write_clients
+from kmigrate.run.plan import build_plan
+from kmigrate.run.tasks import KILL_HOOK_ENV
+from kmigrate_spark.conf import submit_args
+
 from tests.conftest import PROJECT_DIR
 from tests.integration.test_copier import assert_same_partition, seed_plain
 from tests.kafka_helpers import produce
@@ -66,8 +67,8 @@ def copy_and_verify(stack, tmp_path: Path, topics: list[str], master: str) -> Ma
     assert "12 partitions copied, 6000 new records" in copied.stdout
     assert copied.stdout.count("ok: 500 records") == 12  # a progress line per partition
     # the jobs' own daemon, the user's conf not naming another
-    assert "Python workers from kmigrate.spark_daemon" in copied.stdout
-    assert "driver JVM with kmigrate's JIT and GC options" in copied.stdout  # kmigrate/sparkconf.py
+    assert "Python workers from kmigrate_spark.daemon" in copied.stdout
+    assert "driver JVM with kmigrate's JIT and GC options" in copied.stdout  # kmigrate_spark/conf.py
     [copy] = attempts(manifest, "copy-results")
     assert len(copy["rows"]) == 12 and all(r["ok"] and r["digests_equal"] and r["records"] == 500 for r in copy["rows"])
 

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConnectorNotFound, ConnectorStateError, ConnectUnreachable
+from kmigrate.kafka.connect import ConnectClient
+
 from tests.kafka_helpers import create_topic, read_partition, watermarks
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"

@@ -3,10 +3,10 @@ the source changed after the target topic was made is applied only to a topic th
 from __future__ import annotations
 
 import pytest
-
-from kmigrate.admin import ClusterAdmin
 from kmigrate.errors import TopicMismatch
-from kmigrate.topics import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.run.targets import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
+
 from tests.kafka_helpers import create_topic
 
 

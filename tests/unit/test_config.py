@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from kmigrate.config import ClusterConfig, redact
 from kmigrate.errors import ConfigError
 

@@ -2,8 +2,8 @@
 tested against real workers in tests/integration/test_stack_connect.py)."""
 from __future__ import annotations
 
-from kmigrate.connect import _error_for
 from kmigrate.errors import ConnectError, ConnectorNotFound, ConnectorStateError
+from kmigrate.kafka.connect import _error_for
 
 
 def test_404_names_the_connector():

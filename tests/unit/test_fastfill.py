@@ -4,9 +4,8 @@ from __future__ import annotations
 import struct
 
 import crc32c
-
-from kmigrate import fastfill
-from kmigrate.records import FILLER_HEADER, FILLER_KEY
+from kmigrate.copy import fastfill
+from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:

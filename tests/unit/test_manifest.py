@@ -5,7 +5,6 @@ import os
 import uuid
 
 import pytest
-
 from kmigrate.manifest import Manifest, ManifestConflict, ManifestError
 
 

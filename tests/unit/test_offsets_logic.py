@@ -3,12 +3,11 @@ connectors, target connector configs."""
 from __future__ import annotations
 
 import pytest
-
-from kmigrate.connectors import target_config, translated_offsets
 from kmigrate.errors import ConfigError
-from kmigrate.groups import OffsetTranslator
-from kmigrate.plan import plan_from_topics
-from kmigrate.snapshot import select
+from kmigrate.offsets import OffsetTranslator
+from kmigrate.run.connectors import target_config, translated_offsets
+from kmigrate.run.plan import plan_from_topics
+from kmigrate.run.selection import select
 
 
 def test_select_fully_matches_include_minus_exclude_and_never_internal_topics():

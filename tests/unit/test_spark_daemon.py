@@ -1,4 +1,4 @@
-"""The Python daemon the Spark executors fork their workers from (kmigrate.spark_daemon). pyspark
+"""The Python daemon the Spark executors fork their workers from (kmigrate_spark.daemon). pyspark
 runs a full gc.collect() in a worker after every task; the daemon freezes what it imported, so
 that collection does not walk the library's and pyspark's objects again each time."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ def in_a_fresh_interpreter(code: str) -> dict:
 def test_the_daemon_freezes_what_it_imported_and_starts_no_thread():
     seen = in_a_fresh_interpreter(
         "import gc, json, threading, time\n"
-        "import kmigrate.spark_daemon\n"
+        "import kmigrate_spark.daemon\n"
         "started = time.perf_counter(); gc.collect(); collect_ms = (time.perf_counter() - started) * 1000\n"
         "print(json.dumps({'frozen': gc.get_freeze_count(), 'threads': threading.active_count(),\n"
         "                  'collect_ms': collect_ms}))")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import struct
 
 import crc32c
-
-from kmigrate import fastfill, wire
+from kmigrate.copy import fastfill
+from kmigrate.kafka import wire
 
 COMPRESSION_ZSTD = 4  # the attribute value only; the bytes below are not really compressed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kmigrate.copier import _Writer
+from kmigrate.copy.writer import Writer
 
 
 class Answers:
@@ -20,8 +20,8 @@ class Answers:
         return SimpleNamespace(orig_broker_id=self.broker_ids.pop(0))
 
 
-def writer() -> _Writer:
-    w = _Writer.__new__(_Writer)  # the method under test needs only the topic
+def writer() -> Writer:
+    w = Writer.__new__(Writer)  # the method under test needs only the topic
     w.topic = "orders"
     return w
 

@@ -196,7 +196,7 @@ def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iter
                what: str, in_flight: int = 8, timeout_ms: int = 30_000) -> None:
     """Produce each (batch, expected base offset) in order, up to `in_flight` requests pipelined,
     and check every response: an error fails with its name, and a base offset other than the
-    expected one is an OffsetMismatch (the expected-offset check of DESIGN 4.1, per batch)."""
+    expected one is an OffsetMismatch (the expected-offset check of docs/DESIGN.md §4.1, per batch)."""
     pending: dict[int, int] = {}
     batches = iter(batches)
     item = next(batches, None)

@@ -1,4 +1,4 @@
-"""Consumer-group replication (DESIGN 3 and 5): each selected group's committed offsets from the
+"""Consumer-group replication (docs/DESIGN.md §3 and §5): each selected group's committed offsets from the
 snapshot, translated through the offset map of their partition (identity under preservation,
 exact under translation), written on the target cluster and read back.
 
@@ -7,44 +7,14 @@ committed offset for a partition the target lacks, stops the step with nothing c
 Re-running writes the same offsets again, which changes nothing."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from kmigrate.admin import ClusterAdmin, Committed
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import PRESERVE, translate_offset
-from kmigrate.errors import ConfigError, GroupActive, GroupError, OffsetsNotApplied
-from kmigrate.manifest import Manifest
-from kmigrate.plan import latest_copy_rows, new_attempt, offset_map_of, read_plan
-from kmigrate.snapshot import group_offsets, read_snapshot
-
-GROUP_RESULTS = "group-replication"
-
-
-class OffsetTranslator:
-    """Source offset -> target offset for the partitions of one run, from its plan and copy results."""
-
-    def __init__(self, modes: Mapping[str, str], copy_rows: Mapping[tuple[str, int], Mapping[str, Any]]) -> None:
-        self.modes = dict(modes)
-        self.copy_rows = copy_rows
-
-    @classmethod
-    def for_run(cls, manifest: Manifest) -> OffsetTranslator:
-        modes = {unit["topic"]: unit["mode"] for unit in read_plan(manifest)["units"]}
-        return cls(modes, latest_copy_rows(manifest))
-
-    def target_offset(self, topic: str, partition: int, offset: int) -> int:
-        mode = self.modes.get(topic)
-        if mode is None:
-            raise ConfigError(f"{topic}[{partition}] is not part of this run's plan; select the topic or leave the "
-                              "group or connector that reads it out of the migration")
-        if mode == PRESERVE:
-            return offset
-        row = self.copy_rows.get((topic, partition))
-        if row is None:
-            raise ConfigError(f"{topic}[{partition}] is copied in translate mode but has no copy result with its "
-                              "offset map; run the copy step first")
-        return translate_offset(offset_map_of(row), offset, row["target_end"])
+from kmigrate.errors import GroupActive, GroupError, OffsetsNotApplied
+from kmigrate.kafka.admin import ClusterAdmin, Committed
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.plan import translator_for_run
+from kmigrate.run.snapshot import group_offsets, read_snapshot
 
 
 def check_groups_unchanged(manifest: Manifest, source: ClusterConfig) -> None:
@@ -88,7 +58,7 @@ def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterC
     if source is not None:
         check_groups_unchanged(manifest, source)
     snapshot = read_snapshot(manifest)
-    translator = OffsetTranslator.for_run(manifest)
+    translator = translator_for_run(manifest)
     wanted: dict[str, dict[tuple[str, int], Committed]] = {}
     with ClusterAdmin(target) as admin:
         partitions: dict[str, int | None] = {}
@@ -135,5 +105,5 @@ def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterC
                              "metadata_equal": after[(t, p)].metadata == source_offsets[(t, p)].get("metadata", "")}
                             for (t, p), value in sorted(offsets.items())],
             })
-    manifest.write_once(f"{GROUP_RESULTS}/{new_attempt()}", {"groups": results, "as_of_snapshot": source is None})
+    manifest.write_once(Part.attempt(Part.GROUP_RESULTS), {"groups": results, "as_of_snapshot": source is None})
     return results

@@ -1,27 +1,25 @@
-"""Target topics: created like the source's, relaxed while the copy writes to them, brought back to
-the source's settings before anything else writes to them (docs/DESIGN.md, target topics).
-
-Three moments:
-- `prepare_target_topic` (before a copy): create the topic with the source's partitions and
-  configs, or check an existing one; where the copy will write, set the COPY_SETTINGS that keep
-  the source's timestamps.
-- `reconcile_target_topic` (at the snapshot): what the source changed since the pre-copy
-  (partitions added, configs altered) is applied to a topic this run created, refused on another.
-- `restore_target_topic` (after the verification, before connectors resume): every COPY_SETTING
-  back to the source's value.
-"""
+"""Target topics (docs/DESIGN.md §7): created like the source's, set for the copy while it writes,
+restored to the source's settings afterwards, and kept in line with what the source changed since
+the pre-copy on the topics the run created."""
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kmigrate.admin import ClusterAdmin
-from kmigrate.errors import TopicMismatch
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import TopicMismatch, TopicNotFound
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest, Part
+from kmigrate.model import WorkUnit
+from kmigrate.run.snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = str(2**63 - 1)
+
+
 # What the copy sets on a target topic while it writes: the broker then keeps each copied record's
 # timestamp (LogAppendTime would replace it, a bound on timestamps in the past or the future would
 # refuse old or skewed ones the source accepted). Restored to the source's values afterwards.
@@ -30,6 +28,8 @@ COPY_SETTINGS = {
     "message.timestamp.before.max.ms": LONG_MAX,
     "message.timestamp.after.max.ms": LONG_MAX,
 }
+
+
 # Source configs that describe the source cluster's operation, not the data: never copied.
 NOT_COPIED = frozenset({
     "leader.replication.throttled.replicas",
@@ -38,11 +38,15 @@ NOT_COPIED = frozenset({
     "local.retention.ms",
     "local.retention.bytes",
 })
+
+
 # Configs that decide which records survive and which are accepted: the source's effective values
 # are always carried over, so a target broker with other defaults cannot delete or refuse what the
 # source keeps.
 CARRY_EFFECTIVE = ("cleanup.policy", "retention.ms", "retention.bytes", "delete.retention.ms",
                    "min.compaction.lag.ms", "max.compaction.lag.ms", "max.message.bytes")
+
+
 # Configs where a larger target value is no conflict.
 AT_LEAST = frozenset({"max.message.bytes"})
 
@@ -166,3 +170,114 @@ def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str)
         target.alter_topic_configs(topic, differs)
         after = target.topic_configs(topic)
     return {k: [before.get(k), after.get(k)] for k in COPY_SETTINGS}
+
+
+def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit], *,
+              manifest: Manifest | None = None, timeout_s: float = 10.0) -> None:
+    """Before any task starts: both clusters answer, every topic of the plan exists on the source
+    with the planned partitions, and each target topic exists like the source's (created when
+    absent, recorded in the run's manifest as created by it; refused when it conflicts; set for
+    the copy where the copy will write). Fails fast with one clear error."""
+    needed: dict[str, int] = {}
+    for unit in units:
+        needed[unit.topic] = max(needed.get(unit.topic, 0), unit.partition + 1)
+    created = []
+    with ClusterAdmin(source, timeout_s) as source_admin, ClusterAdmin(target, timeout_s) as target_admin:
+        source_admin.check_reachable(timeout_s)
+        target_admin.check_reachable(timeout_s)
+        for topic, partitions in sorted(needed.items()):
+            count = source_admin.partition_count(topic)
+            if count is None:
+                raise TopicNotFound(
+                    f"topic {topic!r} of the plan does not exist on the source cluster "
+                    f"({source.bootstrap_servers}); check the topic selection, or start a new run id so that a "
+                    "new snapshot is taken")
+            if count < partitions:
+                raise TopicMismatch(
+                    f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
+                    "from another cluster or the topic was re-created: start a new run id")
+            if manifest is not None:
+                reconcile_topics(manifest, source_admin, target_admin, [topic])
+            plan = prepare_target_topic(source_admin, target_admin, topic,
+                                        writes=_writes_to(target_admin, topic, [u for u in units if u.topic == topic]))
+            if plan.created:
+                created.append(topic)
+    if created and manifest is not None:
+        manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
+
+
+def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:
+    """Whether copying `units` writes to the target topic: it is absent or short of a unit's end."""
+    count = target_admin.partition_count(topic)
+    if count is None or any(u.partition >= count for u in units):
+        return True
+    ends = target_admin.end_offsets((u.topic, u.partition) for u in units)
+    return any(ends[(u.topic, u.partition)] < u.end_offset for u in units)
+
+
+def created_topics(manifest: Manifest) -> set[str]:
+    """The target topics this run created (recorded by the copy jobs' preflight)."""
+    return {topic for part in manifest.parts() if part.startswith(f"{Part.CREATED_TOPICS}/")
+            for topic in manifest.read(part)["topics"]}
+
+
+def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
+                     topics: Iterable[str]) -> dict[str, Any]:
+    """What each of `topics` gained on the source since its target topic was made (partitions,
+    configs) is applied to the target topics this run created, and refused with TopicMismatch for
+    the others (nothing changed then). What was applied is recorded (part topic-changes/<attempt>)
+    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}."""
+    mine = created_topics(manifest)
+    changes = {}
+    for topic in topics:
+        changed = reconcile_target_topic(source_admin, target_admin, topic, created_by_run=topic in mine)
+        if changed["partitions"] or changed["configs"]:
+            changes[topic] = changed
+    if changes:
+        manifest.write_once(Part.attempt(Part.TOPIC_CHANGES), {"topics": changes})
+    return changes
+
+
+def topic_changes(manifest: Manifest) -> dict[str, Any]:
+    """Every change `reconcile_topics` applied in this run, by topic, in order."""
+    out: dict[str, Any] = {}
+    for part in sorted(p for p in manifest.parts() if p.startswith(f"{Part.TOPIC_CHANGES}/")):
+        for topic, change in manifest.read(part)["topics"].items():
+            entry = out.setdefault(topic, {"partitions": None, "configs": {}})
+            if change["partitions"]:
+                entry["partitions"] = [(entry["partitions"] or change["partitions"])[0], change["partitions"][1]]
+            entry["configs"].update(change["configs"])
+    return out
+
+
+def check_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str]) -> None:
+    """Before the connectors stop: a target topic this run did not create must still agree with its
+    source topic (partitions, configs), since the run will not change it; TopicMismatch otherwise,
+    while the source is still live and nothing is stopped. Topics the run created are brought in
+    line at the snapshot (`reconcile_target_topics`)."""
+    mine = created_topics(manifest)
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        for topic in topics:
+            if topic not in mine:
+                reconcile_target_topic(source_admin, target_admin, topic, created_by_run=False)
+
+
+def reconcile_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+    """At the snapshot, before the copy: what the source changed since the pre-copy (partitions
+    added, configs altered) on the snapshot's topics, applied to the target topics this run
+    created and refused for the others (`plan.reconcile_topics`)."""
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        return reconcile_topics(manifest, source_admin, target_admin, sorted(read_snapshot(manifest)["topics"]))
+
+
+def restore_topic_configs(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+    """After the verification, before anything else writes to the target topics: the configs the
+    copy set (COPY_SETTINGS) back to the source's values on every snapshot topic. Idempotent (a
+    setting already right is not touched); each attempt is recorded (part topic-configs/<attempt>)."""
+    restored = {}
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        for topic in sorted(read_snapshot(manifest)["topics"]):
+            restored[topic] = restore_target_topic(source_admin, target_admin, topic)
+    result = {"topics": restored}
+    manifest.write_once(Part.attempt(Part.TOPIC_CONFIGS), result)
+    return result

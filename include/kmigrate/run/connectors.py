@@ -1,4 +1,4 @@
-"""Connector migration (DESIGN 3): stop connectors on the source Connect cluster, re-create them on
+"""Connector migration (docs/DESIGN.md §3): stop connectors on the source Connect cluster, re-create them on
 the target one in STOPPED state with their offsets carried over, resume them there; and the
 rollback that puts them back on the source.
 
@@ -13,15 +13,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, OffsetsNotApplied
-from kmigrate.groups import OffsetTranslator
-from kmigrate.manifest import Manifest
-from kmigrate.plan import new_attempt
-from kmigrate.snapshot import read_snapshot
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.manifest import Manifest, Part
+from kmigrate.offsets import OffsetTranslator
+from kmigrate.run.plan import translator_for_run
+from kmigrate.run.snapshot import read_snapshot
 
-CONNECTOR_RESULTS = "connector-migration"
-CONNECTOR_STATES = "connector-states"
 STATES = ("RUNNING", "PAUSED", "STOPPED")
 
 
@@ -34,7 +32,7 @@ def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Mani
     state on the target, and a rollback puts it back in that state on the source."""
     def read() -> dict[str, Any]:
         return {"states": {name: connect.state(name) for name in names}}
-    states = (manifest.get_or_create(CONNECTOR_STATES, read) if manifest is not None else read())["states"]
+    states = (manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read())["states"]
     for name in names:
         connect.stop(name, wait_s=wait_s)
     return dict(states)
@@ -42,7 +40,7 @@ def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Mani
 
 def states_before(manifest: Manifest) -> dict[str, str]:
     """Each connector's state on the source before the run stopped it (see stop_connectors)."""
-    recorded = manifest.read(CONNECTOR_STATES)
+    recorded = manifest.read(Part.CONNECTOR_STATES)
     if recorded is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no connector states: the run did not stop "
                           "any connector (check the run name)")
@@ -125,7 +123,7 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
     config and (translated) offsets, and read the offsets back. Resuming is `resume_connectors`.
     A connector that already runs on the target (an earlier attempt resumed it) is left alone."""
     snapshot = read_snapshot(manifest)
-    translator = OffsetTranslator.for_run(manifest)
+    translator = translator_for_run(manifest)
     prepared = []
     for name, entry in sorted(snapshot["connectors"].items()):
         if entry["state"] != "STOPPED":
@@ -159,10 +157,10 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
             _read_back(target_connect, name, offsets)
         results.append({"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
                         "offsets": offsets, "state": state})
-    source_states = manifest.read(CONNECTOR_STATES) or {"states": {}}
+    source_states = manifest.read(Part.CONNECTOR_STATES) or {"states": {}}
     for result in results:
         result["source_state"] = source_states["states"].get(result["name"])
-    manifest.write_once(f"{CONNECTOR_RESULTS}/{new_attempt()}", {"connectors": results})
+    manifest.write_once(Part.attempt(Part.CONNECTOR_RESULTS), {"connectors": results})
     return results
 
 

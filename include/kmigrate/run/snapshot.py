@@ -1,38 +1,20 @@
-"""The snapshot step (DESIGN 3 and 6): the selected topics, consumer groups and connectors as they
+"""The snapshot step (docs/DESIGN.md §3 and §6): the selected topics, consumer groups and connectors as they
 are at the cut-over, written into the run manifest once. A re-run reads the stored snapshot back;
 it is never taken again or overwritten. The run's plan (one work unit per partition) is derived
 from it."""
 from __future__ import annotations
 
 import datetime
-import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.connect import ConnectClient
 from kmigrate.errors import ConfigError
-from kmigrate.manifest import Manifest
-from kmigrate.plan import PLAN_PART, plan_from_topics, topic_partitions
-
-SNAPSHOT_PART = "snapshot"
-
-
-def compile_pattern(pattern: str, what: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ConfigError(f"the {what} pattern {pattern!r} is not a valid regular expression ({exc}); fix it") from exc
-
-
-def select(names: Iterable[str], include: str, exclude: str | None = None, what: str = "topic") -> list[str]:
-    """Names that fully match `include` and not `exclude`. Kafka's own internal topics (`__*`) are
-    never selected."""
-    wanted = compile_pattern(include, f"{what} include")
-    unwanted = compile_pattern(exclude, f"{what} exclude") if exclude else None
-    return sorted(n for n in names if not n.startswith("__") and wanted.fullmatch(n)
-                  and not (unwanted and unwanted.fullmatch(n)))
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.plan import plan_from_topics, topic_partitions
+from kmigrate.run.selection import select
 
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
@@ -114,13 +96,13 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
                 "connectors": connector_entries,
             }
 
-    snapshot = manifest.get_or_create(SNAPSHOT_PART, take)
-    manifest.write_once(PLAN_PART, plan_from_topics(snapshot["topics"], modes))
+    snapshot = manifest.get_or_create(Part.SNAPSHOT, take)
+    manifest.write_once(Part.PLAN, plan_from_topics(snapshot["topics"], modes))
     return snapshot
 
 
 def read_snapshot(manifest: Manifest) -> dict[str, Any]:
-    snapshot = manifest.read(SNAPSHOT_PART)
+    snapshot = manifest.read(Part.SNAPSHOT)
     if snapshot is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no snapshot; run the snapshot step first")
     return snapshot

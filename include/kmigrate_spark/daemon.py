@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import gc
 
-import kmigrate.tasks  # noqa: F401 - the copier, the verification and confluent_kafka with them
 import pyspark.worker  # noqa: F401 - each worker's main loop, imported after the fork by default
 from pyspark.daemon import manager
+
+import kmigrate_spark.adapters  # noqa: F401 - the warm-up task, the copier, the verification and confluent_kafka
 
 # pyspark's daemon makes each worker run a full gc.collect() after every task (measured: 25 ms with
 # this library imported). Frozen, the imported modules' objects are left out of every collection

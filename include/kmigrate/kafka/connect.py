@@ -8,13 +8,7 @@ from typing import Any
 
 import requests
 
-from kmigrate.errors import (
-    ConnectError,
-    ConnectorNotFound,
-    ConnectorStateError,
-    ConnectTimeout,
-    ConnectUnreachable,
-)
+from kmigrate.errors import ConnectError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, ConnectUnreachable
 
 log = logging.getLogger(__name__)
 

@@ -1,31 +1,16 @@
-"""Verification (DESIGN 3, the verify step): one partition's log start, log end and content digest
+"""Verification (docs/DESIGN.md §3, the verify step): one partition's log start, log end and content digest
 on both clusters, side by side. Read-only on both."""
 from __future__ import annotations
 
-import bisect
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from kmigrate.admin import ClusterAdmin
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import PRESERVE, OffsetRun, WorkUnit
-from kmigrate.records import partition_digest
-
-
-def _mapper(offset_map: Sequence[OffsetRun]):
-    starts = [run.source_start for run in offset_map]
-
-    def target_offset(source_offset: int) -> int | None:
-        index = bisect.bisect_right(starts, source_offset) - 1
-        if index < 0:
-            return None
-        run = offset_map[index]
-        if source_offset >= run.source_start + run.length:
-            return None
-        return run.target_start + source_offset - run.source_start
-
-    return target_offset
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import partition_digest
+from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
+from kmigrate.offsets import offset_mapper
 
 
 def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
@@ -61,7 +46,7 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         else:
             target_start = runs[0].target_start
             target_end = runs[-1].target_start + runs[-1].length
-        source_digest = partition_digest(source, topic, partition, source_low, end, offset_of=_mapper(runs))
+        source_digest = partition_digest(source, topic, partition, source_low, end, offset_of=offset_mapper(runs))
         target_digest = partition_digest(target, topic, partition, target_start, target_end)
         if source_digest.unmapped:
             problems.append(f"{source_digest.unmapped} source records below the snapshot end are not in the offset map")

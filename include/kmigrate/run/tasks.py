@@ -6,65 +6,27 @@ Each task logs its progress to stderr (the executor's log in the Spark UI; the c
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.copier import CopyOptions, OffsetRun, WorkUnit, copy_partition
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
-from kmigrate.verify import verify_partition
+from kmigrate.model import OffsetRun, WorkUnit
+from kmigrate.run.verify import verify_partition
 
-log = logging.getLogger("kmigrate.tasks")
+log = logging.getLogger("kmigrate.run.tasks")
 
 # Test hook, read on the executor: "N:DIR" kills the copying process with SIGKILL once per
 # partition, the first time it has handed N records to the target (DIR keeps the "once"). With
 # the hook set, whole batches are fetched 16 KiB at a time unless a fetch size is given.
 KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
-
-
-def ready(_: object = None) -> str:
-    """A no-op task: shipping it makes an executor import this library (the Spark jobs' warm-up)."""
-    return "ready"
-
-
-class RowsParam:
-    """The accumulator of (index, result) pairs through which a spark-submit job's driver learns
-    each unit's result as its task ends (collect() returns them all at the job's end). Spark
-    applies a task's update once, from its successful attempt only."""
-
-    def zero(self, _value: list) -> list:
-        return []
-
-    def addInPlace(self, pairs: list, more: list) -> list:  # noqa: N802 - Spark's name
-        pairs.extend(more)
-        return pairs
-
-
-def indexed(item: tuple[int, WorkUnit | None], task: Callable[[WorkUnit | None], Any],
-            rows: Any = None) -> tuple[int, Any]:
-    """(index, task(unit)) of an (index, unit) pair: the RDD form of a Spark job's work; added to
-    the `rows` accumulator too, when given."""
-    index, unit = item
-    pair = (index, task(unit))
-    if rows is not None:
-        rows.add([pair])
-    return pair
-
-
-def by_index(index: int, task: Callable[[WorkUnit | None], Any], units: Sequence[str | None]) -> str:
-    """The Python UDF the Spark jobs run on a Spark Connect server (which has no RDDs): `index`
-    picks a work unit from `units` (JSON, null for the warm-up); returns [index, the task's
-    result] as JSON. A plain UDF, not mapInArrow: its workers need neither pyarrow nor pandas
-    (each Python worker imported both for mapInArrow: 130 MiB and about a second of CPU). A
-    library function, so executors import it by name."""
-    text = units[index]
-    return json.dumps([index, task(WorkUnit(**json.loads(text)) if text else None)])
 
 
 def _setup_logging() -> None:

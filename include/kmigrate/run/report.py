@@ -1,13 +1,13 @@
-"""The run report (DESIGN 3, the report step): derived from the run manifest alone, written next
+"""The run report (docs/DESIGN.md §3, the report step): derived from the run manifest alone, written next
 to it as report.md, with a summary a task log or a script can print."""
 from __future__ import annotations
 
 from typing import Any
 
 from kmigrate.errors import ConfigError
-from kmigrate.manifest import Manifest
-from kmigrate.pipeline import downtime_s
-from kmigrate.plan import topic_changes
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.events import downtime_s
+from kmigrate.run.targets import topic_changes
 
 
 def _latest(manifest: Manifest, kind: str) -> dict[str, Any] | None:
@@ -16,10 +16,10 @@ def _latest(manifest: Manifest, kind: str) -> dict[str, Any] | None:
 
 
 def summarize(manifest: Manifest) -> dict[str, Any]:
-    snapshot = manifest.read("snapshot") or {"topics": {}, "groups": {}, "connectors": {}}
+    snapshot = manifest.read(Part.SNAPSHOT) or {"topics": {}, "groups": {}, "connectors": {}}
     copied: dict[tuple[str, int], dict[str, Any]] = {}
     for part in manifest.parts():
-        if part.startswith("copy-results/"):
+        if part.startswith(f"{Part.COPY_RESULTS}/"):
             for row in manifest.read(part)["rows"]:
                 key = (row["topic"], row["partition"])
                 entry = copied.setdefault(key, {"records": 0, "bytes": 0, "fillers": 0, "markers": 0, "seconds": 0.0,
@@ -31,12 +31,12 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
                     for field in ("records", "bytes", "fillers", "markers"):
                         entry[field] += row[field]
                     entry["seconds"] += row["copy_seconds"] + row["align_seconds"]
-    verification = _latest(manifest, "verification") or {"rows": []}
+    verification = _latest(manifest, Part.VERIFICATION) or {"rows": []}
     verified = {(r["topic"], r["partition"]): r for r in verification["rows"]}
-    replication = _latest(manifest, "group-replication") or {"groups": []}
+    replication = _latest(manifest, Part.GROUP_RESULTS) or {"groups": []}
     groups = replication["groups"]
-    connectors = (_latest(manifest, "connector-migration") or {"connectors": []})["connectors"]
-    resumed = manifest.read("resumed-connectors") or {"connectors": []}
+    connectors = (_latest(manifest, Part.CONNECTOR_RESULTS) or {"connectors": []})["connectors"]
+    resumed = manifest.read(Part.RESUMED) or {"connectors": []}
     partitions = sum(len(t["partitions"]) for t in snapshot["topics"].values())
     return {
         "run_id": manifest.run_id,
@@ -54,9 +54,9 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         # left on the target in the state each had on the source before the run
         "connectors_resumed": sum(1 for c in resumed["connectors"] if c["state"] == c.get("wanted", "RUNNING")),
         "topic_changes": topic_changes(manifest),
-        "configs_restored": (_latest(manifest, "topic-configs") or {"topics": {}})["topics"],
+        "configs_restored": (_latest(manifest, Part.TOPIC_CONFIGS) or {"topics": {}})["topics"],
         "downtime_s": downtime_s(manifest),
-        "drill": manifest.read("drill"),
+        "drill": manifest.read(Part.DRILL),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_resumed": resumed["connectors"],
         "_snapshot": snapshot,

@@ -1,4 +1,4 @@
-"""Alignment fillers at millions of offsets per second (DESIGN 4.2).
+"""Alignment fillers at millions of offsets per second (docs/DESIGN.md §4.2).
 
 A producer loop pays per record in Python and librdkafka; alignment only needs offsets to be
 taken. So this module builds one RecordBatch of filler records itself and sends it in raw Produce
@@ -23,9 +23,9 @@ import struct
 
 import crc32c
 
-from kmigrate import wire
 from kmigrate.config import ClusterConfig
-from kmigrate.records import FILLER_HEADER, FILLER_KEY
+from kmigrate.kafka import wire
+from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
 COMPRESSION_NONE = 0
 FILLER_TIMESTAMP_MS = 0

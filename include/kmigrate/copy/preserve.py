@@ -1,0 +1,310 @@
+"""Preserve mode: one partition copied so that every record keeps its offset (docs/DESIGN.md §4):
+resume checks, the copy loop over whole batches and single records, gaps and lone markers."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.copy.align import align, trim_below
+from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
+from kmigrate.errors import CopyError, ForeignTarget, OffsetMismatch, TargetDiverged
+from kmigrate.kafka import wire
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import ContentDigest, iter_range, partition_digest, read_range, reader
+from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
+
+log = logging.getLogger(__name__)
+
+def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
+                   source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
+                   writer: Writer) -> PartitionResult:
+    topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    target_low, target_high = target_admin.watermarks(topic, partition)
+    if target_high > target_low:
+        # An earlier copier may have left a transaction open here: fence it and abort it (its
+        # marker lands), then read the end again. An empty partition holds no such transaction.
+        writer.txn  # noqa: B018 - created for its init_transactions side effect
+        target_low, target_high = target_admin.watermarks(topic, partition)
+    result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
+    if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \
+            invisible_run_at(source, source_admin, topic, partition, end) >= 1:
+        end = target_high  # an earlier round wrote the commit marker that follows `end` on the source too
+    if target_high > end:
+        raise ForeignTarget(
+            f"{topic}[{partition}]: the target already holds offsets up to {target_high}, beyond the snapshot end "
+            f"{end}: producers already write to the target topic (it may be in use after a cutover), or another copy "
+            "wrote it. Nothing was written. Leave this topic out of the run, or migrate it to a target where it does "
+            "not exist yet",
+            topic=topic, partition=partition)
+
+    started = time.monotonic()
+    if target_high <= source_low:
+        lone_marker = source_low > 0 and invisible_run_at(source, source_admin, topic, partition, source_low) == 1
+        target_high = align(source_low, target_low, target_high, topic, partition, target, target_admin, writer,
+                             lone_marker)
+    elif target_low > source_low:
+        raise ForeignTarget(
+            f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; records "
+            "the source still has cannot be written below it. The target topic holds data of another copy or "
+            "another producer: migrate this topic to a target where it does not exist yet", topic=topic,
+            partition=partition)
+    else:
+        compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
+                                       options)
+        if target_low < source_low:
+            trim_below(source_low, target_low, compared, topic, partition, target, target_admin)
+    result.align_seconds = time.monotonic() - started
+    writer.next_offset = target_high
+
+    started = time.monotonic()
+    copy = PreserveCopy(source, source_admin, writer, result, options)
+    try:
+        if target_high < end:
+            if options.raw_batches and wire.plaintext(source) and wire.plaintext(target):
+                copy.by_batches(source, target, target_high, end)
+            else:
+                copy.by_records(target_high, end)
+            copy.finish(end)
+    finally:
+        copy.close()
+    writer.flush_bulk()
+    result.copy_seconds = time.monotonic() - started
+
+    # The target may end one offset past `end`: a commit marker after the last record, where the
+    # source has one too (`finish`), or after the alignment filler below a log start on a marker.
+    _, result.target_end = target_admin.watermarks(topic, partition)
+    if result.target_end != max(writer.next_offset, end):
+        raise OffsetMismatch(topic, partition, max(writer.next_offset, end), result.target_end)
+    result.fillers, result.markers = writer.fillers, writer.markers
+    if result.records:
+        result.offset_map = [OffsetRun(result.first_offset, result.first_offset,
+                                       result.last_offset - result.first_offset + 1)]
+    if options.verify:
+        verify_into(source, target, result, source_low)
+    return result
+
+
+def invisible_run_at(source: ClusterConfig, source_admin: ClusterAdmin, topic: str, partition: int,
+                     offset: int) -> int:
+    """How many offsets from `offset` on are invisible to a read_committed consumer of the source
+    (transaction markers, aborted records), as far as it is decided now; 0 when `offset` holds a
+    visible record, lies at or beyond the source's end, or starts a transaction still open.
+
+    Only a run of exactly 1 needs care (docs/DESIGN.md §4.4: a commit marker after the record before it),
+    and this answer is final for it: a marker at `offset` belongs to a transaction with records
+    below `offset`, so it was written before any record at or above them became readable; and a
+    transaction that begins later at `offset + 1` adds at least 2 invisible offsets or none."""
+    stable = source_admin.stable_end(topic, partition)
+    if stable <= offset:
+        return 0
+    consumer = reader(source)
+    try:
+        for chunk in iter_range(consumer, topic, partition, offset, stable):
+            return chunk[0].offset() - offset
+    finally:
+        consumer.close()
+    return stable - offset
+
+
+class PreserveCopy:
+    """The copy loop of preserve mode. Plain record batches are copied whole, byte for byte
+    (`by_batches`); everything else goes record by record through librdkafka (`by_records`).
+    Both keep one visible record of look-ahead (`held`): a gap of exactly 1 after it means it
+    must be written inside a transaction whose commit marker takes the gap's offset."""
+
+    def __init__(self, source: ClusterConfig, source_admin: ClusterAdmin, writer: Writer, result: PartitionResult,
+                 options: CopyOptions) -> None:
+        self.source = source
+        self.source_admin = source_admin
+        self.writer = writer
+        self.result = result
+        self.options = options
+        self.held: Any = None
+        self._consumer: Any = None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def _next_visible(self, offset: int) -> None:
+        """Settle `held` (and any gap) now that the next visible record is at `offset`."""
+        writer = self.writer
+        if self.held is not None:
+            gap_start = self.held.offset() + 1
+            if offset == gap_start:
+                writer.write_one(self.held)
+            elif offset == gap_start + 1:
+                writer.commit_with_marker(self.held)
+            else:
+                writer.write_one(self.held)
+                writer.abort_fillers(gap_start, offset)
+            self.held = None
+        elif offset > writer.next_offset:
+            _render_leading_gap(writer, offset, self.result.topic, self.result.partition)
+
+    def _progress(self, first: int, last: int, records: int, nbytes: int) -> None:
+        result = self.result
+        result.records += records
+        result.bytes += nbytes
+        if result.first_offset is None:
+            result.first_offset = first
+        result.last_offset = last
+        if self.options.progress_hook is not None:
+            self.options.progress_hook(result.records)
+
+    def by_records(self, start: int, stop: int) -> None:
+        writer = self.writer
+        topic, partition = self.result.topic, self.result.partition
+        if self._consumer is None:
+            self._consumer = reader(self.source)
+        for chunk in iter_range(self._consumer, topic, partition, start, stop, idle_timeout_s=self.options.idle_timeout_s):
+            for run in contiguous_runs(chunk):
+                self._next_visible(run[0].offset())
+                held = self.held = run[-1]
+                nbytes = writer.write_run(run[:-1]) + len(held.key() or b"") + len(held.value() or b"")
+                self._progress(run[0].offset(), held.offset(), len(run), nbytes)
+            writer.bulk.poll(0)
+            writer.raise_if_failed()
+
+    def by_batches(self, source: ClusterConfig, target: ClusterConfig, start: int, end: int) -> None:
+        topic, partition = self.result.topic, self.result.partition
+        position = start
+        with wire.BrokerConnection(*wire.leader(source, topic, partition)) as fetcher, \
+                wire.BrokerConnection(*wire.leader(target, topic, partition)) as sender:
+            while position < end:
+                error, source_high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
+                if error:
+                    raise CopyError(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
+                                    f"{wire.error_name(error)}", topic=topic, partition=partition)
+                batches = [b for b in wire.parse_batches(blob) if b.last_offset >= position]
+                if len(batches) == 1 and batches[0].last_offset + 1 < end:
+                    # one batch filled the fetch: peek at what follows it, to know whether it may go whole
+                    _, _, more = fetcher.fetch(topic, partition, batches[0].last_offset + 1, 1)
+                    batches += wire.parse_batches(more)[:1]
+                if not batches:
+                    # nothing readable yet (the stable offset holds back, or only markers follow):
+                    # the record path waits for it, with its idle timeout
+                    self.by_records(position, end)
+                    return
+                whole = 0
+                while whole < len(batches) and _copy_whole(batches, whole, position, end, source_high):
+                    whole += 1
+                if whole:
+                    self._send_batches(sender, batches[:whole])
+                    position = batches[whole - 1].last_offset + 1
+                else:
+                    stop = next((b.base_offset for i, b in enumerate(batches)
+                                 if i and _copy_whole(batches, i, position, end, source_high)),
+                                batches[-1].last_offset + 1)
+                    stop = min(stop, end)
+                    self.by_records(position, stop)
+                    position = stop
+
+    def _send_batches(self, sender: wire.BrokerConnection, batches: list[wire.Batch]) -> None:
+        writer = self.writer
+        topic, partition = self.result.topic, self.result.partition
+        self._next_visible(batches[0].base_offset)
+        writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
+        wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
+                        "a copied record batch")
+        writer.next_offset = batches[-1].last_offset + 1
+        self.result.whole_batches += len(batches)
+        self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),
+                       sum(len(b.data) for b in batches))
+
+    def finish(self, end: int) -> None:
+        """Write the held record and the gap after it up to `end`. When the held record is the
+        last offset before `end`, what follows it on the source decides how: a lone transaction
+        marker at `end` must be a commit marker after it (written now, so the target ends at
+        `end + 1`); the next round could not put one there."""
+        writer, held = self.writer, self.held
+        if held is not None:
+            tail = end - (held.offset() + 1)
+            if tail == 0:
+                topic, partition = self.result.topic, self.result.partition
+                tail = 1 if invisible_run_at(self.source, self.source_admin, topic, partition, end) == 1 else 0
+            if tail == 1:
+                writer.commit_with_marker(held)
+            else:
+                writer.write_one(held)
+                if tail >= 2:
+                    writer.abort_fillers(held.offset() + 1, end)
+            self.held = None
+        elif writer.next_offset < end:
+            _render_leading_gap(writer, end, self.result.topic, self.result.partition)
+
+
+def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int, source_high: int) -> bool:
+    """Whether batches[index] can be copied byte for byte: a plain batch (not transactional, not
+    a marker, no record removed by compaction, no delete horizon, CreateTime) entirely inside [position, end), whose
+    next offset is known to hold a visible record or is the source's end. (A gap of exactly 1
+    after it would need its last record inside a transaction.)"""
+    batch = batches[index]
+    if (batch.base_offset < position or batch.last_offset >= end or batch.transactional or batch.control
+            or not batch.dense or batch.log_append_time or batch.delete_horizon):
+        return False
+    if batch.last_offset + 1 == end:
+        return source_high <= end  # else what follows `end` decides (the record path's `finish`)
+    if index + 1 == len(batches):
+        return False
+    following = batches[index + 1]
+    return (following.base_offset == batch.last_offset + 1 and not following.transactional
+            and not following.control and following.dense)
+
+
+def _render_leading_gap(writer: Writer, until: int, topic: str, partition: int) -> None:
+    """A gap that starts where this run starts, with no record of this run before it."""
+    gap = until - writer.next_offset
+    if gap == 1:
+        # This copier never leaves a target there (`finish` and `align` look ahead): the record
+        # before it came from another writer, or from a copy made without that look-ahead.
+        raise TargetDiverged(
+            f"{topic}[{partition}]: source offset {writer.next_offset} is a lone transaction marker right after the "
+            f"target's last record (offset {writer.next_offset - 1}), which was written outside a transaction; Kafka "
+            "can put a marker there only in the transaction of that record, so the offsets cannot be preserved from "
+            "here. Nothing was written. Copy this topic in translate mode (translate_topics), or to a target topic "
+            "that does not exist yet", topic=topic, partition=partition)
+    writer.abort_fillers(writer.next_offset, until)
+
+
+def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
+                        low: int, target_high: int, options: CopyOptions) -> int:
+    """The target's last records must be the source's records at the same offsets (docs/DESIGN.md §4.3);
+    returns how many were compared (0: no visible record in [low, target_high))."""
+    window = options.resume_window
+    while True:
+        start = max(low, target_high - window)
+        on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
+        on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
+        if on_target != on_source:
+            first = next((i for i, (a, b) in enumerate(zip(on_target, on_source)) if a != b),
+                         min(len(on_target), len(on_source)))
+            at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
+                  if first < len(on_source) else target_high)
+            raise TargetDiverged(
+                f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
+                f"(first difference at offset {at}), so it is not a copy of this partition: another producer wrote "
+                "to it, or it holds another source's data. Nothing was written. Stop whatever writes to the target "
+                "topic; if it is not in use, migrate this topic to a target where it does not exist yet",
+                topic=topic, partition=partition)
+        if on_target or start == low:
+            return len(on_target)
+        window *= 8
+
+
+def _fingerprint(msg: Any) -> tuple[int, str]:
+    digest = ContentDigest()
+    digest.update_message(msg)
+    return msg.offset(), digest.hexdigest()
+
+
+def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionResult, start: int) -> None:
+    """Digest both sides over [start, end) and store them in `result`."""
+    started = time.monotonic()
+    end = max(result.end_offset, result.target_end)
+    result.source_digest = partition_digest(source, result.topic, result.partition, start, end).hexdigest()
+    result.target_digest = partition_digest(target, result.topic, result.partition, start, end).hexdigest()
+    result.digests_equal = result.source_digest == result.target_digest
+    result.verify_seconds = time.monotonic() - started

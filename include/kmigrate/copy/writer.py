@@ -1,0 +1,302 @@
+"""Writes records to one target partition at expected offsets (docs/DESIGN.md §4.1), and renders
+gaps with transaction markers (§4.4); the copy's options."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import CopyError, OffsetMismatch
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
+
+FILLER_HEADERS = [(FILLER_HEADER, b"1")]
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyOptions:
+    run_id: str = "default"
+    check_every: int = 5000          # delivery reports checked: first and last of each chunk of this size
+    resume_window: int = 64          # target records compared with the source before resuming
+    idle_timeout_s: float = 30.0
+    verify: bool = True              # read both sides back and compare digests over [log start, end)
+    fast_alignment: bool = True      # hand-built filler batches (PLAINTEXT targets); else the producer
+    raw_batches: bool = True         # copy plain record batches whole (PLAINTEXT clusters); else record by record
+    fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
+    max_message_bytes: int = 1_048_576 + 65_536
+    producer_overrides: tuple[tuple[str, Any], ...] = ()
+    # test hook: called with the count of records handed to the producer so far
+    progress_hook: Callable[[int], None] | None = None
+
+
+BULK_BATCH_BYTES = 4 * 1024 * 1024
+
+
+def bulk_batch_bytes(max_message_bytes: int) -> int:
+    """The producer's batch size for a target topic whose max.message.bytes is given: at most
+    BULK_BATCH_BYTES, and small enough that a full batch, lz4-compressed, stays under the limit.
+    librdkafka limits a batch by its uncompressed size, and lz4 makes incompressible data
+    slightly larger (by up to 1/255 plus framing): a batch at the limit would be refused whole."""
+    return max(16 * 1024, min(BULK_BATCH_BYTES, max_message_bytes - max_message_bytes // 128 - 4096))
+
+
+def transactional_id(run_id: str, topic: str, partition: int) -> str:
+    """Derived from the run and the target partition, so a stale copier of the same partition is fenced."""
+    return f"kmigrate-{run_id}-{topic}-{partition}"
+
+
+class Writer:
+    """Writes records to one target partition at expected offsets.
+
+    Bulk records go through an idempotent producer (ordered, one writer per partition), so a
+    sparse check of delivery reports is enough: if the first and last record of each chunk
+    land where expected, nothing was interleaved. Transaction markers need a transactional
+    producer; the two never have records in flight at the same time."""
+
+    def __init__(self, target: ClusterConfig, topic: str, partition: int, admin: ClusterAdmin,
+                 options: CopyOptions, transactional: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.admin = admin
+        self.options = options
+        self.topic_configs = admin.topic_configs(topic)  # the target topic's, read once per copy
+        self.next_offset = 0
+        self.fillers = 0
+        self.markers = 0
+        self._mismatch: OffsetMismatch | None = None
+        self._failure: KafkaError | None = None
+        self._fatal: KafkaError | None = None
+        common = {
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.max.bytes": options.max_message_bytes,
+            "error_cb": self._on_error,
+        }
+        self._bulk_config = {
+            **common,
+            "linger.ms": 20,
+            "batch.size": bulk_batch_bytes(int(self.topic_configs["max.message.bytes"])),
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1024 * 1024,
+            "compression.type": "lz4",
+            **dict(options.producer_overrides),
+        }
+        # Created now, though a copy of whole batches never writes through it: librdkafka gets an
+        # idempotent producer's id in the background, and when its first try races the bootstrap
+        # connection (most times here) the next comes 500 ms later. A copy on the record path then
+        # finds it ready; one that is not pays about 2 ms of CPU for it.
+        self._bulk = Producer(target.producer(**self._bulk_config))
+        self._bulk_used = False
+        self._txn_config = {
+            **common,
+            "transactional.id": transactional_id(options.run_id, topic, partition),
+            "transaction.timeout.ms": 60_000,
+            "linger.ms": 0,
+        } if transactional else None
+        self._target = target
+        self._txn: Producer | None = None
+        self._txn_open = False  # between begin_transaction and its commit or abort
+
+    @property
+    def bulk(self) -> Producer:
+        """The idempotent producer for records copied one by one."""
+        self._bulk_used = True
+        return self._bulk
+
+    @property
+    def txn(self) -> Producer:
+        """The transactional producer, created on first use. `init_transactions` fences an earlier
+        copier of this partition and aborts its open transaction (adding its abort marker)."""
+        if self._txn is None:
+            assert self._txn_config is not None, "translate mode writes no transaction markers"
+            self._txn = self._connected(Producer(self._target.producer(**self._txn_config)))
+            self._txn.init_transactions(30)
+        return self._txn
+
+    def _connected(self, producer: Producer) -> Producer:
+        """`producer` once a broker it learned from metadata (not the bootstrap address, which
+        librdkafka drops then) has answered. A transactional producer that looks for its
+        coordinator in between finds no broker up and tries again 500 ms later (measured here:
+        init_transactions took 0.50 s most times, 0.004 s after this)."""
+        for _ in range(5):
+            if producer.list_topics(self.topic, timeout=30).orig_broker_id >= 0:
+                break
+        return producer
+
+    # ---------------------------------------------------------------- callbacks
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = err
+
+    def _checker(self, expected: int) -> Callable[[KafkaError | None, Any], None]:
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self._failure = self._failure or err
+            elif msg.offset() != expected and self._mismatch is None:
+                self._mismatch = OffsetMismatch(self.topic, self.partition, expected, msg.offset())
+        return on_delivery
+
+    def raise_if_failed(self) -> None:
+        if self._mismatch is not None:
+            raise self._mismatch
+        err = self._fatal or self._failure
+        if err is not None:
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                raise CopyError(
+                    f"{self.topic}[{self.partition}]: a record is larger than the target allows ({err.str()}); "
+                    "raise max.message.bytes on the target topic to at least the source topic's value",
+                    topic=self.topic, partition=self.partition)
+            raise CopyError(f"{self.topic}[{self.partition}]: writing to the target failed: {err.str()}",
+                            topic=self.topic, partition=self.partition)
+
+    # ---------------------------------------------------------------- bulk path
+
+    def _produce(self, producer: Producer, key: bytes | None, value: bytes | None,
+                 headers: Any, timestamp: int, check: bool) -> None:
+        kwargs: dict[str, Any] = {"partition": self.partition, "key": key, "value": value, "headers": headers}
+        if timestamp > 0:
+            kwargs["timestamp"] = timestamp
+        if check:
+            kwargs["on_delivery"] = self._checker(self.next_offset)
+        while True:
+            try:
+                producer.produce(self.topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        self.next_offset += 1
+
+    def write_one(self, msg: Any) -> None:
+        """Bulk-write one record, delivery checked."""
+        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
+
+    def write_run(self, msgs: list[Any]) -> int:
+        """Bulk-write records that take consecutive offsets from `next_offset`; returns their key +
+        value bytes. The hot loop of the copy: the first and last delivery of each slice of
+        `check_every` records are checked, the rest carry no callback."""
+        produce, topic, partition = self.bulk.produce, self.topic, self.partition
+        check_every = self.options.check_every
+        count, nbytes, i = len(msgs), 0, 0
+        while i < count:
+            try:
+                while i < count:
+                    msg = msgs[i]
+                    key, value, timestamp = msg.key(), msg.value(), msg.timestamp()[1]
+                    if i % check_every == 0 or i == count - 1:
+                        produce(topic, value, key, partition=partition, headers=msg.headers(),
+                                timestamp=timestamp if timestamp > 0 else 0,
+                                on_delivery=self._checker(self.next_offset + i))
+                    else:
+                        produce(topic, value, key, partition=partition, headers=msg.headers(),
+                                timestamp=timestamp if timestamp > 0 else 0)
+                    nbytes += (len(key) if key else 0) + (len(value) if value else 0)
+                    i += 1
+            except BufferError:
+                self.bulk.poll(0.05)
+        self.next_offset += count
+        return nbytes
+
+    def write_fillers(self, count: int) -> None:
+        """Non-transactional fillers (alignment); every 'check_every'th and the last are checked."""
+        for i in range(count):
+            check = i % self.options.check_every == 0 or i == count - 1
+            self._produce(self.bulk, FILLER_KEY, None, FILLER_HEADERS, 0, check)
+            if i % 10000 == 0:
+                self.bulk.poll(0)
+                self.raise_if_failed()
+        self.fillers += count
+
+    def flush_bulk(self) -> None:
+        if not self._bulk_used:
+            return
+        while self.bulk.flush(1.0) > 0:
+            self.raise_if_failed()
+        self.raise_if_failed()
+
+    # ---------------------------------------------------------------- gaps (docs/DESIGN.md §4.4)
+
+    def commit_with_marker(self, msg: Any) -> None:
+        """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
+        self._commit_one(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+
+    def commit_filler(self) -> None:
+        """One filler in a committed transaction: the filler and its commit marker take two offsets
+        (alignment below a log start that sits on a transaction marker)."""
+        self._commit_one(FILLER_KEY, None, FILLER_HEADERS, 0)
+        self.fillers += 1
+
+    def _commit_one(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
+        self.flush_bulk()
+        self.txn.begin_transaction()
+        self._txn_open = True
+        self._produce(self.txn, key, value, headers, timestamp, True)
+        self.txn.flush(30)
+        self.raise_if_failed()
+        self.txn.commit_transaction(30)
+        self._txn_open = False
+        self._after_marker()
+
+    def abort_fillers(self, start: int, end: int) -> None:
+        """Render the gap [start, end), end - start >= 2: end-start-1 aborted fillers and the abort marker."""
+        assert end - start >= 2 and start == self.next_offset
+        self.flush_bulk()
+        self.txn.begin_transaction()
+        self._txn_open = True
+        count = end - start - 1
+        for i in range(count):  # sparse delivery checks, as for bulk writes (the producer is idempotent)
+            self._produce(self.txn, FILLER_KEY, None, FILLER_HEADERS, 0, i % self.options.check_every == 0 or i == count - 1)
+        # librdkafka purges unsent messages on abort: make sure the fillers are written first
+        self.txn.flush(30)
+        self.raise_if_failed()
+        self.txn.abort_transaction(30)
+        self._txn_open = False
+        self.fillers += count
+        self._after_marker()
+
+    def _after_marker(self) -> None:
+        # The coordinator writes the marker after commit/abort returns: wait until it has landed,
+        # so the next write gets the offset after it.
+        marker_offset = self.next_offset
+        self.next_offset += 1
+        self.markers += 1
+        high = self.admin.wait_for_end(self.topic, self.partition, self.next_offset)
+        if high != self.next_offset:
+            raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
+
+    def close(self) -> None:
+        """Flush, then close each producer that holds nothing more, so that its threads and
+        connections end with the copy. Each producer's error callback refers back to this writer:
+        without close() they live until the garbage collector finds the cycle, which in a process
+        copying partition after partition may be many partitions later. A producer still holding
+        records or an open transaction (a copy that failed) is left to the collector, as close()
+        would wait for a broker that may not answer (measured: it hangs on a queued record)."""
+        if self._bulk_used:
+            self._bulk.flush(30)
+        if len(self._bulk) == 0:
+            self._bulk.close()
+        if self._txn is not None:
+            self._txn.flush(30)
+            if len(self._txn) == 0 and not self._txn_open:
+                self._txn.close()
+
+
+def contiguous_runs(chunk: list[Any]) -> list[list[Any]]:
+    """Split a chunk into runs of consecutive offsets (one run, the common case, without a scan)."""
+    first = chunk[0].offset()
+    if chunk[-1].offset() - first == len(chunk) - 1:
+        return [chunk]
+    runs, start = [], 0
+    previous = first
+    for index in range(1, len(chunk)):
+        current = chunk[index].offset()
+        if current != previous + 1:
+            runs.append(chunk[start:index])
+            start = index
+        previous = current
+    runs.append(chunk[start:])
+    return runs

@@ -1,0 +1,60 @@
+"""The Kafka client configs of the Spark jobs: read from a file only its owner may read, or from the
+environment; never from a command line (they may hold SASL passwords)."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError
+
+CLIENTS_ENV = "KMIGRATE_CLIENTS_JSON"
+
+
+def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterConfig]:
+    """Source and target client configs from a JSON file {"source": {...}, "target": {...}} that only
+    its owner may read (it may hold SASL passwords)."""
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(f"client config file {file} cannot be read ({exc.strerror}); check the path") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"client config file {file} is readable by others (mode {stat.S_IMODE(mode):o}); "
+                          f"it may hold credentials: chmod 600 {file}")
+    return _parse_clients(file.read_text(), f"client config file {file}")
+
+
+def _parse_clients(text: str, where: str) -> tuple[ClusterConfig, ClusterConfig]:
+    try:
+        data = json.loads(text)
+        return ClusterConfig("source", data["source"]), ClusterConfig("target", data["target"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{where} must be JSON with 'source' and 'target' objects ({exc})") from exc
+
+
+def clients_json(source: ClusterConfig, target: ClusterConfig) -> str:
+    return json.dumps({"source": dict(source.settings), "target": dict(target.settings)})
+
+
+def load_clients_from(path: str | os.PathLike[str] | None) -> tuple[ClusterConfig, ClusterConfig]:
+    """From the file `path`, or else from the environment variable KMIGRATE_CLIENTS_JSON (how the
+    Airflow operator hands them to spark-submit: never on a command line)."""
+    if path:
+        return load_clients(path)
+    text = os.environ.get(CLIENTS_ENV)
+    if not text:
+        raise ConfigError(f"no client configs: pass --clients FILE (mode 600) or set {CLIENTS_ENV}")
+    return _parse_clients(text, CLIENTS_ENV)
+
+
+def write_clients(path: str | os.PathLike[str], source: ClusterConfig, target: ClusterConfig) -> Path:
+    """Write the client config file with owner-only permissions."""
+    file = Path(path)
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(clients_json(source, target))
+    os.chmod(file, 0o600)
+    return file

@@ -1,0 +1,102 @@
+"""Copy plans: the partition work units of a run (one a partition, up to its end offset), stored in
+its manifest; the copy results they lead to, and what the group and connector steps read of them."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest, Part
+from kmigrate.model import PRESERVE, TRANSLATE, OffsetRun, WorkUnit
+from kmigrate.offsets import OffsetTranslator, offset_map_of
+
+
+def topic_partitions(admin: ClusterAdmin, topic: str) -> list[dict[str, int]]:
+    """Each partition's log start and end offsets now."""
+    out = []
+    for partition in range(admin.require_partition_count(topic)):
+        log_start, end = admin.watermarks(topic, partition)
+        out.append({"partition": partition, "log_start": log_start, "end": end})
+    return out
+
+
+def plan_from_topics(topics: Mapping[str, Mapping[str, Any]], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One work unit per partition of `topics` ({topic: {"partitions": topic_partitions(...)}}), up
+    to its end offset, largest first."""
+    units = []
+    for topic, entry in topics.items():
+        mode = (modes or {}).get(topic, PRESERVE)
+        if mode not in (PRESERVE, TRANSLATE):
+            raise ConfigError(f"topic {topic!r}: mode {mode!r} is not 'preserve' or 'translate'")
+        for p in entry["partitions"]:
+            units.append({"topic": topic, "partition": p["partition"], "end_offset": p["end"], "mode": mode,
+                          "offsets": p["end"] - p["log_start"]})
+    units.sort(key=lambda u: (-u["offsets"], u["topic"], u["partition"]))
+    return {"units": units}
+
+
+def build_plan(source: ClusterConfig, topics: Iterable[str], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A plan for `topics` up to their current ends (without a snapshot: tests and benchmarks)."""
+    with ClusterAdmin(source) as admin:
+        return plan_from_topics({topic: {"partitions": topic_partitions(admin, topic)} for topic in topics}, modes)
+
+
+def work_units(plan: dict[str, Any]) -> list[WorkUnit]:
+    return [WorkUnit(u["topic"], u["partition"], u["end_offset"], u["mode"]) for u in plan["units"]]
+
+
+def read_plan(manifest: Manifest, part: str = Part.PLAN) -> dict[str, Any]:
+    plan = manifest.read(part)
+    if plan is None:
+        raise ConfigError(f"the run manifest at {manifest.location} has no {part}; run the snapshot step first")
+    return plan
+
+
+def latest_copy_rows(manifest: Manifest) -> dict[tuple[str, int], dict[str, Any]]:
+    """The newest successful copy result row of each partition, over every copy attempt."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for part in manifest.parts():
+        if part.startswith(f"{Part.COPY_RESULTS}/"):
+            for row in manifest.read(part)["rows"]:
+                if row.get("ok"):
+                    latest[(row["topic"], row["partition"])] = row
+    return latest
+
+
+def translate_maps(manifest: Manifest) -> dict[tuple[str, int], list[OffsetRun]]:
+    """The offset map of each translate-mode partition, from its newest copy result (a resumed
+    copy and the verification both need it; preserved partitions map to themselves)."""
+    return {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
+
+
+def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:
+    """A status line for the copy job's driver: how many partitions the target holds up to their
+    snapshot end, and how many offsets are still to go (read from the target, so it counts every
+    task, retried ones too)."""
+    def line() -> str:
+        try:
+            with ClusterAdmin(target, timeout_s=5) as admin:
+                ends = admin.end_offsets((u.topic, u.partition) for u in units)
+        except KmigrateError as exc:
+            return f"the target's end offsets are not available ({exc})"
+        to_go = [max(0, u.end_offset - ends[(u.topic, u.partition)]) for u in units]
+        return (f"{sum(1 for n in to_go if n == 0)}/{len(units)} partitions at their snapshot end on the target, "
+                f"{sum(to_go):,} offsets to go")
+    return line
+
+
+def write_pre_copy_plan(manifest: Manifest, source: ClusterConfig, topics: Sequence[str],
+                        modes: Mapping[str, str]) -> dict[str, Any]:
+    """The pre-copy's plan: the topics up to their ends now, while the source is still live."""
+    def compute() -> dict[str, Any]:
+        with ClusterAdmin(source) as admin:
+            return plan_from_topics({t: {"partitions": topic_partitions(admin, t)} for t in topics}, modes)
+    return manifest.get_or_create(Part.PRE_COPY_PLAN, compute)
+
+
+def translator_for_run(manifest: Manifest) -> OffsetTranslator:
+    """Source offset -> target offset for every partition of the run, from its plan and copy results."""
+    modes = {unit["topic"]: unit["mode"] for unit in read_plan(manifest)["units"]}
+    return OffsetTranslator(modes, latest_copy_rows(manifest))

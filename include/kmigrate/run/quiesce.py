@@ -1,0 +1,56 @@
+"""The quiesce sensor's poke: the source's end offsets still, and no selected consumer group with
+members, for the quiesce window."""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import GroupActive
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.plan import topic_partitions
+from kmigrate.run.snapshot import selected_groups
+
+
+def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
+                   groups: str = "") -> bool:
+    """One poke of the quiesce sensor: record the source's end offsets and the selected groups that
+    have members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
+    equal samples at least `stable_for_s` old and no selected group has members. A group that has
+    had members for `stable_for_s` once the ends are still is refused (GroupActive, naming it and its
+    members): its consumer is running, and its offsets would be copied from under it. The samples
+    live in the manifest, so the sensor holds no worker between pokes."""
+    if manifest.exists(Part.SNAPSHOT):
+        return True  # the snapshot is taken: quiescing is behind this run
+    with ClusterAdmin(source) as admin:
+        ends = {f"{t}:{p['partition']}": p["end"] for t in topics for p in topic_partitions(admin, t)}
+        live = {group: members for group in selected_groups(admin, groups, set(topics))
+                if (members := admin.live_members(group))}
+    samples = sorted((p for p in manifest.parts() if p.startswith(f"{Part.QUIESCE}/")), key=lambda p: int(p.split("/")[1]))
+    now = time.time()
+    manifest.write_once(f"{Part.QUIESCE}/{len(samples)}", {"at": now, "ends": ends, "live_groups": live})
+    stable_since = now
+    live_since = dict.fromkeys(live, now)
+    previous = [manifest.read(part) for part in reversed(samples)]
+    for sample in previous:
+        if sample["ends"] != ends:
+            break
+        stable_since = sample["at"]
+    for group in live:
+        for sample in previous:
+            if group not in sample.get("live_groups", {}):
+                break
+            live_since[group] = sample["at"]
+    if now - stable_since < stable_for_s:
+        return False
+    refused = sorted(g for g, since in live_since.items() if now - since >= stable_for_s)
+    if refused:
+        detail = "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in refused)
+        raise GroupActive(
+            f"consumer group{'s' if len(refused) > 1 else ''} {detail} still consume{'' if len(refused) > 1 else 's'} "
+            f"on the source cluster ({source.bootstrap_servers}) after {stable_for_s:.0f}s of quiesce; their offsets "
+            "would be copied from under a running consumer. Nothing was copied for them. Stop those consumers, then "
+            "clear this task to quiesce again (or run the rollback DAG to resume the source connectors)",
+            group=refused[0])
+    return not live

@@ -1,0 +1,140 @@
+"""The Spark session of a kmigrate job: its own application under spark-submit, or a client of a
+running Spark Connect server (--remote sc://HOST:PORT), started while the job checks its input."""
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import time
+import uuid
+import warnings
+
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+from kmigrate_spark.conf import DRIVER_JAVA_OPTIONS, check_connect_server, unreachable
+
+
+class SessionSoon:
+    """The job's Spark session, started in a thread while the job checks its input (the Spark
+    Connect client's import and a new SparkContext take a second or more; the checks, half a
+    second of waiting on the clusters). `with SessionSoon(...) as session:` stops the session on
+    the way out, once it has started, whatever happened meanwhile."""
+
+    def __init__(self, app_name: str, remote: str | None) -> None:
+        self.remote = remote
+        self.begun = time.monotonic()
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-session")
+        self._future = self._pool.submit(start_spark, app_name, remote)
+
+    def get(self) -> SparkSession:
+        return self._future.result()
+
+    def __enter__(self) -> SessionSoon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+        if self._future.exception() is None:
+            spark = self._future.result()
+            if is_connect(spark):
+                spark.client.close()  # leaves the shared session (and its warm workers) on the server
+            else:
+                spark.stop()
+
+
+# Executors fork their Python workers from this daemon module, which has imported kmigrate already
+# (include/kmigrate_spark/daemon.py), unless the user's Spark conf names another; the Spark Connect
+# server sets it too (stack/spark_cluster.py).
+DAEMON_MODULE = "spark.python.daemon.module"
+
+
+def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
+    if not remote:
+        builder = SparkSession.builder.appName(app_name)
+        # the JVM first: before it, SparkConf() is an empty Python dict, blind to spark-submit's --conf
+        SparkContext._ensure_initialized()
+        if not SparkConf().contains(DAEMON_MODULE):
+            builder = builder.config(DAEMON_MODULE, "kmigrate_spark.daemon")
+        return builder.getOrCreate()
+    # the client warns at import that pandas 3 is not fully supported; the jobs use no pandas
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    check_connect_server(remote)
+    try:
+        try:
+            spark = _connect(connect_url(remote), app_name)
+        except Exception as exc:  # noqa: BLE001
+            if "SESSION_CLOSED" not in str(exc):
+                raise
+            # the shared session expired on the server (idle past its timeout): a session of our own
+            closed = SparkSession.getActiveSession()
+            if closed is not None:
+                closed.client.close()
+            spark = _connect(connect_url(remote, str(uuid.uuid4())), app_name)
+    except Exception as exc:  # noqa: BLE001 - grpc's errors carry the cause in their text
+        raise unreachable(remote, error_cause(exc)) from None
+    return spark
+
+
+def _connect(url: str, app_name: str) -> SparkSession:
+    spark = SparkSession.builder.remote(url).appName(app_name).create()  # also the active session
+    # the client connects lazily: fail here, naming the server (a closed session fails config
+    # calls, while a plan may still run)
+    spark.conf.get("spark.master")
+    return spark
+
+
+# The Spark Connect session every kmigrate job joins unless its URL names another: a server keeps
+# one pool of Python workers a session, so jobs in one session find workers that have imported
+# kmigrate already (a new session pays for starting them, seconds on a small machine). The jobs
+# never release it; the server drops it after its idle timeout, and a job then opens a session of its own.
+SHARED_SESSION = str(uuid.uuid5(uuid.NAMESPACE_URL, "kmigrate:spark-connect-session"))
+
+
+def connect_url(remote: str, session: str = SHARED_SESSION) -> str:
+    """`remote` with a session id (the shared session's), unless it names a session_id of its own."""
+    if "session_id=" in remote:
+        return remote
+    return f"{remote};session_id={session}" if "/;" in remote else f"{remote.rstrip('/')}/;session_id={session}"
+
+
+def is_connect(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def task_slots(spark: SparkSession) -> int:
+    """The application's task slots. A Spark Connect client has no SparkContext: there it is N of
+    a local[N] or local[N,F] master, else the number of partitions spark.range gets by default,
+    which is the default parallelism (a query: 0.3 s)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    local = re.fullmatch(r"local(?:\[(\d+)(?:,\d+)?\])?", spark.conf.get("spark.master") or "")
+    if local:
+        return int(local.group(1) or 1)
+    from pyspark.sql import functions as F
+
+    return spark.range(1 << 16).select(F.spark_partition_id().alias("p")).distinct().count()
+
+
+def driver_jvm_options(spark: SparkSession) -> str:
+    """Whether this driver's JVM was launched with kmigrate's options (they can only be given at
+    launch: spark.driver.extraJavaOptions, kmigrate_spark/conf.py), and how to add them if not."""
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    if set(DRIVER_JAVA_OPTIONS.split()) <= set(runtime.getInputArguments()):
+        return "driver JVM with kmigrate's JIT and GC options"
+    return ("driver JVM without kmigrate's JIT and GC options (measured, they halve its CPU during a copy: "
+            f"spark-submit --conf 'spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}')")
+
+
+def describe_jobs(spark: SparkSession, text: str) -> None:
+    """The Spark UI's description of the jobs this thread starts next (a Spark Connect server
+    describes them itself)."""
+    if not is_connect(spark):
+        spark.sparkContext.setJobDescription(text)
+
+
+def error_cause(exc: Exception) -> str:
+    """The line of a Spark/py4j/Spark Connect error that names the cause, not py4j's "An error
+    occurred while calling ..." header."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip().lstrip(": ")]
+    return next((line for line in lines if "Exception:" in line or "Error:" in line),
+                lines[0] if lines else type(exc).__name__)[:500]
