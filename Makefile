@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -54,6 +54,15 @@ stack-clean:
 
 stack-status:
 	@$(STACK) status
+
+# Airflow's UI on the local stack: api-server, scheduler and dag-processor (LocalExecutor, SQLite
+# under .stack/airflow-ui), the project's connections and pool in place; prints the URL.
+airflow-up: stack-up
+	@$(VPY) stack/local_airflow.py up
+
+# Stops exactly the processes airflow-up started (by the pids it recorded).
+airflow-down:
+	@$(VPY) stack/local_airflow.py down
 
 # A Spark standalone master and two workers on localhost, from the pinned pyspark (.stack/spark/);
 # jobs reach it with --master spark://127.0.0.1:17077, its UI is http://127.0.0.1:18090.

@@ -17,11 +17,10 @@ from __future__ import annotations
 import datetime
 import os
 
-from airflow.sdk import Param, dag
+from airflow.sdk import dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job, spark_remote_param
-
-DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
+from kmigrate_airflow.operators import spark_job
+from kmigrate_airflow.params import DEFAULT_ARGS, kafka_params, selection_params, spark_params, state_params
 
 
 @dag(
@@ -34,19 +33,11 @@ DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
     tags=["kafka", "dr-drill"],
     default_args=DEFAULT_ARGS,
     params={
-        "source_kafka_conn_id": Param("kafka_source", type="string", minLength=1, title="Source Kafka connection"),
-        "target_kafka_conn_id": Param("kafka_target", type="string", minLength=1, title="DR Kafka connection",
-                                      description="Kafka provider connection of the disaster-recovery cluster"),
-        "topics_include": Param(**({"default": os.environ["KMIGRATE_DR_DRILL_TOPICS"]}
-                                   if os.environ.get("KMIGRATE_DR_DRILL_TOPICS") else {}),
-                                type="string", minLength=1, title="Topics to copy",
-                                description="Regular expression, fully matched"),
-        "topics_exclude": Param(None, type=["null", "string"], title="Topics to leave out"),
-        "groups": Param(None, type=["null", "string"], title="Consumer groups",
-                        description="Regular expression; their offsets are carried to the DR cluster too"),
-        "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once"),
-        "spark_remote": spark_remote_param(),
-        "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location"),
+        **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
+        **selection_params("Topics to copy", os.environ.get("KMIGRATE_DR_DRILL_TOPICS"),
+                           "Regular expression; their offsets are carried to the DR cluster too"),
+        **spark_params(),
+        **state_params(),
     },
 )
 def kafka_dr_drill():

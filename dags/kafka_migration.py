@@ -20,13 +20,20 @@ run's record (snapshot, plans, copy results, verification table, report) is the 
 from __future__ import annotations
 
 import datetime
-import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import DEFAULT_ARGS, spark_job, spark_remote_param
+from kmigrate_airflow.operators import spark_job
+from kmigrate_airflow.params import (
+    DEFAULT_ARGS,
+    connect_params,
+    kafka_params,
+    run_name_param,
+    selection_params,
+    spark_params,
+    state_params,
+)
 
-DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
 RUN_ID = "{{ params.run_name or run_id }}"
 
 
@@ -40,20 +47,9 @@ RUN_ID = "{{ params.run_name or run_id }}"
     tags=["kafka", "migration"],
     default_args=DEFAULT_ARGS,
     params={
-        "source_kafka_conn_id": Param("kafka_source", type="string", minLength=1, title="Source Kafka connection",
-                                      description="Kafka provider connection of the source cluster"),
-        "target_kafka_conn_id": Param("kafka_target", type="string", minLength=1, title="Target Kafka connection",
-                                      description="Kafka provider connection of the target cluster"),
-        "source_connect_conn_id": Param("connect_source", type="string", minLength=1,
-                                        title="Source Kafka Connect connection", description="HTTP connection"),
-        "target_connect_conn_id": Param("connect_target", type="string", minLength=1,
-                                        title="Target Kafka Connect connection", description="HTTP connection"),
-        "topics_include": Param(type="string", minLength=1, title="Topics to migrate",
-                                description="Regular expression, fully matched against topic names"),
-        "topics_exclude": Param(None, type=["null", "string"], title="Topics to leave out",
-                                description="Regular expression; empty leaves none out"),
-        "groups": Param(None, type=["null", "string"], title="Consumer groups",
-                        description="Regular expression over group ids; empty migrates no group"),
+        **kafka_params(),
+        **connect_params(),
+        **selection_params(),
         "connectors": Param([], type=["null", "array"], items={"type": "string"}, title="Connectors",
                             description="Names of source Connect connectors to move"),
         "connector_overrides": Param({}, type="object", title="Connector config overrides",
@@ -63,14 +59,11 @@ RUN_ID = "{{ params.run_name or run_id }}"
                                               "preserved offsets (for a target that already holds data)"),
         "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
         "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
-                                 description="Source end offsets must stay still this long before the snapshot"),
-        "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
-                                   description="0: the Spark application's task slots"),
-        "spark_remote": spark_remote_param(),
-        "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
-                                description="Local path or fsspec URL of the run manifests"),
-        "run_name": Param(None, type=["null", "string"], pattern="^([A-Za-z0-9][A-Za-z0-9._:+-]*)?$", title="Run name",
-                          description="Names the run manifest; empty: the Airflow run id"),
+                                 description="Source end offsets must stay still (and selected groups empty) this "
+                                             "long before the snapshot"),
+        **spark_params(),
+        **state_params(),
+        "run_name": run_name_param(),
         "dry_run": Param(False, type="boolean", title="Dry run",
                          description="Compute and show the plan, write nothing anywhere"),
     },

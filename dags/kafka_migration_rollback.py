@@ -10,13 +10,10 @@ consumer groups and the source cluster are not touched. Every step is idempotent
 from __future__ import annotations
 
 import datetime
-import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.hooks import DEFAULT_ARGS
-
-DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
+from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, run_name_param, state_params
 
 
 @dag(
@@ -29,14 +26,10 @@ DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
     tags=["kafka", "migration", "rollback"],
     default_args={**DEFAULT_ARGS, "execution_timeout": datetime.timedelta(minutes=10)},
     params={
-        "source_connect_conn_id": Param("connect_source", type="string", minLength=1,
-                                        title="Source Kafka Connect connection", description="HTTP connection"),
-        "target_connect_conn_id": Param("connect_target", type="string", minLength=1,
-                                        title="Target Kafka Connect connection", description="HTTP connection"),
-        "run_name": Param(type="string", minLength=1, pattern="^[A-Za-z0-9][A-Za-z0-9._:+-]*$",
-                          title="Migration run", description="The run name (or Airflow run id) of the migration"),
-        "state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
-                                description="Where that run's manifest is"),
+        **connect_params(),
+        "run_name": run_name_param(required=True, title="Migration run",
+                                   description="The run name (or Airflow run id) of the migration"),
+        **state_params(),
         "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1},
                             title="Connectors", description="Those of the run's connectors to roll back; empty: all"),
     },

@@ -20,9 +20,9 @@ import uuid
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT_DIR / "plugins"))
+sys.path.insert(0, str(PROJECT_DIR / "stack"))
 
-from kmigrate_airflow import local  # noqa: E402 - nothing from Airflow is imported before configure()
+import local_airflow as local  # noqa: E402 - nothing from Airflow is imported before configure()
 
 DEMO_DIR = PROJECT_DIR / ".stack" / "demo"
 AIRFLOW_HOME = PROJECT_DIR / ".stack" / "airflow"
@@ -73,9 +73,9 @@ def main() -> int:
         return run_dag(json.loads(args.run_dag))
 
     from kmigrate.config import ClusterConfig
-    from kmigrate.connect import ConnectClient
+    from kmigrate.kafka.connect import ConnectClient
     from kmigrate.manifest import Manifest
-    from kmigrate.report import write_report
+    from kmigrate.run.report import write_report
     from kmigrate.workload import seed_mixed
 
     local.migrate_db(AIRFLOW_HOME)

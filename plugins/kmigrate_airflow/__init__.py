@@ -1,8 +1,7 @@
 """Airflow glue for the kmigrate DAGs (on sys.path as Airflow's plugins folder):
 
-- `hooks`: Airflow Connections into kmigrate clients; the Spark submit operator of the jobs.
+- `hooks`: the project's connections (Kafka clusters, Kafka Connect clusters) as kmigrate clients.
+- `operators`: the Spark submit operator of the jobs, and the DAGs' Spark task factory.
+- `params`: the DAGs' shared task defaults and trigger-form params.
 - `steps`: the non-Spark steps of the DAGs as tasks.
-- `local`: a throw-away local Airflow for the demo and the DAG tests.
-
-This file imports nothing, so `local` can set Airflow's environment before Airflow is imported.
 """

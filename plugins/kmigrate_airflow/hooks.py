@@ -1,140 +1,80 @@
-"""Airflow Connections into kmigrate clients, and the Spark submit operator that hands the Kafka
-client configs to a Spark job without a command line.
-
-Kafka clusters are connections of the Kafka provider's type (`kafka`), whose extra JSON is the
-whole librdkafka config (`bootstrap.servers` and any SASL/SSL settings). Kafka Connect clusters
-are HTTP connections: host, port, schema (http/https), login/password for basic auth, and extra
-`{"verify": false | "/ca.pem", "cert": "/client.pem"}` for TLS.
-"""
+"""Hooks for the project's connections. Kafka clusters are connections of the Kafka provider's type
+(`kafka`), whose extra JSON is the whole librdkafka config (`bootstrap.servers` and any SASL/SSL
+settings). Kafka Connect clusters are HTTP connections: host, port, schema (http/https),
+login/password for basic auth, and extra `{"verify": false | "/ca.pem", "cert": "/client.pem"}`
+for TLS. Both hooks answer the connection's Test button (`test_connection`)."""
 from __future__ import annotations
 
-import datetime
-import os
-import subprocess
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, Param
+from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+from airflow.sdk import BaseHook
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError
+from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run.clients import CLIENTS_ENV, clients_json
-from kmigrate_spark.conf import LAUNCH_CONF, REMOTE_ENV
 
 
-def _connection(conn_id: str, what: str) -> Any:
+def _connection(hook: BaseHook, conn_id: str, what: str) -> Any:
     try:
-        return BaseHook.get_connection(conn_id)
+        return hook.get_connection(conn_id)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found error type
         raise ConfigError(f"the {what} connection id {conn_id!r} is not defined in Airflow; create it (Admin > "
                           "Connections) or fix the parameter") from exc
 
 
+class KafkaClusterHook(KafkaBaseHook):
+    """One Kafka cluster of a migration, as a kmigrate client config."""
+
+    def __init__(self, kafka_config_id: str = KafkaBaseHook.default_conn_name, name: str = "kafka") -> None:
+        super().__init__(kafka_config_id=kafka_config_id)
+        self.name = name
+
+    def cluster(self) -> ClusterConfig:
+        """The client config; ConfigError when the connection is missing or has no bootstrap.servers."""
+        conn = _connection(self, self.kafka_config_id, f"{self.name} Kafka")
+        return ClusterConfig(self.name, dict(conn.extra_dejson))
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            cluster = self.cluster()
+            with ClusterAdmin(cluster, timeout_s=10) as admin:
+                admin.check_reachable()
+                return True, f"Kafka cluster {admin.cluster_id()} answers at {cluster.bootstrap_servers}"
+        except KmigrateError as exc:
+            return False, str(exc)
+
+
+class KafkaConnectHook(BaseHook):
+    """One Kafka Connect cluster (its REST API), as a kmigrate Connect client."""
+
+    conn_name_attr = "connect_conn_id"
+    default_conn_name = "connect_default"
+    conn_type = "http"
+    hook_name = "Kafka Connect"
+
+    def __init__(self, connect_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.connect_conn_id = connect_conn_id
+
+    def get_conn(self) -> ConnectClient:
+        conn = _connection(self, self.connect_conn_id, "Kafka Connect")
+        extra = conn.extra_dejson
+        url = f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else "")
+        auth = (conn.login, conn.password or "") if conn.login else None
+        return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"))
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            client = self.get_conn()
+            return True, f"Kafka Connect {client.version().get('version', '?')} answers at {client.url}"
+        except KmigrateError as exc:
+            return False, str(exc)
+
+
 def kafka_cluster(conn_id: str, name: str) -> ClusterConfig:
-    conn = _connection(conn_id, f"{name} Kafka")
-    return ClusterConfig(name, dict(conn.extra_dejson))  # ConfigError when bootstrap.servers is missing
+    return KafkaClusterHook(conn_id, name).cluster()
 
 
 def connect_client(conn_id: str) -> ConnectClient:
-    conn = _connection(conn_id, "Kafka Connect")
-    extra = conn.extra_dejson
-    scheme = conn.schema or "http"
-    url = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")
-    auth = (conn.login, conn.password or "") if conn.login else None
-    return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"))
-
-
-class KmigrateSparkSubmitOperator(SparkSubmitOperator):
-    """SparkSubmitOperator for the kmigrate jobs: resolves the two Kafka connections when it runs
-    and passes their client configs to the job in the environment (KMIGRATE_CLIENTS_JSON), so
-    secrets are in no command line, DAG file, XCom or log. The driver's Python is this worker's.
-
-    With `spark_remote` (sc://HOST:PORT) the job runs as a plain Python client of that Spark
-    Connect server instead of under spark-submit: no JVM of its own to start (10-16 s a job on a
-    small machine), the server's executors run the tasks. Its output goes to the task log."""
-
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "source_conn_id", "target_conn_id",
-                                      "spark_remote")
-
-    def __init__(self, *, source_conn_id: str, target_conn_id: str, spark_remote: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.source_conn_id = source_conn_id
-        self.target_conn_id = target_conn_id
-        self.spark_remote = spark_remote
-        self._client: subprocess.Popen | None = None
-
-    def execute(self, context: Any) -> None:
-        source = kafka_cluster(self.source_conn_id, "source")
-        target = kafka_cluster(self.target_conn_id, "target")
-        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-        # the job's own --remote default ($KMIGRATE_SPARK_REMOTE) must not send a spark-submit job there too
-        self.env_vars = {**(self.env_vars or {}), CLIENTS_ENV: clients_json(source, target),
-                         "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, REMOTE_ENV: ""}
-        if self.spark_remote:
-            self._run_on_connect(python)
-        else:
-            super().execute(context)
-
-    def _run_on_connect(self, python: str) -> None:
-        job = Path(self.application).name
-        self.log.info("running %s as a client of the Spark Connect server %s", job, self.spark_remote)
-        self._client = subprocess.Popen(
-            [python, self.application, *self.application_args, "--remote", self.spark_remote],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **self.env_vars})
-        assert self._client.stdout is not None
-        for line in self._client.stdout:
-            self.log.info("%s", line.rstrip())
-        code = self._client.wait()
-        if code != 0:
-            raise AirflowException(f"{job} on the Spark Connect server {self.spark_remote} exited with code {code}; "
-                                   "its output is in the lines above")
-
-    def on_kill(self) -> None:
-        if self._client is None:
-            super().on_kill()
-        elif self._client.poll() is None:
-            self._client.terminate()  # the job closes its session; the server stops the session's tasks
-
-
-SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
-COPY_POOL = "kafka_migration_copy"
-# every DAG's task defaults: retried with backoff, never unbounded
-DEFAULT_ARGS = {
-    "retries": 2,
-    "retry_delay": datetime.timedelta(seconds=10),
-    "retry_exponential_backoff": True,
-    "execution_timeout": datetime.timedelta(minutes=30),
-}
-
-
-def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
-    """A kmigrate Spark job as a task: the run's state location, run id and parallelism from the
-    DAG's params, the Kafka clusters from its connection params, the copy pool."""
-    return KmigrateSparkSubmitOperator(
-        task_id=task_id,
-        application=str(SPARK_JOBS / script),
-        conn_id="spark_default",
-        source_conn_id="{{ params.source_kafka_conn_id }}",
-        target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
-                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
-        spark_remote="{{ params.spark_remote or '' }}",
-        conf={**LAUNCH_CONF, "spark.ui.showConsoleProgress": "false"},
-        pool=COPY_POOL,
-        retries=retries,
-        execution_timeout=datetime.timedelta(hours=12),
-    )
-
-
-def spark_remote_param() -> Param:
-    """The DAGs' choice of where the Spark jobs run: a Spark Connect server, or spark-submit."""
-    return Param(os.environ.get(REMOTE_ENV) or None, type=["null", "string"], pattern=r"^(sc://\S+)?$",
-                 title="Spark Connect server",
-                 description="sc://HOST:PORT: the Spark jobs run as clients of this server, without a "
-                             "spark-submit start-up each; empty: spark-submit on the spark_default connection "
-                             f"(default: ${REMOTE_ENV})")
+    return KafkaConnectHook(conn_id).get_conn()

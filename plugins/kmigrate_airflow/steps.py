@@ -125,11 +125,10 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
     source_connect, _ = _connect(params)
     selection = _selection(params)
     manifest = _manifest(params, run_id)
-    topics = selected_topics(source, selection)
     taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
                           topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
                           source_connect=source_connect, connectors=list(selection.connectors) or None,
-                          modes=selection.modes(topics))
+                          modes=selection.modes)
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
     if "quiesce_seconds" in params:  # a migration: the source may have changed since the pre-copy

@@ -12,8 +12,9 @@ import pytest
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT_DIR / "plugins"))
+sys.path.insert(0, str(PROJECT_DIR / "stack"))
 
-from kmigrate_airflow import local  # noqa: E402 - after the plugins folder is on sys.path
+import local_airflow as local  # noqa: E402 - after the stack folder is on sys.path
 
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kmigrate-airflow-"))
 local.configure(AIRFLOW_HOME, local.connections("localhost:19092", "localhost:29092", "http://localhost:18083",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,24 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_
     for task in tasks:
         command = task._get_hook()._build_spark_submit_command(task.application)
         assert f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" in command, (task.task_id, command)
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_each_steps_code_is_one_import_from_its_dag_file(dagbag, dag_id):
+    """A reader of a DAG file finds each task's code in a module the file imports itself (the
+    steps), or the Spark job the file names by its script."""
+    import ast
+
+    dag = dagbag.get_dag(dag_id)
+    source = Path(dag.fileloc).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.update({node.module, *(f"{node.module}.{alias.name}" for alias in node.names)})
+    for task in dag.tasks:
+        function = getattr(task, "python_callable", None) or getattr(task, "partial_kwargs", {}).get("python_callable")
+        if function is not None:
+            assert function.__module__ in imported, (task.task_id, function.__module__)
+        else:
+            script = Path(task.application).name
+            assert f'"{script}"' in source and (PROJECT_DIR / "spark_jobs" / script).is_file(), task.task_id

@@ -11,7 +11,7 @@ import pytest
 
 
 def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
-    from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+    from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     task = KmigrateSparkSubmitOperator(task_id="copy", application="copy_partitions.py", source_conn_id="kafka_source",
                                        target_conn_id="kafka_target", spark_remote="sc://127.0.0.1:15002")
@@ -26,7 +26,7 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
 
 def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_in_the_log(tmp_path, capfd):
     from airflow.exceptions import AirflowException
-    from kmigrate_airflow.hooks import KmigrateSparkSubmitOperator
+    from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     job = tmp_path / "copy_partitions.py"  # stands in for the job's client: its arguments, a line, exit 3
     job.write_text("import sys\nprint('copy_partitions: args', ' '.join(sys.argv[1:]), flush=True)\nsys.exit(3)\n")

@@ -4,10 +4,8 @@ kafka_migration DAG, fills its trigger form, triggers a run, and waits until the
 screenshots of the form and of the finished grid go to test-artifacts/ui/."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate_airflow.local import LocalAirflow
+from local_airflow import LocalAirflow
 
 from tests.integration.test_stack_connect import wait_until
 
@@ -38,14 +36,6 @@ def airflow_ui(tmp_path_factory):
         yield server
     finally:
         server.stop()
-
-
-def api(server: LocalAirflow, path: str):
-    with urllib.request.urlopen(f"{server.url}/auth/token", timeout=10) as resp:  # all-admins mode: no password
-        token = json.load(resp)["access_token"]
-    request = urllib.request.Request(f"{server.url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return json.load(resp)
 
 
 def seed(prefix: str) -> None:
@@ -121,14 +111,14 @@ def _fill(dialog, param: str, value: str) -> None:
 
 def _dag_known(server: LocalAirflow) -> bool:
     try:
-        return api(server, "/dags/kafka_migration")["dag_id"] == "kafka_migration"
+        return server.api("/dags/kafka_migration")["dag_id"] == "kafka_migration"
     except OSError:
         return False
 
 
 def _finished_run(server: LocalAirflow):
     try:
-        runs = api(server, "/dags/kafka_migration/dagRuns?order_by=-start_date&limit=1")["dag_runs"]
+        runs = server.api("/dags/kafka_migration/dagRuns?order_by=-start_date&limit=1")["dag_runs"]
     except OSError:  # the api-server, busy with the run on two cores, may miss one poll's 10 s
         return None
     return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None

@@ -5,7 +5,7 @@ from it."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -70,10 +70,12 @@ def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] 
 def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: str, topics_exclude: str | None = None,
                   groups: str | None = None, source_connect: ConnectClient | None = None,
                   connectors: Sequence[str] | str | None = None,
-                  modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  modes: Mapping[str, str] | Callable[[Sequence[str]], Mapping[str, str]] | None = None
+                  ) -> dict[str, Any]:
     """The run's snapshot, taken now or read back when the run already has one; the plan part
-    is written from it. Nothing is written when any selection is invalid or anything named is
-    missing."""
+    is written from it. `modes`: each topic's copy mode, or a function of the selected topics
+    that gives them (the topics are then listed once, here). Nothing is written when any
+    selection is invalid or anything named is missing."""
 
     def take() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
@@ -83,7 +85,7 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
                 raise ConfigError(f"no topic on the source cluster ({source.bootstrap_servers}) matches include "
                                   f"{topics_include!r}" + (f" and exclude {topics_exclude!r}" if topics_exclude else "")
                                   + "; check the topic selection")
-            unknown = sorted(set(modes or {}) - set(topics))
+            unknown = sorted(set(modes or {}) - set(topics)) if not callable(modes) else []
             if unknown:
                 raise ConfigError(f"modes are given for topics that are not selected: {', '.join(unknown)}; "
                                   "fix the topic selection or the modes")
@@ -97,7 +99,8 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
             }
 
     snapshot = manifest.get_or_create(Part.SNAPSHOT, take)
-    manifest.write_once(Part.PLAN, plan_from_topics(snapshot["topics"], modes))
+    topic_modes = modes(sorted(snapshot["topics"])) if callable(modes) else modes
+    manifest.write_once(Part.PLAN, plan_from_topics(snapshot["topics"], topic_modes))
     return snapshot
 
 

