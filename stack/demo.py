@@ -3,15 +3,17 @@
 Seeds a mixed workload on the source cluster (a plain topic, a compacted one, a transactional one,
 one whose log start is above 0, two consumer groups, a FileStreamSource and a FileStreamSink
 connector), then runs the `kafka_migration` DAG with Airflow's `dag.test()` in a local Airflow
-(SQLite, under .stack/airflow), Spark in local mode. Prints the steps as they run, the report's
-summary and where the report is; the last line is one JSON object.
+(SQLite, under .stack/airflow), Spark in local mode: spark-submit a job, or with --spark-remote the
+jobs as clients of a running Spark Connect server (`make demo` starts one). Prints the steps as they
+run, the report's summary and where the report is; the last line is one JSON object.
 
-    .venv/bin/python stack/demo.py [--records 2000] [--keep-connectors]
+    .venv/bin/python stack/demo.py [--records 2000] [--keep-connectors] [--spark-remote sc://HOST:PORT]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -66,6 +68,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=2000, help="records per partition of the plain topics")
     parser.add_argument("--keep-connectors", action="store_true", help="leave the demo's connectors in place")
+    parser.add_argument("--spark-remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or None,
+                        help="run the DAG's Spark jobs on this Spark Connect server (sc://HOST:PORT; make demo starts "
+                             "one), so that no Spark application starts inside the cutover window; default: "
+                             "$KMIGRATE_SPARK_REMOTE, else spark-submit")
     parser.add_argument("--run-dag", help=argparse.SUPPRESS)
     args = parser.parse_args()
     local.configure(AIRFLOW_HOME, local.connections(SOURCE, TARGET, SOURCE_CONNECT, TARGET_CONNECT))
@@ -89,7 +95,8 @@ def main() -> int:
     conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern,
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
-            "quiesce_seconds": 3, "state_location": str(state), "run_name": prefix}
+            "quiesce_seconds": 3, "state_location": str(state), "run_name": prefix,
+            "spark_remote": args.spark_remote}
     log = workdir / "airflow.log"
     print(f"demo: running the kafka_migration DAG (Airflow log: {log})", flush=True)
     with log.open("w") as out:
