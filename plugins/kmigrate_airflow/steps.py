@@ -100,6 +100,9 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
     events.mark(manifest, events.STOPPED)
     if source_connect is None:
         return {}
+    if events.finished(manifest):
+        log.info("the run resumed on the target already: the source connectors are left as they are")
+        return {}
     states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
     log.info("stopped on the source Connect cluster (state before: %s)", states)
     return states
@@ -166,7 +169,11 @@ def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | No
     """The target topics' configs that the copy set (timestamps kept as CreateTime, no bound on old
     or future timestamps) back to the source's values, before anything else writes to them."""
     source, target = _clusters(params)
-    restored = targets.restore_topic_configs(_manifest(params, run_id), source, target)
+    manifest = _manifest(params, run_id)
+    if events.finished(manifest):
+        log.info("the run resumed on the target already: its topics' configs there are left as they are")
+        return {"topics": {}}
+    restored = targets.restore_topic_configs(manifest, source, target)
     for topic, configs in restored["topics"].items():
         log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
     return restored
@@ -179,7 +186,7 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
     its snapshot. A migration that has resumed on the target leaves its groups alone."""
     source, target = _clusters(params)
     manifest = _manifest(params, run_id)
-    if not drill and manifest.exists(Part.event(events.RESUMED)):
+    if not drill and events.finished(manifest):
         log.info("the run resumed on the target already: its consumer groups are left as they are there")
         return 0
     results = replicate(manifest, target, None if drill else source)
@@ -193,6 +200,9 @@ def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None 
     _, target = _clusters(params)
     _, target_connect = _connect(params)
     if target_connect is None:
+        return []
+    if events.finished(_manifest(params, run_id)):
+        log.info("the run resumed on the target already: its connectors there are left as they are")
         return []
     results = connector_steps.migrate_connectors(_manifest(params, run_id), target_connect,
                                                  target_bootstrap=target.bootstrap_servers,
@@ -210,8 +220,10 @@ def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None =
     manifest = _manifest(params, run_id)
     source, _ = _clusters(params)
     _, target_connect = _connect(params)
-    if not manifest.exists(Part.event(events.RESUMED)):
-        check_groups_unchanged(manifest, source)
+    if events.finished(manifest):
+        log.info("the run resumed on the target already: its connectors there are left as they are")
+        return (manifest.read(Part.RESUMED) or {"connectors": []})["connectors"]
+    check_groups_unchanged(manifest, source)
     names = sorted(read_snapshot(manifest)["connectors"])
     states = connector_steps.states_before(manifest) if target_connect and names else {}
     resumed = connector_steps.restore_states(target_connect, {n: states[n] for n in names}) if states else []

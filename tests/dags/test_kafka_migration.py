@@ -214,6 +214,16 @@ def test_connectors_keep_their_state_through_a_migration_and_a_rollback(stack, d
         report = (Path(state) / "roll" / "report.md").read_text()
         assert f"| {paused} | source | 1 | PAUSED | PAUSED |" in report
 
+        # the target is in use now: someone pauses the running copy there; the finished run, run
+        # again, changes nothing on either side (before, its resume step ran the connector again)
+        stack.target_connect.pause(running)
+        stack.target_connect.wait_for(running, lambda st: st["connector"]["state"] == "PAUSED", "PAUSED", 30)
+        again = run_dag(dagbag, topics_include=topic.replace(".", r"\."), connectors=[running, paused],
+                        pre_copy=False, quiesce_seconds=1, state_location=state, run_name="roll")
+        assert str(again.state) == "success", task_states(again)
+        assert stack.target_connect.state(running) == stack.target_connect.state(paused) == "PAUSED"
+        assert stack.source_connect.state(running) == stack.source_connect.state(paused) == "STOPPED"
+
         for _ in range(2):  # idempotent
             back = run_dag(dagbag, "kafka_migration_rollback", run_name="roll", state_location=state)
             assert str(back.state) == "success", task_states(back)

@@ -11,6 +11,13 @@ STOPPED = "connectors-stopped"
 RESUMED = "connectors-resumed"
 
 
+def finished(manifest: Manifest) -> bool:
+    """Whether the run has resumed on the target: from then on the target is in use, and a re-run
+    of the run changes nothing there or on the source (no connector stopped, created, patched or
+    resumed again, no group offset written again)."""
+    return manifest.exists(Part.event(RESUMED))
+
+
 def mark(manifest: Manifest, event: str) -> dict[str, Any]:
     """The first time `event` happened in this run (a re-run keeps the first)."""
     return manifest.get_or_create(Part.event(event), lambda: {

@@ -13,6 +13,7 @@ from kmigrate.errors import TopicMismatch, TopicNotFound
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
+from kmigrate.run.events import finished
 from kmigrate.run.snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,10 @@ def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admi
     """What each of `topics` gained on the source since its target topic was made (partitions,
     configs) is applied to the target topics this run created, and refused with TopicMismatch for
     the others (nothing changed then). What was applied is recorded (part topic-changes/<attempt>)
-    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}."""
+    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}.
+    Nothing once the run has resumed on the target: the topics are in use there."""
+    if finished(manifest):
+        return {}
     mine = created_topics(manifest)
     changes = {}
     for topic in topics:
