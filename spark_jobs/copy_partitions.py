@@ -21,7 +21,7 @@ from driver import job_arguments
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.clients import load_clients_from
-from kmigrate.run.plan import copy_progress, read_plan, translate_maps, work_units
+from kmigrate.run.plan import copy_progress, read_plan, targets_settled, translate_maps, work_units
 from kmigrate.run.targets import prepare_targets
 from kmigrate.run.tasks import copy_task
 from kmigrate_spark.session import SessionSoon
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
                                   resume_maps=translate_maps(manifest), fetch_max_bytes=args.fetch_max_bytes,
                                   verify=not args.no_verify),
                 job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
-                progress=copy_progress(clients[1], units))
+                progress=copy_progress(clients[1], units),
+                settle=functools.partial(targets_settled, clients[1], units))
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2

@@ -44,8 +44,8 @@ from kmigrate_spark.session import (
 
 def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
                  job: str, action: str, describe: Callable[[dict[str, Any]], str],
-                 parallelism: int | None, progress: Callable[[], str] | None = None
-                 ) -> tuple[list[dict[str, Any]], float, float]:
+                 parallelism: int | None, progress: Callable[[], str] | None = None,
+                 settle: Callable[[], str] | None = None) -> tuple[list[dict[str, Any]], float, float]:
     """Warm the session up and run `task` over `units`. Returns the rows, the seconds from the
     warmed-up executors to the last row, and the warm-up's seconds."""
     spark = session.get()
@@ -58,7 +58,7 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     say(job, f"Python workers ready in {warm_up_s:.1f}s")
     started = time.monotonic()
     rows = run_units(spark, units, task, job=job, action=action, describe=describe,
-                     slots=slots, parallelism=parallelism or slots, progress=progress)
+                     slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle)
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
 
 
@@ -171,9 +171,13 @@ def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Seque
 
 def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
               job: str, action: str, describe: Callable[[dict[str, Any]], str], slots: int, parallelism: int,
-              progress: Callable[[], str] | None = None, status_every_s: float = 10.0) -> list[dict[str, Any]]:
+              progress: Callable[[], str] | None = None, settle: Callable[[], str] | None = None,
+              status_every_s: float = 10.0) -> list[dict[str, Any]]:
     """Rows of `task` over `units`, in plan order: one Spark job when `parallelism` covers the task
-    slots, else one job a unit, `parallelism` at a time. `progress` adds to the status lines."""
+    slots, else one job a unit, `parallelism` at a time. `progress` adds to the status lines.
+    `settle` returns once what the stopped job's tasks were doing has ended (Spark stops a job
+    without waiting for its Python workers, which may still be writing): it runs before the units
+    without a result run again, and its answer is logged."""
     started = time.monotonic()
     rows: dict[int, dict[str, Any]] = {}
     everything = range(len(units))
@@ -211,6 +215,8 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[Wo
             left = [i for i in everything if i not in rows]
             say(job, f"the Spark job stopped ({error_cause(exc)}); the {len(left)} partitions without a result "
                      "run again, one Spark job each, to tell the failing ones from the rest", err=True)
+            if settle is not None:
+                say(job, settle())
             follow(functools.partial(_one_job_each, spark, units, left, action, task, parallelism=slots))
     else:
         say(job, f"{len(units)} partitions to {action}, one Spark job each, {parallelism} at a time")

@@ -2,6 +2,7 @@
 its manifest; the copy results they lead to, and what the group and connector steps read of them."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -94,6 +95,28 @@ def write_pre_copy_plan(manifest: Manifest, source: ClusterConfig, topics: Seque
         with ClusterAdmin(source) as admin:
             return plan_from_topics({t: {"partitions": topic_partitions(admin, t)} for t in topics}, modes)
     return manifest.get_or_create(Part.PRE_COPY_PLAN, compute)
+
+
+def targets_settled(target: ClusterConfig, units: Sequence[WorkUnit], still_for_s: float = 3.0,
+                    timeout_s: float = 30.0) -> str:
+    """Wait until the target's end offsets of `units` have not moved for `still_for_s`: the copies of
+    a stopped Spark job may still be writing for a moment (a Python worker outlives its killed task
+    by up to spark.python.task.killTimeout, 2 s by default), and a copy started again meanwhile would
+    race them. Returns a line saying how long it waited; gives up after `timeout_s` (a copy that
+    then meets another writer fails with OffsetMismatch, naming the partition)."""
+    started = time.monotonic()
+    with ClusterAdmin(target, timeout_s=5) as admin:
+        last, still_since = None, time.monotonic()
+        while True:
+            ends = admin.end_offsets((u.topic, u.partition) for u in units)
+            now = time.monotonic()
+            if ends != last:
+                last, still_since = ends, now
+            elif now - still_since >= still_for_s:
+                return f"the target's end offsets were still for {still_for_s:.0f}s after {now - started:.1f}s"
+            if now - started > timeout_s:
+                return f"the target's end offsets still moved after {timeout_s:.0f}s; going on"
+            time.sleep(0.2)
 
 
 def translator_for_run(manifest: Manifest) -> OffsetTranslator:
