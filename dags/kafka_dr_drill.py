@@ -42,7 +42,7 @@ from kmigrate_airflow.params import DEFAULT_ARGS, kafka_params, selection_params
 )
 def kafka_dr_drill():
     preflight = steps.preflight()
-    snapshot = steps.snapshot()
+    snapshot = steps.snapshot(drill=True)
     copy = spark_job("copy", "copy_partitions.py", "{{ run_id }}", "--no-verify")  # the verify job follows
     verify = spark_job("verify", "verify_partitions.py", "{{ run_id }}")
     restore = steps.restore_topic_configs()

@@ -123,8 +123,10 @@ def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
 
 
 @task
-def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
-    source, _ = _clusters(params)
+def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
+    """The run's snapshot; in a migration, what the source changed since the pre-copy is then
+    applied to the target topics the run created (a DR drill's source stays live: it does not)."""
+    source, target = _clusters(params)
     source_connect, _ = _connect(params)
     selection = _selection(params)
     manifest = _manifest(params, run_id)
@@ -134,8 +136,7 @@ def snapshot(params: dict[str, Any] | None = None, run_id: str | None = None) ->
                           modes=selection.modes)
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
-    if "quiesce_seconds" in params:  # a migration: the source may have changed since the pre-copy
-        _, target = _clusters(params)
+    if not drill:
         for topic, change in targets.reconcile_target_topics(manifest, source, target).items():
             log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     return counts
