@@ -12,7 +12,7 @@ from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
 from kmigrate.errors import CopyError, ForeignTarget, OffsetMismatch, TargetDiverged
 from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import ContentDigest, iter_range, partition_digest, read_range, reader
+from kmigrate.kafka.records import ContentDigest, compacted_differences_of, iter_range, partition_digest, read_range, reader
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
             partition=partition)
     else:
         compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
-                                       options)
+                                       options, compacted="compact" in writer.topic_configs.get("cleanup.policy", ""))
         if target_low < source_low:
             trim_below(source_low, target_low, compared, topic, partition, target, target_admin)
     result.align_seconds = time.monotonic() - started
@@ -270,12 +270,32 @@ def _render_leading_gap(writer: Writer, until: int, topic: str, partition: int) 
 
 
 def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
-                        low: int, target_high: int, options: CopyOptions) -> int:
+                        low: int, target_high: int, options: CopyOptions, compacted: bool = False) -> int:
     """The target's last records must be the source's records at the same offsets (docs/DESIGN.md §4.3);
-    returns how many were compared (0: no visible record in [low, target_high))."""
+    returns how many were compared (0: no visible record in [low, target_high)). On a compacted
+    topic the source's cleaner may have removed records since they were copied (and the target's
+    its own): every record the source still holds there must be on the target unchanged, unless the
+    target superseded it, and at least one must be."""
     window = options.resume_window
     while True:
         start = max(low, target_high - window)
+        if compacted:
+            on_source = read_range(source, topic, partition, start, target_high)
+            _, problems = compacted_differences_of(
+                ((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in on_source),
+                lambda: ((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
+                         for m in read_range(target, topic, partition, start, target_high)), target_only_ok=True)
+            if problems:
+                raise TargetDiverged(
+                    f"{topic}[{partition}]: the target's records before its end {target_high} differ from the "
+                    f"source's ({problems[0]}), so it is not a copy of this partition: another producer wrote to it, "
+                    "or it holds another source's data. Nothing was written. Stop whatever writes to the target "
+                    "topic; if it is not in use, migrate this topic to a target where it does not exist yet",
+                    topic=topic, partition=partition)
+            if on_source or start == low:
+                return len(on_source)
+            window *= 8
+            continue
         on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
         on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
         if on_target != on_source:

@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import SourceNotReady
+from kmigrate.kafka.admin import ClusterAdmin
 
 FILLER_KEY = b"__kmigrate_filler__"
 FILLER_HEADER = "kmigrate.filler"
@@ -30,6 +33,7 @@ class ContentDigest:
         self._hash = hashlib.blake2b(digest_size=16)
         self.records = 0
         self.unmapped = 0  # records left out because they had no offset to be hashed under
+        self.records_below = 0  # records below the split offset given to partition_digest
 
     def update(self, offset: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]] | None, timestamp: int) -> None:
@@ -119,14 +123,18 @@ def read_range(cluster: ClusterConfig, topic: str, partition: int, start: int, e
 
 
 def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int,
-                     offset_of: Callable[[int], int | None] | None = None) -> ContentDigest:
+                     offset_of: Callable[[int], int | None] | None = None,
+                     split_at: int | None = None) -> ContentDigest:
     """Digest of the visible records in [start, end). `offset_of` maps each record's offset to the
     one it is hashed under (translate mode: the target offset); records it maps to None are
-    counted in `unmapped` and left out."""
+    counted in `unmapped` and left out. Records below `split_at` are also counted in
+    `records_below`."""
     consumer = reader(cluster)
     digest = ContentDigest()
     try:
         for chunk in iter_range(consumer, topic, partition, start, end):
+            if split_at is not None:
+                digest.records_below += sum(1 for msg in chunk if msg.offset() < split_at)
             for msg in chunk:
                 if offset_of is None:
                     digest.update_message(msg)
@@ -139,3 +147,116 @@ def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: 
     finally:
         consumer.close()
     return digest
+
+
+Record = tuple[int, "bytes | None", "bytes | None", Any, int]  # offset, key, value, headers, timestamp
+
+
+def _key_id(key: bytes) -> bytes:
+    return hashlib.blake2b(key, digest_size=16).digest()
+
+
+def _changed_fields(source: Record, target: Record) -> list[str]:
+    # headers None and [] hash alike in ContentDigest, so they compare alike here
+    pairs = (("key", source[1], target[1]), ("value", source[2], target[2]),
+             ("headers", source[3] or [], target[3] or []), ("timestamp", source[4], target[4]))
+    return [name for name, a, b in pairs if a != b]
+
+
+def compacted_differences_of(source_records: Iterable[Record], target_records: Callable[[], Iterable[Record]],
+                             limit: int = 10, *,
+                             later_source_records: Callable[[], Iterable[Record]] | None = None,
+                             target_only_ok: bool = False) -> tuple[int, list[str]]:
+    """(source records compared, problems) of a compacted partition, all records in ascending
+    offset order: every source record must be on the target at its offset, unchanged, unless the
+    target's cleaner removed it (a later target record has its key); a record only the target holds
+    must be one the source's cleaner removes: a tombstone, or superseded (a later target record has
+    its key, or, with `later_source_records`, a source record after the compared range has it), or
+    with `target_only_ok` any (the copier's resume check: is the target a copy of this source?). At
+    most `limit` problems by offset, then "... and N more".
+
+    `target_records` is called twice: a first pass learns each key's last target offset, by a
+    16-byte hash of the key, so memory grows with the keys, not the records. `later_source_records`
+    is called at most once, only when a target-only record is the last of its key on the target,
+    and read until each such key is found."""
+    last: dict[bytes, int] = {}
+    for offset, key, _, _, _ in target_records():
+        if key is not None:
+            last[_key_id(key)] = offset
+    found: list[tuple[int, str]] = []  # the first `limit` problems of the merge, by offset
+    count = compared = 0
+    unsuperseded: dict[bytes, tuple[int, str]] = {}  # key id -> its target-only last record's problem
+
+    def problem(offset: int, text: str) -> None:
+        nonlocal count
+        count += 1
+        if len(found) < limit:
+            found.append((offset, text))
+
+    def target_only(record: Record) -> None:
+        offset, key, value = record[0], record[1], record[2]
+        if target_only_ok:
+            return
+        if key is None:
+            problem(offset, f"offset {offset}: a record without a key on the target only (the source holds no "
+                            "record at it; a cleaner removes only records with keys)")
+        elif value is not None and last.get(key_id := _key_id(key), -1) <= offset:
+            unsuperseded[key_id] = (offset, f"offset {offset}: key {key[:40]!r} on the target only, not superseded "
+                                            "(the source holds no record at it)")
+
+    targets = iter(target_records())
+    pending = next(targets, None)
+    for record in source_records:
+        compared += 1
+        offset = record[0]
+        while pending is not None and pending[0] < offset:
+            target_only(pending)
+            pending = next(targets, None)
+        if pending is None or pending[0] != offset:
+            if record[1] is None or last.get(_key_id(record[1]), -1) <= offset:
+                problem(offset, f"offset {offset}: on the source, missing on the target")
+            continue
+        changed = _changed_fields(record, pending)
+        if changed:
+            problem(offset, f"offset {offset}: the target's record differs from the source's ({', '.join(changed)})")
+        pending = next(targets, None)
+    while pending is not None:
+        target_only(pending)
+        pending = next(targets, None)
+    if unsuperseded and later_source_records is not None:
+        for _, key, _, _, _ in later_source_records():
+            if key is not None:
+                unsuperseded.pop(_key_id(key), None)
+                if not unsuperseded:
+                    break
+    total = count + len(unsuperseded)
+    problems = [text for _, text in itertools.islice(heapq.merge(found, sorted(unsuperseded.values())), limit)]
+    if total > limit:
+        problems.append(f"... and {total - limit} more")
+    return compared, problems
+
+
+def _records(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
+    consumer = reader(cluster)
+    try:
+        for chunk in iter_range(consumer, topic, partition, start, end):
+            for msg in chunk:
+                yield msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]
+    finally:
+        consumer.close()
+
+
+def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int,
+                          end: int, limit: int = 10) -> tuple[int, list[str]]:
+    """compacted_differences_of over the visible records of [start, end) on both clusters. The
+    source's records from `end` to its last stable offset count as later ones: on a live source a
+    record in the range is cleaned once a later update of its key arrives."""
+
+    def later() -> Iterator[Record]:
+        with ClusterAdmin(source) as admin:
+            stable = admin.stable_end(topic, partition)
+        return _records(source, topic, partition, end, stable)
+
+    return compacted_differences_of(_records(source, topic, partition, start, end),
+                                    lambda: _records(target, topic, partition, start, end), limit,
+                                    later_source_records=later)
