@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -108,6 +108,11 @@ bench-spark: install stack-up
 # writes docs/BENCHMARKS.md and docs/bench_mm2.png. BENCH_ARGS=--quick for a small run.
 bench-mm2: install stack-up
 	$(VPY) bench/bench_mm2.py $(BENCH_ARGS)
+
+# The cutover window at two sizes of the same migration (about 160 MB and 1.3 GB of values), a writer
+# live during the pre-copy, on a Spark Connect server (bench/bench_cutover.py); the last line is JSON.
+bench-cutover: install stack-up spark-connect-up
+	$(VPY) bench/bench_cutover.py $(BENCH_ARGS)
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

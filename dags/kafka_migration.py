@@ -5,16 +5,23 @@ Moves the selected topics, consumer groups and Kafka Connect connectors from the
 the target cluster so that **every record keeps its offset** and every consumer and connector
 continues exactly where it stopped (docs/DESIGN.md §3):
 
-preflight → (dry run stops here) → pre-copy while the source is live → stop connectors → quiesce →
-snapshot → final copy → verify (then one task per topic, mapped, showing each topic's outcome) →
-restore topic configs → replicate groups → migrate connectors → resume → report.
+preflight → (dry run stops here) → pre-copy while the source is live, in rounds until the source's
+writes during one stay small, each round's copy verified → wait for `cutover_at` if set (a catch-up
+round every 30 s meanwhile, no worker held in between) → stop connectors → quiesce →
+snapshot → final copy and verify of what came since → restore topic configs → replicate groups →
+migrate connectors → resume → report (and one task per topic, mapped, showing each topic's outcome).
+
+The cutover window (connectors stopped to resumed) holds only what the source wrote since the last
+pre-copy round, not the data's size; the report shows it step by step. A source written to after
+the snapshot fails the run before anything resumes on the target, naming each partition.
 
 Quiesce waits until the source's end offsets stand still and no selected consumer group has members;
 a group still consuming after the quiesce window fails the run there, naming it. Each connector ends
 on the target in the state it had on the source (running, paused or stopped).
 
-Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms. The
-run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
+Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms; a
+finished run run again changes nothing. A `run_name` names one migration: triggered again with other
+params, it is refused before anything is done. The run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
 `state_location/<run id>`. The source cluster is never written to.
 """
 from __future__ import annotations
@@ -23,7 +30,7 @@ import datetime
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.operators import spark_job
+from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
     DEFAULT_ARGS,
     connect_params,
@@ -58,6 +65,15 @@ RUN_ID = "{{ params.run_name or run_id }}"
                                   description="Regular expression; these get an offset map instead of "
                                               "preserved offsets (for a target that already holds data)"),
         "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
+        "pre_copy_max_rounds": Param(5, type="integer", minimum=1, maximum=100, title="Pre-copy rounds at most",
+                                     description="Each round copies up to the source's end when it begins"),
+        "pre_copy_converged_records": Param(10000, type="integer", minimum=0, title="Pre-copy converged at",
+                                            description="No further round once the source wrote at most this many "
+                                                        "records during one: what is left is copied in the window"),
+        "cutover_at": Param(None, type=["null", "string"], format="date-time", title="Cut over at",
+                            description="Stop the connectors at this time (a maintenance window); until then pre-copy "
+                                        "rounds keep the target close to the live source. Empty: as soon as the "
+                                        "pre-copy converges"),
         "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
                                  description="Source end offsets must stay still (and selected groups empty) this "
                                              "long before the snapshot"),
@@ -72,12 +88,18 @@ def kafka_migration():
     preflight = steps.preflight()
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
-    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, "--plan-part", "pre-copy-plan", "--no-verify")
+    pre_copy_args = ("--plan-part", "pre-copy-plan", "--no-verify", "--verify-live")
+    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, *pre_copy_args,
+                         "--rounds", "{{ params.pre_copy_max_rounds }}",
+                         "--converged-records", "{{ params.pre_copy_converged_records }}")
+    # until cutover_at (if set), a catch-up round a poke; no worker is held in between
+    wait = cutover_sensor("wait_for_cutover", "copy_partitions.py", RUN_ID, *pre_copy_args)
     stop = steps.stop_connectors()
     quiesce = steps.quiesce()
     snapshot = steps.snapshot()
-    copy = spark_job("copy", "copy_partitions.py", RUN_ID, "--no-verify")  # the verify job follows
-    verify = spark_job("verify", "verify_partitions.py", RUN_ID, retries=2)
+    # one Spark job in the window: copy, then verify (ranges verified while live are not read again)
+    copy = spark_job("copy_and_verify", "copy_partitions.py", RUN_ID, "--no-verify", "--verify-after",
+                     "--source-at-snapshot")
     restore = steps.restore_topic_configs()
     topics = steps.run_topics()
     per_topic = steps.topic_result.expand(topic=topics)  # one grid cell per topic
@@ -86,10 +108,10 @@ def kafka_migration():
     resume = steps.resume_connectors()
     report = steps.report()
 
-    go >> pre_copy_plan >> pre_copy >> stop
-    go >> stop >> quiesce >> snapshot >> copy >> verify >> restore >> groups >> connectors >> resume >> report
+    go >> pre_copy_plan >> pre_copy >> wait >> stop
+    go >> stop >> quiesce >> snapshot >> copy >> restore >> groups >> connectors >> resume >> report
     snapshot >> topics
-    verify >> per_topic
+    resume >> per_topic  # after the window (they also run when a step before failed)
 
 
 kafka_migration()

@@ -10,6 +10,12 @@ never travel on the command line). Before any task starts, both clusters must an
 the plan must exist on the source, and each target topic is created like the source's (or checked).
 The result rows go to the run manifest as part copy-results/<attempt>. Exit 0 when every partition
 was copied, 1 naming the partitions that failed, 2 when the job could not start (bad input).
+
+The pre-copy (--plan-part pre-copy-plan) copies in rounds while the source is live, each up to the
+source's end when it begins, until a round's writes on the source stay within --converged-records
+(or --rounds were run); with --verify-live each round then verifies what it copied. The final copy
+with --verify-after verifies the plan in the same Spark session (verify_partitions.py's table and
+checks) so that no second job starts inside the cutover window.
 """
 from __future__ import annotations
 
@@ -20,12 +26,23 @@ import time
 from driver import job_arguments
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run import events, timeline
 from kmigrate.run.clients import load_clients_from
-from kmigrate.run.plan import copy_progress, read_plan, targets_settled, translate_maps, work_units
+from kmigrate.run.plan import (
+    copy_progress,
+    read_plan,
+    source_ends_now,
+    targets_settled,
+    translate_maps,
+    units_to_copy,
+    work_units,
+)
+from kmigrate.run.precopy import compacted_topics, pre_copy_rounds
 from kmigrate.run.targets import prepare_targets
-from kmigrate.run.tasks import copy_task
+from kmigrate.run.tasks import copy_task, live_verify_task
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
+from verify_partitions import verify_run
 
 JOB = "copy_partitions"
 
@@ -39,44 +56,99 @@ def describe(row: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.time()
     parser = job_arguments(__doc__, "copied")
     parser.add_argument("--plan-part", default="plan", help="the manifest part holding the work units "
                         "(the pre-copy runs from pre-copy-plan)")
     parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
     parser.add_argument("--no-verify", action="store_true",
                         help="skip each partition's digest comparison after its copy (when the verify job follows)")
+    parser.add_argument("--rounds", type=int, default=1, help="copy rounds at most, each up to the source's end when "
+                        "it begins (a pre-copy while the source is live)")
+    parser.add_argument("--converged-records", type=int, default=0,
+                        help="no further round once the source wrote at most this many offsets during one")
+    parser.add_argument("--verify-live", action="store_true",
+                        help="after each round, verify what it copied while the source is live")
+    parser.add_argument("--catch-up", action="store_true",
+                        help="copy the plan's partitions up to the source's ends now, not the plan's (a catch-up "
+                             "round while waiting for a scheduled cutover)")
+    parser.add_argument("--verify-after", action="store_true",
+                        help="after the copy, verify the plan in the same Spark session (as verify_partitions.py)")
+    parser.add_argument("--source-at-snapshot", action="store_true",
+                        help="with --verify-after: fail when the source holds records past the snapshot")
     args = parser.parse_args(argv)
     try:
         manifest = Manifest(args.state_location, args.run_id)
+        if events.finished(manifest):
+            say(JOB, f"run {args.run_id} resumed on the target already: nothing to copy ({manifest.location})")
+            return 0
+        if args.catch_up and manifest.exists(Part.event(events.STOPPED)):
+            say(JOB, f"run {args.run_id} has stopped its connectors: the final copy follows, no catch-up round")
+            return 0
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
+        if args.catch_up:
+            units = source_ends_now(clients[0], units)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
             prepare_targets(*clients, units, manifest=manifest)
             say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
                      f"({time.monotonic() - session.begun:.1f}s)")
-            rows, seconds, warm_up_s = run_on_spark(
-                session, units,
-                # a partial of a library function: executors import it by name, nothing from this file
-                functools.partial(copy_task, clients=clients, run_id=args.run_id,
-                                  resume_maps=translate_maps(manifest), fetch_max_bytes=args.fetch_max_bytes,
-                                  verify=not args.no_verify),
-                job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
-                progress=copy_progress(clients[1], units),
-                settle=functools.partial(targets_settled, clients[1], units))
+
+            def copy_round(round_units):
+                round_units, rows = units_to_copy(*clients, round_units, manifest)
+                if rows:
+                    say(JOB, f"{len(rows)} partitions at their end on the target already (copied by this run): "
+                             f"{len(round_units)} to copy")
+                if not round_units:
+                    manifest.write_once(Part.attempt(Part.COPY_RESULTS), {"rows": rows, "seconds": 0.0,
+                                                                          "warm_up_seconds": 0.0})
+                    return rows
+                copied, seconds, warm_up_s = run_on_spark(
+                    session, round_units,
+                    # a partial of a library function: executors import it by name, nothing from this file
+                    functools.partial(copy_task, clients=clients, run_id=args.run_id,
+                                      resume_maps=translate_maps(manifest), fetch_max_bytes=args.fetch_max_bytes,
+                                      verify=not args.no_verify),
+                    job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
+                    progress=copy_progress(clients[1], round_units),
+                    settle=functools.partial(targets_settled, clients[1], round_units))
+                rows += copied
+                manifest.write_once(Part.attempt(Part.COPY_RESULTS),
+                                    {"rows": rows, "seconds": seconds, "warm_up_seconds": warm_up_s})
+                return rows
+
+            verify_round = None
+            if args.verify_live:
+                compacted = compacted_topics(clients[0], {u.topic for u in units})
+
+                def verify_round(round_units, previous):
+                    return run_on_spark(
+                        session, round_units,
+                        functools.partial(live_verify_task, clients=clients, compacted=compacted, previous=previous),
+                        job=JOB, action="verify", parallelism=args.parallelism,
+                        describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]))[0]
+
+            if args.rounds > 1 or verify_round:
+                units, failed = pre_copy_rounds(manifest, clients[0], units, copy_round, verify_round,
+                                                max_rounds=args.rounds, converged_records=args.converged_records,
+                                                say=lambda line: say(JOB, line))
+            else:
+                failed = [r for r in copy_round(units) if not r["ok"]]
+            if failed:
+                names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in failed)
+                say(JOB, f"{len(failed)} of {len(units)} partitions failed: {names}; see the copy-results parts in "
+                         f"{manifest.location} and re-run the job once the cause is fixed (copied partitions are kept)",
+                    err=True)
+                return 1
+            if args.plan_part == Part.PLAN:
+                timeline.record(manifest, "copy", started, partitions=len(units))
+            say(JOB, f"{len(units)} partitions copied; results in {manifest.location}/{Part.COPY_RESULTS}/")
+            if args.verify_after:
+                return verify_run(session, manifest, units, clients, parallelism=args.parallelism, job=JOB,
+                                  source_at_snapshot=args.source_at_snapshot)
     except KmigrateError as exc:
         say(JOB, f"error: {exc}", err=True)
         return 2
-    attempt = Part.attempt(Part.COPY_RESULTS)
-    manifest.write_once(attempt, {"rows": rows, "seconds": seconds, "warm_up_seconds": warm_up_s})
-    failed = [r for r in rows if not r["ok"]]
-    if failed:
-        names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in failed)
-        say(JOB, f"{len(failed)} of {len(rows)} partitions failed: {names}; see {manifest.location}/{attempt}.json "
-                 "and re-run the job once the cause is fixed (copied partitions are kept)", err=True)
-        return 1
-    records = sum(r["records"] for r in rows)
-    say(JOB, f"{len(rows)} partitions copied, {records} new records in {seconds:.1f}s; "
-             f"results in {manifest.location}/{attempt}.json")
     return 0
 
 

@@ -1,26 +1,37 @@
-"""Verify every partition of a run's plan: log start, log end and content digest on the source and
-the target, one Spark task per partition, both clusters read in parallel. Read-only on both.
+"""Verify every partition of a run's plan: log start, log end and content on the source and the
+target, one Spark task per partition, both clusters read in parallel. Read-only on both.
 
     spark-submit --master 'local[*]' spark_jobs/verify_partitions.py \\
         --state-location ./state --run-id RUN --clients /path/clients.json
 
 The verification table goes to the run manifest as part verification/<attempt>: one row per
-partition with both sides' watermarks and digests, "equal" and the problems found. Translate-mode
-partitions are checked through the offset maps the copy job recorded. Exit 0 when every partition
-is equal, 1 naming those that are not, 2 when the job could not start (bad input).
+partition with both sides' watermarks and digests, "equal", the problems found and which offsets
+were verified when. A range the pre-copy verified while the source was live is not read again
+(only its last offsets, at the seam). Translate-mode partitions are checked through the offset maps
+the copy job recorded. With --source-at-snapshot, a source written to after the snapshot fails the
+job, naming each partition. Exit 0 when every partition is equal, 1 naming those that are not,
+3 when the source moved (a retry cannot help), 2 when the job could not start (bad input).
 """
 from __future__ import annotations
 
 import functools
 import sys
+import time
+from collections.abc import Sequence
 
 from driver import job_arguments
+from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.model import WorkUnit
+from kmigrate.run import events, timeline
 from kmigrate.run.clients import load_clients_from
 from kmigrate.run.plan import read_plan, translate_maps, work_units
+from kmigrate.run.precopy import compacted_topics, live_rows
+from kmigrate.run.snapshot import check_source_at_snapshot
 from kmigrate.run.tasks import verify_task
+from kmigrate_spark.conf import FINAL_EXIT
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
 
@@ -28,39 +39,70 @@ JOB = "verify_partitions"
 
 
 def describe(row: dict) -> str:
-    if row["equal"]:
-        return f"equal: {row['records']} records, [{row['target_log_start']}, {row['target_end']}), {row['seconds']:.2f}s"
-    return "NOT EQUAL: " + "; ".join(row["problems"])
+    if not row["equal"]:
+        return "NOT EQUAL: " + "; ".join(row["problems"])
+    live = row.get("verified_live")
+    window = row.get("verified_in_window") or [row["target_log_start"], row["target_end"]]
+    return (f"equal: {row['records']} records, [{row['target_log_start']}, {row['target_end']})"
+            + (f", [{live[0]}, {live[1]}) verified while live, [{window[0]}, {window[1]}) now" if live else "")
+            + f", {row['seconds']:.2f}s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = job_arguments(__doc__, "verified").parse_args(argv)
-    try:
-        manifest = Manifest(args.state_location, args.run_id)
-        units = work_units(read_plan(manifest))
-        clients = load_clients_from(args.clients)
-        with SessionSoon(f"kmigrate-verify-{args.run_id}", args.remote) as session:
-            for cluster in clients:
-                with ClusterAdmin(cluster, timeout_s=10) as admin:
-                    admin.check_reachable()
-            rows, seconds, warm_up_s = run_on_spark(
-                session, units, functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest)),
-                job=JOB, action="verify", describe=describe, parallelism=args.parallelism)
-    except KmigrateError as exc:
-        say(JOB, f"error: {exc}", err=True)
-        return 2
+def verify_run(session: SessionSoon, manifest: Manifest, units: Sequence[WorkUnit],
+               clients: tuple[ClusterConfig, ClusterConfig], *, parallelism: int | None, job: str = JOB,
+               source_at_snapshot: bool = False) -> int:
+    """Verify `units` on `session`, write the table (part verification/<attempt>) and the
+    timeline; 0 when every partition is equal, FINAL_EXIT when the source moved after the
+    snapshot (with `source_at_snapshot`), else 1."""
+    started = time.time()
+    task = functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest),
+                             live=live_rows(manifest), compacted=compacted_topics(clients[0], {u.topic for u in units}))
+    rows, seconds, warm_up_s = run_on_spark(session, units, task, job=job, action="verify", describe=describe,
+                                            parallelism=parallelism)
     unequal = [r for r in rows if not r["equal"]]
     attempt = Part.attempt(Part.VERIFICATION)
     manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds,
                                   "warm_up_seconds": warm_up_s})
     if unequal:
         names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in unequal)
-        say(JOB, f"{len(unequal)} of {len(rows)} partitions differ: {names}; table in {manifest.location}/{attempt}.json",
+        say(job, f"{len(unequal)} of {len(rows)} partitions differ: {names}; table in {manifest.location}/{attempt}.json",
             err=True)
         return 1
-    say(JOB, f"all {len(rows)} partitions equal ({sum(r['records'] for r in rows)} records) in {seconds:.1f}s; "
-             f"table in {manifest.location}/{attempt}.json")
+    if source_at_snapshot:
+        try:
+            check_source_at_snapshot(manifest, clients[0])
+        except KmigrateError as exc:
+            say(job, f"error: {exc}", err=True)
+            return FINAL_EXIT
+    live = sum(1 for r in rows if r.get("verified_live"))
+    timeline.record(manifest, "verify", started, partitions=len(rows), verified_live=live)
+    say(job, f"all {len(rows)} partitions equal ({sum(r['records'] for r in rows)} records"
+             + (f"; {live} partitions up to their pre-copied end verified while the source was live" if live else "")
+             + f") in {seconds:.1f}s; table in {manifest.location}/{attempt}.json")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_arguments(__doc__, "verified")
+    parser.add_argument("--source-at-snapshot", action="store_true",
+                        help="fail when the source holds records past the snapshot (a migration's source is stopped)")
+    args = parser.parse_args(argv)
+    try:
+        manifest = Manifest(args.state_location, args.run_id)
+        if events.finished(manifest):
+            say(JOB, f"run {args.run_id} resumed on the target already; its verification is in {manifest.location}")
+            return 0
+        units = work_units(read_plan(manifest))
+        clients = load_clients_from(args.clients)
+        with SessionSoon(f"kmigrate-verify-{args.run_id}", args.remote) as session:
+            for cluster in clients:
+                with ClusterAdmin(cluster, timeout_s=10) as admin:
+                    admin.check_reachable()
+            return verify_run(session, manifest, units, clients, parallelism=args.parallelism,
+                              source_at_snapshot=args.source_at_snapshot)
+    except KmigrateError as exc:
+        say(JOB, f"error: {exc}", err=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -102,3 +102,11 @@ class GroupActive(GroupError):
 
 class OffsetsNotApplied(KmigrateError):
     """Offsets read back after a write differ from what was written."""
+
+
+class RunConflict(KmigrateError):
+    """A run name reused with other params: one run, one request."""
+
+
+class SourceMoved(KmigrateError):
+    """Records were written to the source after the snapshot: resuming on the target would leave them behind."""

@@ -37,6 +37,10 @@ class Part:
     CONNECTOR_RESULTS = "connector-migration"    # attempts: connectors created on the target
     RESUMED = "resumed-connectors"               # connectors in their source state on the target
     DRILL = "drill"                              # a DR drill's RPO and RTO
+    PARAMS = "params"                            # what the run was asked to do, from its first trigger
+    TIMELINE = "timeline"                        # timeline/<step>/<attempt>: when a step began and ended
+    PRE_COPY_ROUNDS = "pre-copy-rounds"          # attempts: one pre-copy round each
+    LIVE_VERIFICATION = "live-verification"      # attempts: the pre-copied ranges verified while live
 
     @staticmethod
     def attempt(kind: str) -> str:

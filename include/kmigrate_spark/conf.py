@@ -28,6 +28,9 @@ LAUNCH_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
 # The Spark Connect server (sc://HOST:PORT) the jobs run on when no --remote is given, and the
 # default of the DAGs' spark_remote param.
 REMOTE_ENV = "KMIGRATE_SPARK_REMOTE"
+# a job's exit code when it refuses to go on and a retry cannot help (the source moved after the
+# snapshot): the Airflow operator fails the task without retrying it
+FINAL_EXIT = 3
 
 
 def submit_args(conf: dict[str, str] | None = None) -> list[str]:

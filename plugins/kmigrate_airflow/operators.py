@@ -6,14 +6,19 @@ import datetime
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException
+from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseSensorOperator
+from kmigrate.errors import KmigrateError
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.events import STOPPED, cutover_time
 from kmigrate.run.clients import CLIENTS_ENV, clients_json
-from kmigrate_spark.conf import LAUNCH_CONF, REMOTE_ENV
+from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV
 
 from kmigrate_airflow.hooks import kafka_cluster
 
@@ -49,8 +54,14 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
                          "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, REMOTE_ENV: ""}
         if self.spark_remote:
             self._run_on_connect(python)
-        else:
+            return
+        try:
             super().execute(context)
+        except AirflowException as exc:  # the hook names the exit code of spark-submit (the driver's in client mode)
+            if f"Error code is: {FINAL_EXIT}." in str(exc):
+                raise AirflowFailException(f"{Path(self.application).name} refused to go on (exit code {FINAL_EXIT}): "
+                                           "a retry cannot help; see its output above") from exc
+            raise
 
     def _run_on_connect(self, python: str) -> None:
         job = Path(self.application).name
@@ -63,6 +74,9 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
         for line in self._client.stdout:
             self.log.info("%s", line.rstrip())
         code = self._client.wait()
+        if code == FINAL_EXIT:
+            raise AirflowFailException(f"{job} refused to go on (exit code {code}): a retry cannot help; see its output "
+                                       "above")
         if code != 0:
             raise AirflowException(f"{job} on the Spark Connect server {self.spark_remote} exited with code {code}; "
                                    "its output is in the lines above")
@@ -72,6 +86,65 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
             super().on_kill()
         elif self._client.poll() is None:
             self._client.terminate()  # the job closes its session; the server stops the session's tasks
+
+
+class KmigrateCutoverSensor(BaseSensorOperator):
+    """Waits for the run's `cutover_at` time (none: passes at once), holding no worker between
+    pokes (reschedule mode). Each poke before that time runs a catch-up pre-copy round (the copy
+    job with --catch-up, as the pre-copy task runs it), so that the target stays within one round
+    of the live source (with `catch_up` "True": the pre-copy is on); a poke less than one interval
+    before the time sleeps until it, so that the connectors stop on time. A run that has stopped
+    its connectors already (a retry, a re-run) passes at once."""
+
+    template_fields: Sequence[str] = ("cutover_at", "catch_up", "state_location", "run_name", "job_args",
+                                      "source_conn_id", "target_conn_id", "spark_remote")
+
+    def __init__(self, *, cutover_at: str, catch_up: str, state_location: str, run_name: str, application: str,
+                 job_args: Sequence[str], source_conn_id: str, target_conn_id: str, spark_remote: str = "",
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.application = application  # the copy job, run with --catch-up
+        self.cutover_at = cutover_at
+        self.catch_up = catch_up
+        self.state_location = state_location
+        self.run_name = run_name
+        self.job_args = list(job_args)
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+        self.spark_remote = spark_remote
+
+    def poke(self, context: Any) -> bool:
+        try:
+            at = cutover_time(self.cutover_at)
+        except KmigrateError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if at is None or Manifest(self.state_location, self.run_name).exists(Part.event(STOPPED)):
+            return True
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if now >= at:
+            self.log.info("cutover time %s reached", at.isoformat())
+            return True
+        if self.catch_up != "True":
+            self.log.info("cutover at %s (in %.0fs); the pre-copy is off: waiting", at.isoformat(),
+                          (at - now).total_seconds())
+        else:
+            self.log.info("cutover at %s (in %.0fs): a catch-up pre-copy round meanwhile", at.isoformat(),
+                          (at - now).total_seconds())
+            self._catch_up(context)
+        left = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        if left <= self.poke_interval:
+            self.log.info("%.1fs to the cutover time: waiting for it here", max(0.0, left))
+            time.sleep(max(0.0, left))
+            return True
+        return False
+
+    def _catch_up(self, context: Any) -> None:
+        KmigrateSparkSubmitOperator(
+            task_id=f"{self.task_id}_round", application=self.application, conn_id="spark_default",
+            source_conn_id=self.source_conn_id, target_conn_id=self.target_conn_id, spark_remote=self.spark_remote,
+            application_args=[*self.job_args, "--catch-up"], conf={**LAUNCH_CONF, "spark.ui.showConsoleProgress": "false"},
+        ).execute(context)
 
 
 def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
@@ -90,4 +163,24 @@ def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int 
         pool=COPY_POOL,
         retries=retries,
         execution_timeout=datetime.timedelta(hours=12),
+    )
+
+
+# seconds between catch-up rounds while a run waits for its cutover_at time
+CATCH_UP_ENV = "KMIGRATE_CUTOVER_CATCH_UP_S"
+
+
+def cutover_sensor(task_id: str, script: str, run_id: str, *extra: str) -> KmigrateCutoverSensor:
+    """The wait for the `cutover_at` param, its catch-up rounds (`script` with --catch-up) run like
+    spark_job's tasks, every $KMIGRATE_CUTOVER_CATCH_UP_S seconds (30 by default)."""
+    poke_interval = float(os.environ.get(CATCH_UP_ENV) or 30)
+    return KmigrateCutoverSensor(
+        task_id=task_id, application=str(SPARK_JOBS / script), cutover_at="{{ params.cutover_at or '' }}", catch_up="{{ params.pre_copy }}",
+        state_location="{{ params.state_location }}", run_name=run_id,
+        job_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
+                  "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        source_conn_id="{{ params.source_kafka_conn_id }}", target_conn_id="{{ params.target_kafka_conn_id }}",
+        spark_remote="{{ params.spark_remote or '' }}", poke_interval=poke_interval,
+        timeout=datetime.timedelta(days=31).total_seconds(), pool=COPY_POOL, trigger_rule="none_failed",
+        retries=3,
     )

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from kmigrate.errors import GroupActive
+from kmigrate.errors import GroupActive, KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run import connectors as connector_steps
-from kmigrate.run import events, targets
+from kmigrate.run import events, targets, timeline
 from kmigrate.run.drill import measure_drill as drill_figures
 from kmigrate.run.groups import check_groups_unchanged
 from kmigrate.run.groups import replicate_groups as replicate
 from kmigrate.run.plan import write_pre_copy_plan
 from kmigrate.run.preflight import check_run
-from kmigrate.run.quiesce import quiesce_sample
+from kmigrate.run.quiesce import quiesce_poke
 from kmigrate.run.report import topic_result as topic_outcome
 from kmigrate.run.report import write_report
+from kmigrate.run.request import check_request, record_request
 from kmigrate.run.selection import Selection, selected_topics
-from kmigrate.run.snapshot import read_snapshot, take_snapshot
+from kmigrate.run.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
 from kmigrate_spark.conf import check_connect_server
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
@@ -52,11 +54,16 @@ def _connect(params: dict[str, Any]):
 
 
 @task(retries=0)
-def preflight(params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read-only: connections, clusters, selections, connectors, the Spark Connect server if one is
-    named. Bad input fails here, before any write (and before a migration stops its connectors)."""
+def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """Read-only: the run name not used before with other params; connections, clusters,
+    selections, connectors, the Spark Connect server if one is named. Bad input fails here, before
+    any write (and before a migration stops its connectors)."""
     if params.get("spark_remote"):
         check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
+    try:
+        check_request(_manifest(params, run_id), params)
+    except KmigrateError as exc:
+        raise AirflowFailException(str(exc)) from exc
     source, target = _clusters(params)
     source_connect, target_connect = _connect(params)
     plan = check_run(source, target, source_connect, target_connect, _selection(params))
@@ -68,10 +75,12 @@ def preflight(params: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 @task.short_circuit
-def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None) -> bool:
+def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
+    """Stops a dry run here; a run goes on with its params recorded (the run name is theirs now)."""
     if params["dry_run"]:
         log.info("dry run: the plan above is what a run would do; nothing was written")
         return False
+    record_request(_manifest(params, run_id), params)
     return True
 
 
@@ -97,13 +106,14 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
     if not manifest.exists(Part.SNAPSHOT):
         targets.check_target_topics(manifest, source, target, selected_topics(source, _selection(params)))
     source_connect, _ = _connect(params)
-    events.mark(manifest, events.STOPPED)
-    if source_connect is None:
-        return {}
     if events.finished(manifest):
         log.info("the run resumed on the target already: the source connectors are left as they are")
         return {}
-    states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
+    with timeline.timed(manifest, "stop_connectors"):
+        events.mark(manifest, events.STOPPED)
+        if source_connect is None:
+            return {}
+        states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
     log.info("stopped on the source Connect cluster (state before: %s)", states)
     return states
 
@@ -112,14 +122,22 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
 def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
     their owners), and no selected consumer group with members: one still consuming after that
-    long fails the task, naming it (no retry: its consumers must be stopped first)."""
-    source, _ = _clusters(params)
+    long fails the task, naming it (no retry: its consumers must be stopped first). A poke samples
+    for up to a minute, so that a quiet source passes right after its quiesce window."""
     manifest = _manifest(params, run_id)
+    if events.finished(manifest) or manifest.exists(Part.SNAPSHOT):
+        return True
+    source, _ = _clusters(params)
     topics = selected_topics(source, _selection(params))
+    began = time.time()
     try:
-        return quiesce_sample(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
+        quiet = quiesce_poke(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
     except GroupActive as exc:
         raise AirflowFailException(str(exc)) from exc
+    if quiet:  # from the first sample (an earlier poke's) to now
+        first = manifest.read(f"{Part.QUIESCE}/0")
+        timeline.record(manifest, "quiesce", min(began, first["at"]) if first else began)
+    return quiet
 
 
 @task
@@ -130,15 +148,16 @@ def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: 
     source_connect, _ = _connect(params)
     selection = _selection(params)
     manifest = _manifest(params, run_id)
-    taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
-                          topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
-                          source_connect=source_connect, connectors=list(selection.connectors) or None,
-                          modes=selection.modes)
+    with timeline.timed(manifest, "snapshot"):
+        taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
+                              topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
+                              source_connect=source_connect, connectors=list(selection.connectors) or None,
+                              modes=selection.modes)
+        if not drill:
+            for topic, change in targets.reconcile_target_topics(manifest, source, target).items():
+                log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], manifest.location, counts)
-    if not drill:
-        for topic, change in targets.reconcile_target_topics(manifest, source, target).items():
-            log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     return counts
 
 
@@ -174,7 +193,8 @@ def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | No
     if events.finished(manifest):
         log.info("the run resumed on the target already: its topics' configs there are left as they are")
         return {"topics": {}}
-    restored = targets.restore_topic_configs(manifest, source, target)
+    with timeline.timed(manifest, "restore_topic_configs"):
+        restored = targets.restore_topic_configs(manifest, source, target)
     for topic, configs in restored["topics"].items():
         log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
     return restored
@@ -190,7 +210,8 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
     if not drill and events.finished(manifest):
         log.info("the run resumed on the target already: its consumer groups are left as they are there")
         return 0
-    results = replicate(manifest, target, None if drill else source)
+    with timeline.timed(manifest, "replicate_groups"):
+        results = replicate(manifest, target, None if drill else source)
     for group in results:
         log.info("group %s: %d offsets, %d written", group["group"], len(group["offsets"]), group["written"])
     return len(results)
@@ -200,14 +221,15 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
 def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
     _, target = _clusters(params)
     _, target_connect = _connect(params)
+    manifest = _manifest(params, run_id)
     if target_connect is None:
         return []
-    if events.finished(_manifest(params, run_id)):
+    if events.finished(manifest):
         log.info("the run resumed on the target already: its connectors there are left as they are")
         return []
-    results = connector_steps.migrate_connectors(_manifest(params, run_id), target_connect,
-                                                 target_bootstrap=target.bootstrap_servers,
-                                                 overrides=params["connector_overrides"])
+    with timeline.timed(manifest, "migrate_connectors"):
+        results = connector_steps.migrate_connectors(manifest, target_connect, target_bootstrap=target.bootstrap_servers,
+                                                     overrides=params["connector_overrides"])
     for c in results:
         log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
                  c["offsets_written"])
@@ -224,12 +246,18 @@ def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None =
     if events.finished(manifest):
         log.info("the run resumed on the target already: its connectors there are left as they are")
         return (manifest.read(Part.RESUMED) or {"connectors": []})["connectors"]
+    started = time.time()
+    try:
+        check_source_at_snapshot(manifest, source)
+    except KmigrateError as exc:
+        raise AirflowFailException(str(exc)) from exc
     check_groups_unchanged(manifest, source)
     names = sorted(read_snapshot(manifest)["connectors"])
     states = connector_steps.states_before(manifest) if target_connect and names else {}
     resumed = connector_steps.restore_states(target_connect, {n: states[n] for n in names}) if states else []
     manifest.get_or_create(Part.RESUMED, lambda: {"connectors": resumed})
     events.mark(manifest, events.RESUMED)
+    timeline.record(manifest, "resume_connectors", started)
     log.info("resumed on the target Connect cluster: %s", resumed)
     return resumed
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.manifest import Manifest
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run import events
 from kmigrate.run.plan import latest_copy_rows, work_units, write_pre_copy_plan
 from kmigrate.run.report import summarize
 from kmigrate.run.selection import Selection
@@ -71,7 +73,7 @@ def workload(stack, tmp_path):
                 client.delete(name)
 
 
-def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, workload, tmp_path):
+def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, workload, tmp_path, capfd):
     w = workload
     state = tmp_path / "state"
     conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern,
@@ -89,6 +91,16 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
     assert summary["fillers"] > 0  # the audit topic's log start and the aborted transactions
     assert (state / "mixed" / "report.md").read_text().startswith("# Migration report: mixed")
     assert (state / "mixed" / "copy-times.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (state / "mixed" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # every offset verified; the pre-copied ranges while the source was live, then only the rest
+    assert summary["verified_records_pct"] == 100.0
+    assert summary["verified_live_partitions"] == summary["partitions"]
+    assert summary["pre_copy_rounds"] and summary["pre_copy_rounds"][0]["round"] == 1
+    window = {row["step"]: row["seconds"] for row in summary["window"]}
+    assert set(window) >= {"stop_connectors", "quiesce", "snapshot", "copy", "verify", "resume_connectors",
+                           "between steps"}
+    assert abs(sum(window.values()) - summary["downtime_s"]) < 0.01
+    assert "## Cutover window" in (state / "mixed" / "report.md").read_text()
     per_topic = [ti for ti in run.get_task_instances() if ti.task_id == "topic_result"]
     assert sorted(ti.rendered_map_index for ti in per_topic) == sorted(w.topics)  # one grid cell per topic
     assert {str(ti.state) for ti in per_topic} == {"success"}
@@ -106,14 +118,12 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
             assert target.committed(group) == source.committed(group)
             assert {c.metadata for c in target.committed(group).values()} == {w.group_metadata[group]}
 
-    # the same run again, before anything writes to the target: nothing copied, still verified
-    again = run_dag(dagbag, **conf)
-    assert str(again.state) == "success", task_states(again)
-    manifest = Manifest(str(state), "mixed")
-    copies = [manifest.read(p) for p in manifest.parts() if p.startswith("copy-results/")]
-    assert all(row["records"] == 0 for row in copies[-1]["rows"])
-    verifications = [manifest.read(p) for p in manifest.parts() if p.startswith("verification/")]
-    assert len(verifications) == 2 and verifications[-1]["all_equal"]
+    # the run's name triggered again with other params: refused before anything is done
+    capfd.readouterr()
+    other = run_dag(dagbag, **{**conf, "quiesce_seconds": 3})
+    assert str(other.state) == "failed" and task_states(other)["preflight"] == "failed", task_states(other)
+    assert {task_states(other)[t] for t in ("stop_connectors", "snapshot", "copy_and_verify")} <= {"None", "upstream_failed"}
+    assert "run 'mixed' was started with other params (quiesce_seconds: 2 then, 3 now)" in "".join(capfd.readouterr())
 
     # consumers continue on the target exactly at the next unread record
     for group, topics in w.groups.items():
@@ -135,6 +145,36 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
     wait_until(lambda: w.sink_file_target.exists() and len(w.sink_file_target.read_text().splitlines()) == 5,
                "the sink on the target to write the 5 new orders")
     assert w.sink_file_target.read_text().splitlines() == [f"new order {i}" for i in range(5)]
+
+    # consumers on the target commit newer offsets; the finished run, run again, changes nothing:
+    # no offset moved back, no connector stopped or restarted, nothing copied or verified again
+    group, topics = next(iter(w.groups.items()))
+    topic = next(iter(topics))
+    with ClusterAdmin(stack.target) as target:
+        committed = target.committed(group)
+    newer = Consumer(stack.target.consumer(group))
+    newer.commit(offsets=[TopicPartition(topic, 0, committed[(topic, 0)].offset + 3)], asynchronous=False)
+    newer.close()
+    sink_group = f"connect-{w.sink_connector}"
+    with ClusterAdmin(stack.target) as target:
+        orders_end = target.watermarks(w.topic("orders"), 0)[1]
+        wait_until(lambda: target.committed(sink_group)[(w.topic("orders"), 0)].offset == orders_end,
+                   "the sink to commit the new orders on the target")
+        before = {g: target.committed(g) for g in [*w.groups, sink_group]}
+    assert before[group][(topic, 0)].offset == committed[(topic, 0)].offset + 3
+    assert before[sink_group]  # the sink committed on the target
+    manifest = Manifest(str(state), "mixed")
+    parts = manifest.parts()
+    again = run_dag(dagbag, **conf)
+    assert str(again.state) == "success", task_states(again)
+    with ClusterAdmin(stack.target) as target:
+        assert {g: target.committed(g) for g in before} == before
+    assert stack.target_connect.state(w.source_connector) == stack.target_connect.state(w.sink_connector) == "RUNNING"
+    assert stack.source_connect.state(w.source_connector) == stack.source_connect.state(w.sink_connector) == "STOPPED"
+    new_parts = set(manifest.parts()) - set(parts)
+    assert not {p for p in new_parts if p.startswith(("copy-results/", "verification/", "group-replication/",
+                                                      "connector-migration/"))}, new_parts
+    assert "- Status: finished: resumed on the target" in (state / "mixed" / "report.md").read_text()
 
 
 
@@ -321,6 +361,109 @@ def test_a_topic_that_grows_on_the_source_after_the_pre_copy_ends_equal(stack, d
     assert summary["topic_changes"] == {topic: {"partitions": [2, 4],
                                                 "configs": {"retention.ms": ["604800000", "86400000"]}}}
     assert "| 2 -> 4 | retention.ms: 604800000 -> 86400000 |" in (Path(state) / "grow" / "report.md").read_text()
+
+
+def test_a_record_written_to_the_source_after_the_snapshot_fails_the_run_before_resuming(stack, dagbag, tmp_path,
+                                                                                         capfd):
+    """A producer nobody stopped writes 3 records right after the snapshot: the copy job's
+    verification fails the run, once (no retry can help), naming the partition and the count, and
+    nothing resumes on the target."""
+    topic = f"daglate{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=300)
+    state = str(tmp_path / "state")
+    manifest = Manifest(state, "late")
+    wrote = threading.Event()
+
+    def write_after_the_snapshot() -> None:
+        deadline = time.monotonic() + 120
+        while not manifest.exists(Part.SNAPSHOT) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        produce(stack.source, topic, [(b"late", b"after the snapshot")] * 3, 1)
+        wrote.set()
+
+    writer = threading.Thread(target=write_after_the_snapshot, daemon=True)
+    writer.start()
+    capfd.readouterr()
+    run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), quiesce_seconds=1, state_location=state,
+                  run_name="late")
+    out = "".join(capfd.readouterr())
+    writer.join(30)
+    assert wrote.is_set()
+    states = task_states(run)
+    assert str(run.state) == "failed" and states["copy_and_verify"] == "failed", states
+    assert states["resume_connectors"] in ("None", "upstream_failed"), states
+    copy_tries = [ti.try_number for ti in run.get_task_instances() if ti.task_id == "copy_and_verify"]
+    assert copy_tries == [1], copy_tries  # refused, not retried
+    assert f"the target would miss 3 records ({topic}[1]: 3 records)" in out
+    assert not events.finished(manifest) and summarize(manifest)["downtime_s"] is None
+
+
+def test_a_scheduled_cutover_stops_no_earlier_and_keeps_the_target_one_round_behind_until_then(
+        stack, dagbag, tmp_path, monkeypatch):
+    """cutover_at a minute ahead, a producer writing 50 records/s until the connectors stop (as its
+    owner stops it at the cutover): the connectors stop no earlier than that time, and meanwhile a
+    catch-up round every 10 s keeps the target's lag within what the source writes in one round's
+    time (without them it would grow to the whole minute's writes)."""
+    import datetime
+
+    from kmigrate_airflow.operators import CATCH_UP_ENV
+
+    monkeypatch.setenv(CATCH_UP_ENV, "10")
+    topic = f"dagcut{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=200)
+    state = str(tmp_path / "state")
+    manifest = Manifest(state, "scheduled")
+    stopped = lambda: manifest.exists(Part.event(events.STOPPED))  # noqa: E731
+    ends: list[tuple[float, int, int]] = []  # (when, source end, target end), both partitions summed
+
+    def write_and_watch() -> None:  # 50 records/s; both ends sampled every 0.5 s
+        producer = Producer(stack.source.producer(**{"linger.ms": 5}))
+        written, began = 0, time.monotonic()
+        keys = [(topic, 0), (topic, 1)]
+        with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+            while not stopped() and time.monotonic() - began < 300:
+                while written < (time.monotonic() - began) * 50:
+                    producer.produce(topic, value=b"live %d" % written, partition=written % 2)
+                    written += 1
+                producer.flush(10)
+                try:
+                    ends.append((time.time(), sum(source.end_offsets(keys).values()),
+                                 sum(target.end_offsets(keys).values())))
+                except Exception:  # noqa: BLE001 - until the pre-copy has created the target topic
+                    pass
+                time.sleep(0.5)
+
+    writer = threading.Thread(target=write_and_watch, daemon=True)
+    cutover_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=60)
+    writer.start()
+    run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), quiesce_seconds=1, state_location=state,
+                  run_name="scheduled", cutover_at=cutover_at.isoformat())
+    writer.join(30)
+    assert str(run.state) == "success", task_states(run)
+    assert summarize(manifest)["partitions_equal"] == 2
+    stop = datetime.datetime.fromisoformat(manifest.read(Part.event(events.STOPPED))["at"])
+    assert cutover_at <= stop < cutover_at + datetime.timedelta(seconds=15), (cutover_at, stop)
+    rounds = sorted((manifest.read(p) for p in manifest.parts() if p.startswith("pre-copy-rounds/")),
+                    key=lambda r: r["started"])
+    # the pre-copy, then catch-up rounds (each a spark-submit job here, then 10 s until the next poke)
+    assert len(rounds) >= 3 and [r["round"] for r in rounds] == list(range(1, len(rounds) + 1)), rounds
+    parse = datetime.datetime.fromisoformat
+    # each round copied up to the source's end when it began (within the sampling's half second)
+    for r in rounds[1:]:
+        before = [source_end for at, source_end, _ in ends if at <= parse(r["started"]).timestamp() - 0.6]
+        assert before and r["planned_end"] >= before[-1], (r, before[-1:])
+    # from the first catch-up round on, the target always held what the last finished round planned:
+    # one round behind the source, never more
+    finished = [(parse(r["ended"]).timestamp(), r["planned_end"]) for r in rounds[1:]]
+    checked = 0
+    for at, _, target_end in ends:
+        done = [planned for ended, planned in finished if ended <= at]
+        if done:
+            assert target_end >= done[-1], (at, target_end, done[-1])
+            checked += 1
+    assert checked >= 10
+    # and it moved: the lag while waiting stayed below the minute's writes
+    assert max(source_end - target_end for at, source_end, target_end in ends if at > finished[0][0]) < 50 * 45
 
 
 def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_records(stack, dagbag, tmp_path):

@@ -35,7 +35,8 @@ def test_topic_result_sums_attempts_and_names_unequal_partitions(manifest):
     orders = topic_result(manifest, "orders")
     assert (orders["partitions"], orders["equal"], orders["records"]) == (2, 1, 85)
     assert orders["rows"][0] == {"partition": 0, "log_start": 0, "end": 50, "records": 50, "bytes": 500,
-                                 "fillers": 0, "seconds": 2.5, "attempts": 2, "verified": "equal"}
+                                 "fillers": 0, "seconds": 2.5, "attempts": 2, "verified": "equal",
+                                 "verified_when": "-"}
     assert orders["rows"][1]["verified"] == "digest differs"
     assert topic_result(manifest, "audit")["equal"] == 1
     with pytest.raises(ConfigError, match="'missing' is not in the snapshot of run run-1"):

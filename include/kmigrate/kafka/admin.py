@@ -91,12 +91,21 @@ class ClusterAdmin:
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The high watermarks of many partitions, in one ListOffsets round (no retries: for
         progress lines)."""
-        futures = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                                           request_timeout=self.timeout_s)
+        return self._list_offsets(partitions, OffsetSpec.latest(), "end offsets")
+
+    def start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The log start offsets of many partitions, in one ListOffsets round (no retries)."""
+        return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offsets")
+
+    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str) -> dict[tuple[str, int], int]:
+        wanted = {TopicPartition(t, p): spec for t, p in partitions}
+        if not wanted:
+            return {}
+        futures = self._admin.list_offsets(wanted, request_timeout=self.timeout_s)
         try:
             return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
         except KafkaException as exc:
-            raise self._unavailable("end offsets", exc) from exc
+            raise self._unavailable(what, exc) from exc
 
     def stable_end(self, topic: str, partition: int) -> int:
         """The partition's last stable offset: below it every transaction is decided, so what a

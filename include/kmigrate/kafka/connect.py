@@ -125,9 +125,13 @@ class ConnectClient:
                         "check the worker log", connector=name) from None
                 time.sleep(0.1)
 
-    def stop(self, name: str, *, wait_s: float = 60.0) -> None:
-        """PUT /connectors/{c}/stop, then wait until the connector is STOPPED with no tasks left."""
+    def stop(self, name: str, *, wait_s: float = 60.0, wait: bool = True) -> None:
+        """PUT /connectors/{c}/stop, then (with `wait`) wait until it is STOPPED with no tasks left."""
         self._request("PUT", f"/connectors/{name}/stop", connector=name)
+        if wait:
+            self.wait_stopped(name, wait_s)
+
+    def wait_stopped(self, name: str, wait_s: float = 60.0) -> None:
         self.wait_for(name, lambda st: st["connector"]["state"] == "STOPPED" and not st["tasks"],
                       "STOPPED with no tasks", wait_s)
 
@@ -151,7 +155,7 @@ class ConnectClient:
 
     # ------------------------------------------------------------------ waiting
 
-    def wait_for(self, name: str, predicate: Any, what: str, timeout_s: float, poll_s: float = 0.25) -> dict[str, Any]:
+    def wait_for(self, name: str, predicate: Any, what: str, timeout_s: float, poll_s: float = 0.1) -> dict[str, Any]:
         """Poll the connector's status until `predicate(status)` holds; ConnectTimeout after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while True:

@@ -33,8 +33,10 @@ def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Mani
     def read() -> dict[str, Any]:
         return {"states": {name: connect.state(name) for name in names}}
     states = (manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read())["states"]
+    for name in names:  # all asked first, then waited for: they stop at the same time
+        connect.stop(name, wait=False)
     for name in names:
-        connect.stop(name, wait_s=wait_s)
+        connect.wait_stopped(name, wait_s)
     return dict(states)
 
 

@@ -30,3 +30,18 @@ def downtime_s(manifest: Manifest) -> float | None:
         return None
     parse = datetime.datetime.fromisoformat
     return round((parse(resumed["at"]) - parse(stopped["at"])).total_seconds(), 3)
+
+
+def cutover_time(value: str | None) -> datetime.datetime | None:
+    """The `cutover_at` param as an aware date-time (a time without a zone is UTC); None when empty.
+    ConfigError naming the param for anything else."""
+    from kmigrate.errors import ConfigError
+
+    if not value:
+        return None
+    try:
+        at = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"cutover_at {value!r} is not a date-time; give one like 2026-11-23T22:00:00+00:00, or "
+                          "leave it empty to cut over as soon as the pre-copy converges") from exc
+    return at if at.tzinfo else at.replace(tzinfo=datetime.timezone.utc)

@@ -10,7 +10,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.model import PRESERVE, TRANSLATE, OffsetRun, WorkUnit
+from kmigrate.model import PRESERVE, TRANSLATE, OffsetRun, PartitionResult, WorkUnit
 from kmigrate.offsets import OffsetTranslator, offset_map_of
 
 
@@ -123,3 +123,35 @@ def translator_for_run(manifest: Manifest) -> OffsetTranslator:
     """Source offset -> target offset for every partition of the run, from its plan and copy results."""
     modes = {unit["topic"]: unit["mode"] for unit in read_plan(manifest)["units"]}
     return OffsetTranslator(modes, latest_copy_rows(manifest))
+
+
+def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit],
+                  manifest: Manifest) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
+    """(the units to copy, result rows of the others): a preserve-mode partition that a copy of this
+    run already brought to its end, whose target log start still equals the source's, needs no
+    Spark task (in the window after a pre-copy, most partitions; the verification still checks
+    each). Read in two ListOffsets rounds a cluster."""
+    done = {key for key, row in latest_copy_rows(manifest).items() if row["mode"] == PRESERVE}
+    candidates = [u for u in units if u.mode == PRESERVE and (u.topic, u.partition) in done]
+    if not candidates:
+        return list(units), []
+    keys = [(u.topic, u.partition) for u in candidates]
+    with ClusterAdmin(source) as admin:
+        source_low = admin.start_offsets(keys)
+    with ClusterAdmin(target) as admin:
+        target_low, target_end = admin.start_offsets(keys), admin.end_offsets(keys)
+    skipped = {(u.topic, u.partition) for u in candidates
+               if target_end[(u.topic, u.partition)] >= u.end_offset
+               and target_low[(u.topic, u.partition)] == source_low[(u.topic, u.partition)] <= u.end_offset}
+    rows = [{"ok": True, "skipped": True, **PartitionResult(
+        u.topic, u.partition, u.mode, source_low[(u.topic, u.partition)], u.end_offset,
+        target_end[(u.topic, u.partition)], target_end[(u.topic, u.partition)]).as_row()}
+        for u in units if (u.topic, u.partition) in skipped]
+    return [u for u in units if (u.topic, u.partition) not in skipped], rows
+
+
+def source_ends_now(source: ClusterConfig, units: Sequence[WorkUnit]) -> list[WorkUnit]:
+    """`units` up to the source's current ends (one ListOffsets round)."""
+    with ClusterAdmin(source) as admin:
+        ends = admin.end_offsets((u.topic, u.partition) for u in units)
+    return [WorkUnit(u.topic, u.partition, max(u.end_offset, ends[(u.topic, u.partition)]), u.mode) for u in units]

@@ -3,7 +3,8 @@ members, for the quiesce window."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupActive
@@ -32,7 +33,7 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
     manifest.write_once(f"{Part.QUIESCE}/{len(samples)}", {"at": now, "ends": ends, "live_groups": live})
     stable_since = now
     live_since = dict.fromkeys(live, now)
-    previous = [manifest.read(part) for part in reversed(samples)]
+    previous = _Lazy(manifest, reversed(samples))  # read back only as far as the samples stay equal
     for sample in previous:
         if sample["ends"] != ends:
             break
@@ -54,3 +55,32 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
             "clear this task to quiesce again (or run the rollback DAG to resume the source connectors)",
             group=refused[0])
     return not live
+
+
+class _Lazy:
+    """The earlier samples, newest first, each read from the manifest when first needed."""
+
+    def __init__(self, manifest: Manifest, parts: Iterable[str]) -> None:
+        self._manifest, self._parts, self._read = manifest, iter(parts), []
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from self._read
+        for part in self._parts:
+            self._read.append(self._manifest.read(part))
+            yield self._read[-1]
+
+
+def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
+                 groups: str = "", budget_s: float = 60.0) -> bool:
+    """One poke of the quiesce sensor: samples (quiesce_sample) every quarter of the quiesce window
+    (0.25 s to 5 s apart) until the source is quiet, or False once `budget_s` is spent (the sensor
+    pokes again later, holding no worker meanwhile). Quiet sources pass within about
+    `stable_for_s` + 0.25 s instead of waiting for a next poke."""
+    interval = min(5.0, max(0.25, stable_for_s / 4))
+    deadline = time.monotonic() + max(budget_s, stable_for_s + 2 * interval)
+    while True:
+        if quiesce_sample(manifest, source, topics, stable_for_s, groups):
+            return True
+        if time.monotonic() + interval > deadline:
+            return False
+        time.sleep(interval)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run import events, timeline
 from kmigrate.run.events import downtime_s
 from kmigrate.run.targets import topic_changes
 
@@ -13,6 +14,21 @@ from kmigrate.run.targets import topic_changes
 def _latest(manifest: Manifest, kind: str) -> dict[str, Any] | None:
     parts = [p for p in manifest.parts() if p.startswith(f"{kind}/")]
     return manifest.read(parts[-1]) if parts else None  # attempt names sort by time
+
+
+def _covered(row: dict[str, Any]) -> tuple[int, int]:
+    """(offsets of the partition's snapshot range verified equal, offsets in that range)."""
+    low, end = row.get("source_log_start", 0), row.get("snapshot_end", 0)
+    span = max(0, end - low)
+    if not row.get("equal"):
+        return 0, span
+    ranges = [r[:2] for r in (row.get("verified_live"), row.get("verified_in_window")) if r] or [[low, end]]
+    covered, reached = 0, low
+    for start, stop in sorted(ranges):
+        start, stop = max(start, reached), min(stop, end)
+        if stop > start:
+            covered, reached = covered + stop - start, stop
+    return covered, span
 
 
 def summarize(manifest: Manifest) -> dict[str, Any]:
@@ -24,7 +40,7 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
                 key = (row["topic"], row["partition"])
                 entry = copied.setdefault(key, {"records": 0, "bytes": 0, "fillers": 0, "markers": 0, "seconds": 0.0,
                                                 "attempts": 0, "failed": 0, "ok": False})
-                entry["attempts"] += 1
+                entry["attempts"] += not row.get("skipped")  # no Spark task: at its end already
                 entry["failed"] += not row["ok"]
                 entry["ok"] = row["ok"]
                 if row["ok"]:
@@ -38,6 +54,10 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
     connectors = (_latest(manifest, Part.CONNECTOR_RESULTS) or {"connectors": []})["connectors"]
     resumed = manifest.read(Part.RESUMED) or {"connectors": []}
     partitions = sum(len(t["partitions"]) for t in snapshot["topics"].values())
+    coverage = [_covered(r) for r in verified.values()]
+    spans = sum(span for _, span in coverage)
+    rounds = [manifest.read(p) for p in manifest.parts() if p.startswith(f"{Part.PRE_COPY_ROUNDS}/")]
+    stopped, resumed_at = (manifest.read(Part.event(e)) for e in (events.STOPPED, events.RESUMED))
     return {
         "run_id": manifest.run_id,
         "partitions": partitions,
@@ -56,6 +76,15 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "topic_changes": topic_changes(manifest),
         "configs_restored": (_latest(manifest, Part.TOPIC_CONFIGS) or {"topics": {}})["topics"],
         "downtime_s": downtime_s(manifest),
+        "window": timeline.window(manifest, (stopped or {}).get("at"), (resumed_at or {}).get("at")),
+        "pre_copy_rounds": [{k: r[k] for k in ("round", "records", "bytes", "seconds", "behind_after", "started")}
+                            for r in rounds],
+        # the share of the snapshot's offsets (log start to end) verified equal, while live or after the stop
+        "verified_records_pct": round(100.0 * sum(c for c, _ in coverage) / spans, 3) if spans else
+        (100.0 if verified and all(r["equal"] for r in verified.values()) else 0.0),
+        "verified_live_partitions": sum(1 for r in verified.values() if r.get("verified_live")),
+        "finished": events.finished(manifest),
+        "resumed_at": (resumed_at or {}).get("at"),
         "drill": manifest.read(Part.DRILL),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_resumed": resumed["connectors"],
@@ -65,6 +94,16 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
 
 def _verified_state(row: dict[str, Any] | None) -> str:
     return "equal" if row and row["equal"] else ("; ".join(row["problems"]) if row else "not verified")
+
+
+def _verified_when(row: dict[str, Any] | None) -> str:
+    if not row or not row.get("equal"):
+        return "-"
+    live, window = row.get("verified_live"), row.get("verified_in_window")
+    parts = [f"[{live[0]}, {live[1]}) while live"] if live else []
+    if window:
+        parts.append(f"[{window[0]}, {window[1]}) in the window")
+    return (", ".join(parts) or "-") + (f" ({row['note']})" if row.get("note") else "")
 
 
 def topic_result(manifest: Manifest, topic: str) -> dict[str, Any]:
@@ -86,7 +125,8 @@ def _topic_outcome(summary: dict[str, Any], topic: str) -> dict[str, Any]:
         rows.append({"partition": p["partition"], "log_start": p["log_start"], "end": p["end"],
                      "records": copied.get("records", 0), "bytes": copied.get("bytes", 0),
                      "fillers": copied.get("fillers", 0), "seconds": copied.get("seconds", 0.0),
-                     "attempts": copied.get("attempts", 0), "verified": _verified_state(summary["_verified"].get(key))})
+                     "attempts": copied.get("attempts", 0), "verified": _verified_state(summary["_verified"].get(key)),
+                     "verified_when": _verified_when(summary["_verified"].get(key))})
     totals = {field: sum(r[field] for r in rows) for field in ("records", "bytes", "fillers", "seconds")}
     return {"topic": topic, "partitions": len(rows), "equal": sum(1 for r in rows if r["verified"] == "equal"),
             **totals, "rows": rows}
@@ -102,12 +142,30 @@ def render(summary: dict[str, Any]) -> str:
                                         if summary["groups_as_of_snapshot"] else ""),
               f"- Connectors left in their source state on the target: {summary['connectors_resumed']} of "
               f"{summary['connectors']}",
+              "- Status: " + (f"finished: resumed on the target at {summary['resumed_at']} (run again, it changes "
+                               "nothing)" if summary["finished"] else "not resumed on the target"),
               f"- Downtime (connectors stopped to resumed): {summary['downtime_s']} s",
+              f"- Offsets verified equal: {summary['verified_records_pct']} % of the snapshot's "
+              f"({summary['verified_live_partitions']} partitions up to their pre-copied end while the source was live)",
               f"- Snapshot taken at {snapshot.get('taken_at', '-')} from {snapshot.get('source', '-')}", ""]
     if summary["drill"]:
         d = summary["drill"]
         lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
                         f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
+    if summary["window"]:
+        lines += ["## Cutover window", "", "Connectors stopped to resumed, step by step (the chart below shows the "
+                  "whole run as a timeline):", "", "| step | seconds |", "| --- | --- |"]
+        lines += [f"| {r['step']} | {r['seconds']:.2f} |" for r in summary["window"]]
+        lines += [f"| **total** | **{summary['downtime_s']:.2f}** |", ""]
+    if summary.get("timeline_chart"):
+        lines += [f"![The run as a timeline]({summary['timeline_chart']})", ""]
+    if summary["pre_copy_rounds"]:
+        lines += ["## Pre-copy rounds", "", "While the source was live; each round copied up to the source's end when "
+                  "it began.", "", "| round | started | records | bytes | seconds | source wrote meanwhile |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['round']} | {r['started']} | {r['records']} | {r['bytes']} | {r['seconds']:.2f} | "
+                  f"{r['behind_after']} |" for r in summary["pre_copy_rounds"]]
+        lines.append("")
     lines += ["## Topics", "",
               "| topic | partitions | records copied | bytes | fillers | copy s (sum) | verified equal |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -118,12 +176,14 @@ def render(summary: dict[str, Any]) -> str:
     if summary.get("chart"):
         lines += ["", f"![Copy time per partition]({summary['chart']})"]
     lines += ["", "## Partitions", "",
-              "| topic | partition | log start | end | records copied | bytes | fillers | copy s | attempts | verified |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| topic | partition | log start | end | records copied | bytes | fillers | copy s | attempts | verified | "
+              "verified when |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in outcomes:
         for r in t["rows"]:
             lines.append(f"| {t['topic']} | {r['partition']} | {r['log_start']} | {r['end']} | {r['records']} | "
-                         f"{r['bytes']} | {r['fillers']} | {r['seconds']:.2f} | {r['attempts']} | {r['verified']} |")
+                         f"{r['bytes']} | {r['fillers']} | {r['seconds']:.2f} | {r['attempts']} | {r['verified']} | "
+                         f"{r['verified_when']} |")
     lines += ["", "## Target topics", ""]
     if summary["topic_changes"]:
         lines += ["Changed on the source after the pre-copy, applied to the target topics this run created:", "",
@@ -193,6 +253,51 @@ def copy_chart(summary: dict[str, Any]) -> bytes | None:
     return out.getvalue()
 
 
+TIMELINE_FILE = "timeline.png"
+
+
+def timeline_chart(manifest: Manifest, summary: dict[str, Any]) -> bytes | None:
+    """A PNG of the run as a timeline: one lane per step (pre-copy rounds, live verification, the
+    window's steps), each run of it a bar from its start to its end, the cutover window shaded."""
+    import datetime
+    runs = timeline.steps(manifest)
+    if not runs:
+        return None
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parse = datetime.datetime.fromisoformat
+    origin = parse(runs[0]["started"])
+    lanes: list[str] = []
+    for r in runs:
+        if r["step"] not in lanes:
+            lanes.append(r["step"])
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.35 * len(lanes)))
+    for r in runs:
+        start = (parse(r["started"]) - origin).total_seconds()
+        window_step = r["step"] in timeline.WINDOW_STEPS
+        ax.broken_barh([(start, max(r["seconds"], 0.05))], (lanes.index(r["step"]) - 0.35, 0.7),
+                       color="#c0504d" if window_step else "#2f6db5")
+    stopped, resumed = (manifest.read(Part.event(e)) for e in (events.STOPPED, events.RESUMED))
+    if stopped:
+        end = parse(resumed["at"]) if resumed else parse(runs[-1]["ended"])
+        ax.axvspan((parse(stopped["at"]) - origin).total_seconds(), (end - origin).total_seconds(), color="#f2c0bf",
+                   alpha=0.5, zorder=0, label=f"cutover window: {summary['downtime_s'] or '-'} s")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"seconds since {runs[0]['started']}")
+    ax.set_title(f"Run {summary['run_id']}: pre-copy while live (blue), the cutover window (red)", fontsize=10)
+    fig.tight_layout()
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)
+    return out.getvalue()
+
+
 def write_report(manifest: Manifest) -> tuple[str, dict[str, Any]]:
     """Write report.md and its chart (copy-times.png) into the run's folder; returns the report's
     path and the public summary."""
@@ -201,5 +306,9 @@ def write_report(manifest: Manifest) -> tuple[str, dict[str, Any]]:
     if png is not None:
         summary["chart"] = CHART_FILE
         summary["chart_path"] = manifest.put_file(CHART_FILE, png)
+    png = timeline_chart(manifest, summary)
+    if png is not None:
+        summary["timeline_chart"] = TIMELINE_FILE
+        summary["timeline_chart_path"] = manifest.put_file(TIMELINE_FILE, png)
     path = manifest.put_file("report.md", render(summary).encode())
     return path, {k: v for k, v in summary.items() if not k.startswith("_")} | {"report": path}

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError
+from kmigrate.errors import ConfigError, SourceMoved
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
@@ -109,3 +109,25 @@ def read_snapshot(manifest: Manifest) -> dict[str, Any]:
     if snapshot is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no snapshot; run the snapshot step first")
     return snapshot
+
+
+def source_behind(manifest: Manifest, source: ClusterConfig) -> dict[str, int]:
+    """{"topic[partition]": records} the source holds past the snapshot end of each partition now."""
+    units = read_snapshot(manifest)["topics"]
+    with ClusterAdmin(source) as admin:
+        ends = admin.end_offsets((t, p["partition"]) for t, entry in units.items() for p in entry["partitions"])
+    return {f"{t}[{p['partition']}]": ends[(t, p["partition"])] - p["end"]
+            for t, entry in sorted(units.items()) for p in entry["partitions"] if ends[(t, p["partition"])] > p["end"]}
+
+
+def check_source_at_snapshot(manifest: Manifest, source: ClusterConfig) -> None:
+    """Refuse to go on when the source was written to after the snapshot: the copy ends at the
+    snapshot, so those records would be left behind once the connectors resume on the target."""
+    behind = source_behind(manifest, source)
+    if behind:
+        listed = ", ".join(f"{name}: {n} record{'s' if n > 1 else ''}" for name, n in sorted(behind.items()))
+        raise SourceMoved(
+            f"the source was written to after the snapshot of run {manifest.run_id}; the target would miss "
+            f"{sum(behind.values())} records ({listed}). Nothing was resumed on the target. Stop the writer, then "
+            "either run the rollback DAG (the source connectors resume there) or trigger a new run with a new run_name "
+            "to migrate what the source holds now")

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -19,7 +19,7 @@ from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
 from kmigrate.model import OffsetRun, WorkUnit
-from kmigrate.run.verify import verify_partition
+from kmigrate.run.verify import verify_live, verify_partition
 
 log = logging.getLogger("kmigrate.run.tasks")
 
@@ -97,17 +97,39 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
 
 def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
-                offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None) -> dict[str, Any]:
+                offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
+                live: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
+                compacted: Collection[str] = ()) -> dict[str, Any]:
     """Verify one unit; a verification row ("equal", "problems"). `offset_maps`: the copy's offset
-    maps of translate-mode partitions, by (topic, partition). Errors become a row too."""
+    maps of translate-mode partitions, by (topic, partition); `live`: the partitions' rows verified
+    while the source was live (only what came after is read again); `compacted`: the compacted
+    topics. Errors become a row too."""
     _setup_logging()
     source, target = clients
     name = f"{unit.topic}[{unit.partition}]"
+    key = (unit.topic, unit.partition)
     try:
-        row = verify_partition(source, target, unit, (offset_maps or {}).get((unit.topic, unit.partition), ()))
+        row = verify_partition(source, target, unit, (offset_maps or {}).get(key, ()), (live or {}).get(key),
+                               unit.topic in compacted)
     except KmigrateError as exc:
         log.info("verify %s: FAILED: %s", name, exc)
         return {"topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "equal": False,
                 "problems": [str(exc)]}
     log.info("verify %s: %s", name, "equal" if row["equal"] else "; ".join(row["problems"]))
+    return row
+
+
+def live_verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
+                     compacted: Collection[str] = (),
+                     previous: Mapping[tuple[str, int], Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Verify the pre-copied range of one unit while the source is live (verify_live, reading only
+    what came after the partition's `previous` row); a row with "equal", errors included."""
+    _setup_logging()
+    source, target = clients
+    try:
+        row = verify_live(source, target, unit, unit.topic in compacted, (previous or {}).get((unit.topic, unit.partition)))
+    except KmigrateError as exc:
+        row = {"topic": unit.topic, "partition": unit.partition, "equal": False, "problems": [str(exc)]}
+    log.info("verify %s[%d] while live: %s", unit.topic, unit.partition,
+             "equal" if row["equal"] else "; ".join(row["problems"]))
     return row

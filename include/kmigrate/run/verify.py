@@ -1,24 +1,102 @@
-"""Verification (docs/DESIGN.md §3, the verify step): one partition's log start, log end and content digest
-on both clusters, side by side. Read-only on both."""
+"""Verification (docs/DESIGN.md §3 and §3.1): one partition's log start, log end and content on both
+clusters, side by side. Read-only on both.
+
+A pre-copied range is verified while the source is live (`verify_live`), and the result kept in
+the run manifest; inside the cutover window only what was copied since, plus the last
+BOUNDARY_OFFSETS pre-copied offsets, is read again (`verify_partition` with `live`). The row says
+which offsets were verified when, so the table still covers every record of every partition.
+
+Compacted partitions: the source's cleaner may remove records after they were copied. Where the
+digests differ, such a partition is compared record by record (`compacted_differences`): "equal"
+then means every record the source holds is on the target at its offset, and every record only the
+target holds is one a cleaner removes (superseded by a later record with its key, or a tombstone).
+"""
 from __future__ import annotations
 
+import datetime
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import partition_digest
+from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.offsets import offset_mapper
 
+# the last pre-copied offsets of a partition, read again in the window: a change at the seam between
+# the pre-copy and the final copy shows there
+BOUNDARY_OFFSETS = 100
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _compare(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int, end: int,
+             compacted: bool, split_at: int | None = None) -> tuple[ContentDigest, ContentDigest, list[str], str | None]:
+    """Both sides' digests of [start, end) (the source's counting the records below `split_at`),
+    the problems found and a note; a compacted partition whose digests differ is compared record by
+    record."""
+    source_digest = partition_digest(source, topic, partition, start, end, split_at=split_at)
+    target_digest = partition_digest(target, topic, partition, start, end)
+    if source_digest.hexdigest() == target_digest.hexdigest():
+        return source_digest, target_digest, [], None
+    if compacted:
+        _, problems = compacted_differences(source, target, topic, partition, start, end)
+        if not problems:
+            extra = target_digest.records - source_digest.records
+            return source_digest, target_digest, [], (
+                f"compacted: the target also holds {extra} records the source's cleaner removed after they were "
+                "copied (each superseded by a later record with its key, or a tombstone)")
+        return source_digest, target_digest, problems, None
+    return source_digest, target_digest, [
+        f"content differs in [{start}, {end}) ({source_digest.records} visible records on the source, "
+        f"{target_digest.records} on the target)"], None
+
+
+def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, compacted: bool = False,
+                previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """While the source is live: the pre-copied range of `unit` (its end offset is the pre-copy
+    round's), from the source's log start up to that end or the source's last stable offset,
+    whichever is lower (an open transaction there is decided later and verified then). With
+    `previous` (this partition's equal row of an earlier round) only [its end - BOUNDARY_OFFSETS,
+    end) is read, and the row returned covers both."""
+    started = time.monotonic()
+    topic, partition = unit.topic, unit.partition
+    with ClusterAdmin(source) as admin:
+        source_low, _ = admin.watermarks(topic, partition)
+        stable = admin.stable_end(topic, partition)
+    with ClusterAdmin(target) as admin:
+        target_low, target_high = admin.watermarks(topic, partition)
+    end = max(source_low, min(unit.end_offset, stable, target_high))
+    problems: list[str] = []
+    if target_low > source_low:
+        problems.append(f"target log start {target_low} > source log start {source_low}")
+    start, carried = source_low, 0
+    if previous and previous.get("equal") and previous["from"] <= source_low < previous["to"]:
+        if previous["to"] >= end and not problems:  # nothing copied since (a retried round)
+            return {**previous, "read_from": end, "seconds": round(time.monotonic() - started, 3)}
+        start = max(source_low, previous["to"] - BOUNDARY_OFFSETS)
+        carried = previous["records"]
+    digest, _, found, note = _compare(source, target, topic, partition, start, end, compacted,
+                                      split_at=previous["to"] if carried else None)
+    problems += found
+    return {"topic": topic, "partition": partition, "from": source_low, "to": end,
+            "records": carried + digest.records - digest.records_below, "read_from": start,
+            "equal": not problems, "problems": problems, "note": note or (previous or {}).get("note"), "at": _now(),
+            "seconds": round(time.monotonic() - started, 3)}
+
 
 def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
-                     offset_map: Sequence[OffsetRun] = ()) -> dict[str, Any]:
+                     offset_map: Sequence[OffsetRun] = (), live: Mapping[str, Any] | None = None,
+                     compacted: bool = False) -> dict[str, Any]:
     """A verification row for `unit` (copied up to its snapshot end). Preserve mode: the target's
-    log start and end equal the source's log start and the snapshot end, and the digests over
-    [log start, snapshot end) are equal. Translate mode: every visible source record below the
-    snapshot end sits, per `offset_map`, at its target offset with the same content."""
+    log start and end equal the source's log start and the snapshot end, and the content of
+    [log start, snapshot end) is equal; with `live` (an equal verify_live row of this partition),
+    only [live end - BOUNDARY_OFFSETS, snapshot end) is read. Translate mode: every visible source
+    record below the snapshot end sits, per `offset_map`, at its target offset with the same
+    content."""
     started = time.monotonic()
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     with ClusterAdmin(source) as admin:
@@ -26,6 +104,8 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
     with ClusterAdmin(target) as admin:
         target_low, target_high = admin.watermarks(topic, partition)
     problems: list[str] = []
+    note = None
+    verified_live = None
     if unit.mode == PRESERVE:
         if target_low != source_low:
             problems.append(f"target log start {target_low} != source log start {source_low}")
@@ -36,8 +116,18 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         elif target_high > source_high:
             problems.append(f"target end {target_high} > source end {source_high}")
         compared_end = max(end, min(target_high, source_high))
-        source_digest = partition_digest(source, topic, partition, source_low, compared_end)
-        target_digest = partition_digest(target, topic, partition, source_low, compared_end)
+        window_from = source_low
+        if live and live.get("equal") and live["from"] <= source_low < live["to"] <= compared_end:
+            window_from = max(source_low, live["to"] - BOUNDARY_OFFSETS)
+            verified_live = [source_low, live["to"], live["at"]]
+        source_digest, target_digest, found, note = _compare(source, target, topic, partition, window_from,
+                                                             compared_end, compacted,
+                                                             split_at=live["to"] if verified_live else None)
+        problems += found
+        records = source_digest.records
+        if verified_live:  # the boundary's records counted once, as pre-copied
+            records += live["records"] - source_digest.records_below
+        verified_window = [window_from, compared_end]
     else:
         runs = sorted(offset_map, key=lambda run: run.source_start)
         if not runs:
@@ -50,14 +140,18 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         target_digest = partition_digest(target, topic, partition, target_start, target_end)
         if source_digest.unmapped:
             problems.append(f"{source_digest.unmapped} source records below the snapshot end are not in the offset map")
-    if source_digest.hexdigest() != target_digest.hexdigest():
-        problems.append(f"content differs ({source_digest.records} visible records on the source, "
-                        f"{target_digest.records} on the target)")
+        if source_digest.hexdigest() != target_digest.hexdigest():
+            problems.append(f"content differs ({source_digest.records} visible records on the source, "
+                            f"{target_digest.records} on the target)")
+        records = source_digest.records
+        verified_window = [source_low, end]
     return {
         "topic": topic, "partition": partition, "mode": unit.mode, "snapshot_end": end,
         "source_log_start": source_low, "source_end": source_high,
         "target_log_start": target_low, "target_end": target_high,
-        "records": source_digest.records,
+        "records": records,
         "source_digest": source_digest.hexdigest(), "target_digest": target_digest.hexdigest(),
-        "equal": not problems, "problems": problems, "seconds": round(time.monotonic() - started, 3),
+        # [from, to, when] verified while the source was live; [from, to) verified in the window
+        "verified_live": verified_live, "verified_in_window": verified_window,
+        "equal": not problems, "problems": problems, "note": note, "seconds": round(time.monotonic() - started, 3),
     }

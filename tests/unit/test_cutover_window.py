@@ -1,0 +1,78 @@
+"""The cutover window's bookkeeping, from a run manifest alone: the step table, which offsets
+were verified when, and a run name that names one request."""
+from __future__ import annotations
+
+import pytest
+from kmigrate.errors import RunConflict
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run import events, timeline
+from kmigrate.run.report import _covered
+from kmigrate.run.request import check_request, record_request
+
+T0 = 1_800_000_000.0  # epoch seconds
+
+
+def at(seconds: float) -> str:
+    return timeline.iso(T0 + seconds)
+
+
+def test_the_window_table_takes_each_step_once_from_the_stop_and_keeps_the_rest_as_between_steps(tmp_path):
+    manifest = Manifest(str(tmp_path), "run")
+    timeline.record(manifest, "pre_copy_round", T0, T0 + 30, round=1)  # before the window: not a window step
+    timeline.record(manifest, "stop_connectors", T0 + 31, T0 + 32)
+    timeline.record(manifest, "quiesce", T0 + 32.5, T0 + 35)
+    timeline.record(manifest, "copy", T0 + 35, T0 + 37)
+    timeline.record(manifest, "resume_connectors", T0 + 38, T0 + 38.5)
+    timeline.record(manifest, "copy", T0 + 100, T0 + 101)  # a re-run after the window: not counted
+    rows = timeline.window(manifest, at(31), at(38.5))
+    assert [(r["step"], r["seconds"]) for r in rows] == [
+        ("stop_connectors", 1.0), ("quiesce", 2.5), ("copy", 2.0), ("resume_connectors", 0.5), ("between steps", 1.5)]
+    assert timeline.window(manifest, at(31), None) == []  # not resumed: no window yet
+    assert [r["step"] for r in timeline.steps(manifest)][:2] == ["pre_copy_round", "stop_connectors"]
+
+
+def test_a_failed_step_records_nothing(tmp_path):
+    manifest = Manifest(str(tmp_path), "run")
+    with pytest.raises(RuntimeError), timeline.timed(manifest, "snapshot"):
+        raise RuntimeError("broker down")
+    assert timeline.steps(manifest) == []
+    with timeline.timed(manifest, "snapshot") as details:
+        details["topics"] = 3
+    assert [(r["step"], r["topics"]) for r in timeline.steps(manifest)] == [("snapshot", 3)]
+
+
+@pytest.mark.parametrize("row, covered", [
+    # verified while live up to 900, the rest (with the seam's last offsets read again) in the window
+    ({"equal": True, "source_log_start": 100, "snapshot_end": 1000, "verified_live": [100, 900, "t"],
+      "verified_in_window": [800, 1000]}, (900, 900)),
+    # retention moved the log start past the live range's start: what is left counts
+    ({"equal": True, "source_log_start": 500, "snapshot_end": 1000, "verified_live": [500, 900, "t"],
+      "verified_in_window": [800, 1000]}, (500, 500)),
+    ({"equal": True, "source_log_start": 0, "snapshot_end": 1000, "verified_in_window": [0, 1000]}, (1000, 1000)),
+    ({"equal": False, "source_log_start": 0, "snapshot_end": 1000, "verified_in_window": [0, 1000]}, (0, 1000)),
+    # a gap between the live range and the window's would not count as verified
+    ({"equal": True, "source_log_start": 0, "snapshot_end": 1000, "verified_live": [0, 400, "t"],
+      "verified_in_window": [600, 1000]}, (800, 1000)),
+])
+def test_verified_coverage_counts_each_offset_once(row, covered):
+    assert _covered(row) == covered
+
+
+def test_a_run_name_names_one_request(tmp_path):
+    manifest = Manifest(str(tmp_path), "move-orders")
+    params = {"topics_include": "orders", "quiesce_seconds": 10, "spark_remote": "", "dry_run": False}
+    check_request(manifest, params)  # nothing recorded yet: fine
+    record_request(manifest, params)
+    record_request(manifest, {**params, "spark_remote": "sc://spark:15002", "dry_run": True})  # how, not what
+    with pytest.raises(RunConflict, match=r"run 'move-orders' was started with other params \(quiesce_seconds: 10 "
+                                          r"then, 2 now\).*choose a new run_name.*Nothing was done"):
+        check_request(manifest, {**params, "quiesce_seconds": 2})
+    assert manifest.read(Part.PARAMS)["params"]["quiesce_seconds"] == 10
+
+
+def test_downtime_and_finished_come_from_the_events(tmp_path):
+    manifest = Manifest(str(tmp_path), "run")
+    assert not events.finished(manifest) and events.downtime_s(manifest) is None
+    manifest.write_once(Part.event(events.STOPPED), {"at": at(0)})
+    manifest.write_once(Part.event(events.RESUMED), {"at": at(7.25)})
+    assert events.finished(manifest) and events.downtime_s(manifest) == 7.25
