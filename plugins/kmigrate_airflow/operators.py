@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException, AirflowFailException
+from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.events import STOPPED, cutover_time
 from kmigrate.run.clients import CLIENTS_ENV, clients_json
+from kmigrate.run.events import STOPPED, cutover_time
 from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV
 
 from kmigrate_airflow.hooks import kafka_cluster
