@@ -111,10 +111,11 @@ def main() -> int:
             return 1
         print("demo: " + Path(path).read_text().split("## Partitions")[0].strip().replace("\n", "\ndemo: "))
         print(f"demo: report: {path}")
+        print(f"demo: the run as a timeline: {summary.get('timeline_chart_path')}")
         print(f"demo: chart of the copy time per partition: {summary.get('chart_path')}")
         print(json.dumps({key: summary.get(key) for key in (
-            "report", "chart_path", "partitions", "partitions_equal", "groups", "groups_exact", "connectors",
-            "connectors_resumed", "downtime_s", "records", "fillers")}))
+            "report", "timeline_chart_path", "chart_path", "partitions", "partitions_equal", "verified_records_pct",
+            "groups", "groups_exact", "connectors", "connectors_resumed", "downtime_s", "records", "fillers")}))
         return 0
     finally:
         if not args.keep_connectors:
