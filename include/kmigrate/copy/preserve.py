@@ -282,36 +282,36 @@ def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str
         if compacted:
             on_source = read_range(source, topic, partition, start, target_high)
             _, problems = compacted_differences_of(
-                ((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in on_source),
-                lambda: ((m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
-                         for m in read_range(target, topic, partition, start, target_high)), target_only_ok=True)
+                map(_record, on_source), lambda: map(_record, read_range(target, topic, partition, start, target_high)),
+                target_only_ok=True)
             if problems:
-                raise TargetDiverged(
-                    f"{topic}[{partition}]: the target's records before its end {target_high} differ from the "
-                    f"source's ({problems[0]}), so it is not a copy of this partition: another producer wrote to it, "
-                    "or it holds another source's data. Nothing was written. Stop whatever writes to the target "
-                    "topic; if it is not in use, migrate this topic to a target where it does not exist yet",
-                    topic=topic, partition=partition)
-            if on_source or start == low:
-                return len(on_source)
-            window *= 8
-            continue
-        on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
-        on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
-        if on_target != on_source:
-            first = next((i for i, (a, b) in enumerate(zip(on_target, on_source)) if a != b),
-                         min(len(on_target), len(on_source)))
-            at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
-                  if first < len(on_source) else target_high)
-            raise TargetDiverged(
-                f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
-                f"(first difference at offset {at}), so it is not a copy of this partition: another producer wrote "
-                "to it, or it holds another source's data. Nothing was written. Stop whatever writes to the target "
-                "topic; if it is not in use, migrate this topic to a target where it does not exist yet",
-                topic=topic, partition=partition)
-        if on_target or start == low:
-            return len(on_target)
+                raise _diverged(topic, partition, target_high, problems[0])
+            compared = len(on_source)
+        else:
+            on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
+            on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
+            if on_target != on_source:
+                first = next((i for i, (a, b) in enumerate(zip(on_target, on_source)) if a != b),
+                             min(len(on_target), len(on_source)))
+                at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
+                      if first < len(on_source) else target_high)
+                raise _diverged(topic, partition, target_high, f"first difference at offset {at}")
+            compared = len(on_target)
+        if compared or start == low:
+            return compared
         window *= 8
+
+
+def _diverged(topic: str, partition: int, target_high: int, detail: str) -> TargetDiverged:
+    return TargetDiverged(
+        f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
+        f"({detail}), so it is not a copy of this partition: another producer wrote to it, or it holds another "
+        "source's data. Nothing was written. Stop whatever writes to the target topic; if it is not in use, migrate "
+        "this topic to a target where it does not exist yet", topic=topic, partition=partition)
+
+
+def _record(msg: Any) -> tuple[int, bytes | None, bytes | None, Any, int]:
+    return msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]
 
 
 def _fingerprint(msg: Any) -> tuple[int, str]:

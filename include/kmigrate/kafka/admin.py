@@ -88,6 +88,46 @@ class ClusterAdmin:
                     raise self._unavailable(f"watermarks of {topic}[{partition}]", exc) from exc
                 time.sleep(0.1)
 
+    def watermarks_of(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        """`watermarks` of many partitions in two ListOffsets rounds (log starts, ends), the
+        partitions whose answer was a retriable error asked again until the admin timeout."""
+        wanted = list(partitions)
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        deadline = time.monotonic() + self.timeout_s
+        while wanted:
+            starts = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.earliest() for t, p in wanted},
+                                              request_timeout=self.timeout_s)
+            ends = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in wanted},
+                                            request_timeout=self.timeout_s)
+            again = []
+            for tp in starts:
+                try:
+                    out[(tp.topic, tp.partition)] = (starts[tp].result().offset, ends[tp].result().offset)
+                except KafkaException as exc:
+                    error = exc.args[0]
+                    if not error.retriable() and error.code() not in RETRIABLE or time.monotonic() > deadline:
+                        raise self._unavailable(f"watermarks of {tp.topic}[{tp.partition}]", exc) from exc
+                    again.append((tp.topic, tp.partition))
+            wanted = again
+            if wanted:
+                time.sleep(0.1)
+        return out
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Each topic's partition count, from one metadata request; TopicNotFound naming the first
+        topic that does not exist."""
+        try:
+            meta = self._admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._unavailable("the topic list", exc) from exc
+        counts = {}
+        for topic in topics:
+            if topic not in meta.topics or meta.topics[topic].error is not None:
+                counts[topic] = self.require_partition_count(topic)  # asked alone: it names what is wrong
+            else:
+                counts[topic] = len(meta.topics[topic].partitions)
+        return counts
+
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The high watermarks of many partitions, in one ListOffsets round (no retries: for
         progress lines)."""

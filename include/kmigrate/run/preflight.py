@@ -7,7 +7,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run.plan import topic_partitions
+from kmigrate.run.plan import topics_partitions
 from kmigrate.run.selection import Selection, select
 
 
@@ -37,7 +37,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         if not topics:
             raise ConfigError(f"no topic on the source cluster ({source.bootstrap_servers}) matches include "
                               f"{selection.topics_include!r} and exclude {selection.topics_exclude!r}; fix the selection")
-        partitions = {t: topic_partitions(admin, t) for t in topics}
+        partitions = topics_partitions(admin, topics)
         groups = select(admin.list_groups(), selection.groups, what="consumer group") if selection.groups else []
     connectors = []
     if selection.connectors:

@@ -10,7 +10,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.plan import topic_partitions
+from kmigrate.run.plan import topics_partitions
 from kmigrate.run.snapshot import selected_groups
 
 
@@ -25,7 +25,7 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
     if manifest.exists(Part.SNAPSHOT):
         return True  # the snapshot is taken: quiescing is behind this run
     with ClusterAdmin(source) as admin:
-        ends = {f"{t}:{p['partition']}": p["end"] for t in topics for p in topic_partitions(admin, t)}
+        ends = {f"{t}:{p['partition']}": p["end"] for t, parts in topics_partitions(admin, topics).items() for p in parts}
         live = {group: members for group in selected_groups(admin, groups, set(topics))
                 if (members := admin.live_members(group))}
     samples = sorted((p for p in manifest.parts() if p.startswith(f"{Part.QUIESCE}/")), key=lambda p: int(p.split("/")[1]))

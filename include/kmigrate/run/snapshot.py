@@ -13,12 +13,13 @@ from kmigrate.errors import ConfigError, SourceMoved
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.plan import plan_from_topics, topic_partitions
+from kmigrate.run.plan import plan_from_topics, topics_partitions
 from kmigrate.run.selection import select
 
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
-    return {topic: {"partitions": topic_partitions(admin, topic),
+    partitions = topics_partitions(admin, topics)
+    return {topic: {"partitions": partitions[topic],
                     "configs": admin.topic_configs(topic, explicit_only=True)} for topic in topics}
 
 
