@@ -220,18 +220,27 @@ class ClusterAdmin:
 
     def topic_configs(self, topic: str, *, explicit_only: bool = False) -> dict[str, str]:
         """The topic's configs; with `explicit_only`, only those set on the topic itself."""
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        try:
-            entries = self._admin.describe_configs([resource], request_timeout=self.timeout_s)[resource].result(
-                timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self._unavailable(f"configs of {topic}", exc) from exc
-        return {
-            name: entry.value
-            for name, entry in entries.items()
-            if entry.value is not None
-            and (not explicit_only or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-        }
+        return self.topics_configs([topic], explicit_only=explicit_only)[topic]
+
+    def topics_configs(self, topics: Iterable[str], *, explicit_only: bool = False) -> dict[str, dict[str, str]]:
+        """topic_configs of many topics in one DescribeConfigs request."""
+        resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
+        if not resources:
+            return {}
+        futures = self._admin.describe_configs(list(resources.values()), request_timeout=self.timeout_s)
+        out = {}
+        for topic, resource in resources.items():
+            try:
+                entries = futures[resource].result(timeout=self.timeout_s)
+            except KafkaException as exc:
+                raise self._unavailable(f"configs of {topic}", exc) from exc
+            out[topic] = {
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.value is not None
+                and (not explicit_only or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+            }
+        return out
 
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str]) -> bool:
         """Create the topic; False (with a warning) when it already exists."""

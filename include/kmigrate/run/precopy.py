@@ -17,7 +17,8 @@ from kmigrate.run import timeline
 def compacted_topics(cluster: ClusterConfig, topics: Iterable[str]) -> frozenset[str]:
     """The topics whose cleanup policy includes compaction (their own or the broker's default)."""
     with ClusterAdmin(cluster) as admin:
-        return frozenset(t for t in set(topics) if "compact" in admin.topic_configs(t).get("cleanup.policy", ""))
+        configs = admin.topics_configs(sorted(set(topics)))
+    return frozenset(t for t, c in configs.items() if "compact" in c.get("cleanup.policy", ""))
 
 
 def pre_copy_rounds(manifest: Manifest, source: ClusterConfig, units: Sequence[WorkUnit],

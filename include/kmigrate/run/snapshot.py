@@ -19,8 +19,8 @@ from kmigrate.run.selection import select
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
     partitions = topics_partitions(admin, topics)
-    return {topic: {"partitions": partitions[topic],
-                    "configs": admin.topic_configs(topic, explicit_only=True)} for topic in topics}
+    configs = admin.topics_configs(topics, explicit_only=True)
+    return {topic: {"partitions": partitions[topic], "configs": configs[topic]} for topic in topics}
 
 
 def group_offsets(admin: ClusterAdmin, group: str, topics: Collection[str]) -> list[dict[str, Any]]:
