@@ -375,9 +375,7 @@ def test_a_record_written_to_the_source_after_the_snapshot_fails_the_run_before_
     wrote = threading.Event()
 
     def write_after_the_snapshot() -> None:
-        deadline = time.monotonic() + 120
-        while not manifest.exists(Part.SNAPSHOT) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: manifest.exists(Part.SNAPSHOT), "the run's snapshot", timeout_s=120, poll_s=0.02)
         produce(stack.source, topic, [(b"late", b"after the snapshot")] * 3, 1)
         wrote.set()
 
