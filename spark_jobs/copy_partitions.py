@@ -103,10 +103,6 @@ def main(argv: list[str] | None = None) -> int:
                 if rows:
                     say(JOB, f"{len(rows)} partitions at their end on the target already (copied by this run): "
                              f"{len(round_units)} to copy")
-                if not round_units:
-                    manifest.write_once(Part.attempt(Part.COPY_RESULTS), {"rows": rows, "seconds": 0.0,
-                                                                          "warm_up_seconds": 0.0})
-                    return rows
                 copied, seconds, warm_up_s = run_on_spark(
                     session, round_units,
                     # a partial of a library function: executors import it by name, nothing from this file
@@ -115,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                                       verify=not args.no_verify),
                     job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
                     progress=copy_progress(clients[1], round_units),
-                    settle=functools.partial(targets_settled, clients[1], round_units))
+                    settle=functools.partial(targets_settled, clients[1], round_units)) if round_units else ([], 0.0, 0.0)
                 rows += copied
                 copied_in["records"] += sum(r["records"] for r in copied if r["ok"])
                 copied_in["seconds"] += seconds

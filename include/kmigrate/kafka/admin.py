@@ -91,27 +91,10 @@ class ClusterAdmin:
     def watermarks_of(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """`watermarks` of many partitions in two ListOffsets rounds (log starts, ends), the
         partitions whose answer was a retriable error asked again until the admin timeout."""
-        wanted = list(partitions)
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        deadline = time.monotonic() + self.timeout_s
-        while wanted:
-            starts = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.earliest() for t, p in wanted},
-                                              request_timeout=self.timeout_s)
-            ends = self._admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in wanted},
-                                            request_timeout=self.timeout_s)
-            again = []
-            for tp in starts:
-                try:
-                    out[(tp.topic, tp.partition)] = (starts[tp].result().offset, ends[tp].result().offset)
-                except KafkaException as exc:
-                    error = exc.args[0]
-                    if not error.retriable() and error.code() not in RETRIABLE or time.monotonic() > deadline:
-                        raise self._unavailable(f"watermarks of {tp.topic}[{tp.partition}]", exc) from exc
-                    again.append((tp.topic, tp.partition))
-            wanted = again
-            if wanted:
-                time.sleep(0.1)
-        return out
+        keys = list(partitions)
+        starts = self._list_offsets(keys, OffsetSpec.earliest(), "log start offset", retry=True)
+        ends = self._list_offsets(keys, OffsetSpec.latest(), "end offset", retry=True)
+        return {key: (starts[key], ends[key]) for key in keys}
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """Each topic's partition count, from one metadata request; TopicNotFound naming the first
@@ -131,21 +114,34 @@ class ClusterAdmin:
     def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The high watermarks of many partitions, in one ListOffsets round (no retries: for
         progress lines)."""
-        return self._list_offsets(partitions, OffsetSpec.latest(), "end offsets")
+        return self._list_offsets(partitions, OffsetSpec.latest(), "end offset")
 
     def start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The log start offsets of many partitions, in one ListOffsets round (no retries)."""
-        return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offsets")
+        return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offset")
 
-    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str) -> dict[tuple[str, int], int]:
-        wanted = {TopicPartition(t, p): spec for t, p in partitions}
-        if not wanted:
-            return {}
-        futures = self._admin.list_offsets(wanted, request_timeout=self.timeout_s)
-        try:
-            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
-        except KafkaException as exc:
-            raise self._unavailable(what, exc) from exc
+    def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str, *,
+                      retry: bool = False) -> dict[tuple[str, int], int]:
+        """One ListOffsets round for `partitions`; with `retry`, the partitions answered with a
+        retriable error (a leader moving, not elected yet) are asked again until the admin timeout."""
+        wanted = [TopicPartition(t, p) for t, p in partitions]
+        out: dict[tuple[str, int], int] = {}
+        deadline = time.monotonic() + self.timeout_s
+        while wanted:
+            futures = self._admin.list_offsets({tp: spec for tp in wanted}, request_timeout=self.timeout_s)
+            wanted = []
+            for tp, future in futures.items():
+                try:
+                    out[(tp.topic, tp.partition)] = future.result().offset
+                except KafkaException as exc:
+                    error = exc.args[0]
+                    if (not retry or not error.retriable() and error.code() not in RETRIABLE
+                            or time.monotonic() > deadline):
+                        raise self._unavailable(f"{what} of {tp.topic}[{tp.partition}]", exc) from exc
+                    wanted.append(tp)
+            if wanted:
+                time.sleep(0.1)
+        return out
 
     def stable_end(self, topic: str, partition: int) -> int:
         """The partition's last stable offset: below it every transaction is decided, so what a

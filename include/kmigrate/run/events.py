@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
 
 STOPPED = "connectors-stopped"
@@ -35,8 +36,6 @@ def downtime_s(manifest: Manifest) -> float | None:
 def cutover_time(value: str | None) -> datetime.datetime | None:
     """The `cutover_at` param as an aware date-time (a time without a zone is UTC); None when empty.
     ConfigError naming the param for anything else."""
-    from kmigrate.errors import ConfigError
-
     if not value:
         return None
     try:

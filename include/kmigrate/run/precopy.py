@@ -59,7 +59,8 @@ def pre_copy_rounds(manifest: Manifest, source: ClusterConfig, units: Sequence[W
         manifest.write_once(Part.attempt(Part.PRE_COPY_ROUNDS), {
             "round": number, "started": timeline.iso(started), "ended": timeline.iso(time.time()),
             "seconds": round(time.time() - started, 3), "copy_seconds": round(ended - started, 3),
-            "partitions": len(units), "planned_end": sum(u.end_offset for u in units), "records": copied, "bytes": sum(r["bytes"] for r in rows if r["ok"]),
+            "partitions": len(units), "planned_end": sum(u.end_offset for u in units), "records": copied,
+            "bytes": sum(r["bytes"] for r in rows if r["ok"]),
             "failed": len(failed), "behind_after": behind,
             "verified_equal": None if verified is None else sum(1 for r in verified if r["equal"]),
             "verified": None if verified is None else len(verified)})

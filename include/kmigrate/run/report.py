@@ -83,7 +83,8 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "verified_records_pct": round(100.0 * sum(c for c, _ in coverage) / spans, 3) if spans else
         (100.0 if verified and all(r["equal"] for r in verified.values()) else 0.0),
         "verified_live_partitions": sum(1 for r in verified.values() if r.get("verified_live")),
-        "finished": events.finished(manifest),
+        "finished": resumed_at is not None,  # as events.finished: resumed on the target
+        "stopped_at": (stopped or {}).get("at"),
         "resumed_at": (resumed_at or {}).get("at"),
         "drill": manifest.read(Part.DRILL),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
@@ -281,11 +282,10 @@ def timeline_chart(manifest: Manifest, summary: dict[str, Any]) -> bytes | None:
         window_step = r["step"] in timeline.WINDOW_STEPS
         ax.broken_barh([(start, max(r["seconds"], 0.05))], (lanes.index(r["step"]) - 0.35, 0.7),
                        color="#c0504d" if window_step else "#2f6db5")
-    stopped, resumed = (manifest.read(Part.event(e)) for e in (events.STOPPED, events.RESUMED))
-    if stopped:
-        end = parse(resumed["at"]) if resumed else parse(runs[-1]["ended"])
-        ax.axvspan((parse(stopped["at"]) - origin).total_seconds(), (end - origin).total_seconds(), color="#f2c0bf",
-                   alpha=0.5, zorder=0, label=f"cutover window: {summary['downtime_s'] or '-'} s")
+    if summary["stopped_at"]:
+        end = parse(summary["resumed_at"] or runs[-1]["ended"])
+        ax.axvspan((parse(summary["stopped_at"]) - origin).total_seconds(), (end - origin).total_seconds(),
+                   color="#f2c0bf", alpha=0.5, zorder=0, label=f"cutover window: {summary['downtime_s'] or '-'} s")
         ax.legend(loc="lower right", fontsize=8)
     ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
     ax.invert_yaxis()
