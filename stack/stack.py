@@ -10,6 +10,14 @@ problem and the way out, exit status 2.
     python3 stack/stack.py status
     python3 stack/stack.py down [--wipe]
     python3 stack/stack.py run -- CMD    # up, run CMD, stop only what this call started
+
+With --secure (state in .stack-secure/, other ports) the same two clusters authenticate and
+authorize every client: a SASL_SSL listener (SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN users), an SSL
+listener that requires a client certificate, KRaft's StandardAuthorizer with ACLs, and Connect
+workers whose REST API is HTTPS with basic authentication. The CA, certificates (openssl) and
+random passwords are made at the first start, owner-only, under .stack-secure/secure/; the
+`migrator` user may only Describe and Read on the source and may write the target. Creating the
+ACLs needs the project's virtualenv (confluent-kafka): `make stack-up SECURE=1` runs it there.
 """
 from __future__ import annotations
 
@@ -19,8 +27,10 @@ import dataclasses
 import json
 import os
 import shutil
+import secrets
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -37,6 +47,8 @@ CACHE_DIR = Path(os.environ.get("KMIGRATE_CACHE_DIR", PROJECT_DIR / ".cache"))
 KAFKA_HOME = CACHE_DIR / f"kafka-{KAFKA_VERSION}"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack"
+SECURE_STATE_DIR = PROJECT_DIR / ".stack-secure"
+BASIC_AUTH_EXTENSION = "connect-basic-auth-extension"
 
 # Broker settings shared by every local cluster; docker-compose.yaml carries the same values
 # (tests/test_compose.py compares them).
@@ -99,6 +111,11 @@ class Cluster:
 DEFAULT_CLUSTERS = (
     Cluster("source", 19092, 19093, 18083),
     Cluster("target", 29092, 29093, 28083),
+)
+# the secure profile: kafka_port is the SASL_SSL listener, kafka_port + 2 the mutual-TLS one
+SECURE_CLUSTERS = (
+    Cluster("source", 19192, 19193, 18183),
+    Cluster("target", 29192, 29193, 28183),
 )
 
 
@@ -207,6 +224,250 @@ def install(home: Path = KAFKA_HOME) -> Path:
     return home
 
 
+# --------------------------------------------------------------------------- secure profile
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+KAFKA_USERS = ("admin", "connect", "migrator")  # admin and connect are super users
+SUPER_USERS = ("broker", "admin", "connect")    # broker: the brokers' own certificate
+CONNECT_REST_USER = "kmigrate"
+MIGRATOR = "migrator"
+CLIENT_METHODS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "MTLS")
+
+
+def _owner_only_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Security:
+    """The secure profile's credentials: a local CA and certificates, random passwords for the Kafka
+    users and the Connect REST user, all owner-only under `dir`."""
+
+    dir: Path
+    passwords: dict[str, str]
+
+    @property
+    def tls(self) -> Path:
+        return self.dir / "tls"
+
+    @property
+    def ca(self) -> Path:
+        return self.tls / "ca.pem"
+
+    def cert(self, name: str) -> Path:
+        return self.tls / f"{name}.crt"
+
+    def key(self, name: str) -> Path:
+        return self.tls / f"{name}.key"
+
+    def keystore(self, name: str) -> Path:
+        """Key, certificate and CA in one PEM file, as a Kafka or Connect keystore (type PEM)."""
+        return self.tls / f"{name}-keystore.pem"
+
+    def pkcs12(self, name: str) -> Path:
+        return self.tls / f"{name}.p12"
+
+    @property
+    def connect_auth(self) -> tuple[str, str]:
+        return CONNECT_REST_USER, self.passwords[f"rest:{CONNECT_REST_USER}"]
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca))
+
+    def client(self, cluster: Cluster, user: str = MIGRATOR, method: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """librdkafka settings for `user` on `cluster`: SASL_SSL with a SCRAM or PLAIN password, or
+        MTLS (the SSL listener with the user's certificate)."""
+        if method == "MTLS":
+            return {"bootstrap.servers": f"localhost:{cluster.kafka_port + 2}", "security.protocol": "SSL",
+                    "ssl.ca.location": str(self.ca), "ssl.certificate.location": str(self.cert(user)),
+                    "ssl.key.location": str(self.key(user))}
+        if method not in CLIENT_METHODS:
+            raise StackError(f"unknown client method {method!r}: use one of {', '.join(CLIENT_METHODS)}")
+        return {"bootstrap.servers": cluster.bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": method,
+                "sasl.username": user, "sasl.password": self.passwords[user], "ssl.ca.location": str(self.ca)}
+
+
+def _openssl(*args: str, env: dict[str, str] | None = None) -> None:
+    openssl = shutil.which("openssl")
+    if not openssl:
+        raise StackError("openssl not found: the secure profile makes its certificates with it; install it "
+                         "(Debian: apt-get install openssl)")
+    result = subprocess.run([openssl, *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if result.returncode != 0:
+        raise StackError(f"openssl {args[0]} failed: {(result.stderr or result.stdout).strip()}")
+
+
+def _make_certificates(security: Security) -> None:
+    """A CA, a server/client certificate for the brokers and workers (CN=broker, localhost), and a
+    client certificate per Kafka user (CN=<user>), RSA 2048, ten years."""
+    tls = _owner_only_dir(security.tls)
+    if not security.ca.exists():
+        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tls / "ca.key"),
+                 "-out", str(security.ca), "-days", "3650", "-subj", "/CN=kmigrate-local-ca")
+    for name in ("broker", *KAFKA_USERS):
+        if security.keystore(name).exists():
+            continue
+        ext = tls / f"{name}.ext"
+        ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+        csr = tls / f"{name}.csr"
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(security.key(name)), "-out", str(csr),
+                 "-subj", f"/CN={name}")
+        _openssl("x509", "-req", "-in", str(csr), "-CA", str(security.ca), "-CAkey", str(tls / "ca.key"),
+                 "-CAcreateserial", "-out", str(security.cert(name)), "-days", "3650", "-extfile", str(ext))
+        csr.unlink()
+        _write_private(security.keystore(name), security.key(name).read_text() + security.cert(name).read_text()
+                       + security.ca.read_text())
+    if not security.pkcs12("broker").exists():  # Connect's REST server (Jetty) takes no PEM keystore
+        _openssl("pkcs12", "-export", "-in", str(security.cert("broker")), "-inkey", str(security.key("broker")),
+                 "-certfile", str(security.ca), "-name", "broker", "-out", str(security.pkcs12("broker")),
+                 "-passout", "env:KMIGRATE_KEYSTORE_PASSWORD", env={"KMIGRATE_KEYSTORE_PASSWORD": security.passwords["keystore"]})
+    for path in tls.iterdir():
+        path.chmod(0o600)
+
+
+def prepare_security(state_dir: Path) -> Security:
+    """The secure profile's credentials under `state_dir`/secure, made at the first start."""
+    directory = _owner_only_dir(state_dir / "secure")
+    creds = directory / "credentials.json"
+    if creds.exists():
+        passwords = json.loads(creds.read_text())
+    else:
+        passwords = {user: secrets.token_urlsafe(18) for user in (*KAFKA_USERS, f"rest:{CONNECT_REST_USER}", "keystore")}
+        _write_private(creds, json.dumps(passwords, indent=2) + "\n")
+    security = Security(directory, passwords)
+    _make_certificates(security)
+    return security
+
+
+def _jaas(module: str, **options: str) -> str:
+    return f"{module} required " + " ".join(f'{k}="{v}"' for k, v in options.items()) + ";"
+
+
+def secure_broker_settings(cluster: Cluster, security: Security) -> dict[str, str]:
+    plain_users = {f"user_{user}": security.passwords[user] for user in KAFKA_USERS}
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    return {
+        "listeners": f"SASL_SSL://localhost:{cluster.kafka_port},SSL://localhost:{cluster.kafka_port + 2},"
+                     f"CONTROLLER://localhost:{cluster.controller_port}",
+        "advertised.listeners": f"SASL_SSL://localhost:{cluster.kafka_port},SSL://localhost:{cluster.kafka_port + 2}",
+        "listener.security.protocol.map": "CONTROLLER:SSL,SASL_SSL:SASL_SSL,SSL:SSL",
+        "inter.broker.listener.name": "SSL",
+        "sasl.enabled.mechanisms": ",".join((*SCRAM_MECHANISMS, "PLAIN")),
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            _jaas("org.apache.kafka.common.security.plain.PlainLoginModule", **plain_users),
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram,
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": scram,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(security.keystore("broker")),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(security.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.controller.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*).*$/$1/,DEFAULT",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": ";".join(f"User:{user}" for user in SUPER_USERS),
+        "allow.everyone.if.no.acl.found": "false",
+    }
+
+
+def secure_connect_settings(cluster: Cluster, security: Security) -> dict[str, str]:
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": _jaas("org.apache.kafka.common.security.scram.ScramLoginModule",
+                                  username="connect", password=security.passwords["connect"]),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(security.ca),
+    }
+    return {
+        **client,
+        **{f"{prefix}.{k}": v for prefix in ("producer", "consumer", "admin") for k, v in client.items()},
+        "listeners": f"https://localhost:{cluster.connect_port}",
+        "rest.advertised.listener": "https",
+        "listeners.https.ssl.keystore.type": "PKCS12",
+        "listeners.https.ssl.keystore.location": str(security.pkcs12("broker")),
+        "listeners.https.ssl.keystore.password": security.passwords["keystore"],
+        "listeners.https.ssl.key.password": security.passwords["keystore"],
+        "listeners.https.ssl.client.auth": "none",
+        "rest.extension.classes": "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension",
+    }
+
+
+def connect_jaas_file(service_dir: Path, security: Security) -> Path:
+    """The Connect REST API's users (basic authentication) and the JAAS file that names them."""
+    users = service_dir / "rest-users.properties"
+    user, password = security.connect_auth
+    _write_private(users, f"{user}={password}\n")
+    jaas = service_dir / "rest-jaas.conf"
+    _write_private(jaas, "KafkaConnect {\n  " + _jaas(
+        "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule", file=str(users)) + "\n};\n")
+    return jaas
+
+
+def migrator_acls(role: str) -> list[tuple[str, str, str]]:
+    """(resource type, name, operation) the `migrator` user is allowed on a cluster of `role`:
+    Describe and Read only on the source; what a migration writes on the target."""
+    if role == "source":
+        return [("TOPIC", "*", op) for op in ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")] + \
+               [("GROUP", "*", "DESCRIBE"), ("CLUSTER", "kafka-cluster", "DESCRIBE"),
+                ("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS")]
+    return [("TOPIC", "*", op) for op in ("CREATE", "DESCRIBE", "READ", "WRITE", "DELETE", "DESCRIBE_CONFIGS",
+                                          "ALTER_CONFIGS")] + \
+           [("GROUP", "*", op) for op in ("DESCRIBE", "READ")] + \
+           [("TRANSACTIONAL_ID", "*", op) for op in ("DESCRIBE", "WRITE")] + \
+           [("CLUSTER", "kafka-cluster", op) for op in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE")]
+
+
+def acl_binding(resource: str, name: str, operation: str, principal: str = f"User:{MIGRATOR}"):  # noqa: ANN201
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+
+    kind = ResourceType.BROKER if resource == "CLUSTER" else ResourceType[resource]  # the cluster is "BROKER" here
+    return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*",
+                      AclOperation[operation], AclPermissionType.ALLOW)
+
+
+def provision_acls(clusters: tuple[Cluster, ...], security: Security) -> None:
+    """The migrator's ACLs on each cluster (as the admin user); existing ones are left as they are."""
+    try:
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        raise StackError("the secure profile creates its ACLs with confluent-kafka: run it with the project's "
+                         "virtualenv (make install, then make stack-up SECURE=1)") from None
+    for cluster in clusters:
+        admin = AdminClient(security.client(cluster, "admin"))
+        role = "source" if cluster.name == "source" else "target"
+        futures = admin.create_acls([acl_binding(*acl) for acl in migrator_acls(role)], request_timeout=30)
+        for future in futures.values():
+            future.result()
+        print(f"stack: {cluster.name}: ACLs for User:{MIGRATOR} ({role}: "
+              f"{'Describe and Read only' if role == 'source' else 'read and write'})", flush=True)
+
+
+def ensure_basic_auth_extension(home: Path = KAFKA_HOME) -> None:
+    """Connect's basic-authentication REST extension in libs/ (the secure profile's workers use it)."""
+    if any((home / "libs").glob(f"{BASIC_AUTH_EXTENSION}-*.jar")):
+        return
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise StackError("mvn not found: install Apache Maven (Debian: apt-get install maven)")
+    step = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={CACHE_DIR / 'm2'}", *maven_settings_args(home),
+            f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:{BASIC_AUTH_EXTENSION}:{KAFKA_VERSION}",
+            f"-DoutputDirectory={home / 'libs'}"]
+    result = subprocess.run(step, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise StackError(f"mvn could not fetch org.apache.kafka:{BASIC_AUTH_EXTENSION}:{KAFKA_VERSION}: "
+                         f"{(result.stdout + result.stderr).strip()[-400:]}")
+
+
 # --------------------------------------------------------------------------- services
 
 
@@ -216,12 +477,14 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def kafka_answers(port: int) -> bool:
-    """True when the broker answers an ApiVersions request (v0) on `port`."""
+def kafka_answers(port: int, context: ssl.SSLContext | None = None) -> bool:
+    """True when the broker answers an ApiVersions request (v0) on `port` (over TLS with `context`:
+    a SASL_SSL listener answers ApiVersions before authentication)."""
     client_id = b"kmigrate-stack"
     body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as plain, \
+                (context.wrap_socket(plain, server_hostname="localhost") if context else plain) as sock:
             sock.sendall(struct.pack(">i", len(body)) + body)
             header = sock.recv(4)
             if len(header) < 4:
@@ -239,10 +502,16 @@ def kafka_answers(port: int) -> bool:
         return False
 
 
-def connect_answers(port: int) -> bool:
+def connect_answers(port: int, security: Security | None = None) -> bool:
     """True when the Connect worker's REST API lists connectors (the herder has started)."""
+    request = urllib.request.Request(f"{'https' if security else 'http'}://localhost:{port}/connectors")
+    if security:
+        user, password = security.connect_auth
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(f"http://localhost:{port}/connectors", timeout=3) as resp:
+        with urllib.request.urlopen(request, timeout=3,
+                                    context=security.ssl_context() if security else None) as resp:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -254,6 +523,7 @@ class Service:
     kind: str  # "kafka" or "connect"
     cluster: Cluster
     state_dir: Path
+    security: Security | None = None
 
     @property
     def dir(self) -> Path:
@@ -270,7 +540,8 @@ class Service:
     @property
     def ports(self) -> list[int]:
         if self.kind == "kafka":
-            return [self.cluster.kafka_port, self.cluster.controller_port]
+            extra = [self.cluster.kafka_port + 2] if self.security else []
+            return [self.cluster.kafka_port, self.cluster.controller_port, *extra]
         return [self.cluster.connect_port]
 
     @property
@@ -278,7 +549,9 @@ class Service:
         return self.dir / "logs" / "server.log"
 
     def answers(self) -> bool:
-        return kafka_answers(self.port) if self.kind == "kafka" else connect_answers(self.port)
+        if self.kind == "kafka":
+            return kafka_answers(self.port, self.security.ssl_context() if self.security else None)
+        return connect_answers(self.port, self.security)
 
     def pid(self) -> int | None:
         return running_pid(self.pid_file, self.dir)
@@ -318,9 +591,9 @@ def process_is_ours(pid: int, service_dir: Path, settle_s: float = 1.0) -> bool:
         time.sleep(0.05)
 
 
-def services(clusters: tuple[Cluster, ...], state_dir: Path) -> list[Service]:
-    brokers = [Service(f"{c.name}-kafka", "kafka", c, state_dir) for c in clusters]
-    workers = [Service(f"{c.name}-connect", "connect", c, state_dir) for c in clusters]
+def services(clusters: tuple[Cluster, ...], state_dir: Path, security: Security | None = None) -> list[Service]:
+    brokers = [Service(f"{c.name}-kafka", "kafka", c, state_dir, security) for c in clusters]
+    workers = [Service(f"{c.name}-connect", "connect", c, state_dir, security) for c in clusters]
     return brokers + workers
 
 
@@ -362,11 +635,12 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def java_command(java: str, service: Service, heap: str, main_class: str, *args: str) -> list[str]:
+def java_command(java: str, service: Service, heap: str, main_class: str, *args: str,
+                 jvm: tuple[str, ...] = ()) -> list[str]:
     log4j = write_log4j(service)
     classpath = str(KAFKA_HOME / "libs" / "*")
     return [
-        java, *heap.split(), *JVM_FLAGS.split(),
+        java, *heap.split(), *JVM_FLAGS.split(), *jvm,
         f"-Dlog4j2.configurationFile={log4j}",
         f"-Dkafka.logs.dir={service.dir / 'logs'}",
         f"-Dkmigrate.service.dir={service.dir}",  # lets pid checks recognise our process
@@ -385,13 +659,19 @@ def prepare_kafka(java: str, service: Service) -> list[str]:
         "advertised.listeners": f"PLAINTEXT://localhost:{cluster.kafka_port}",
         "log.dirs": str(data_dir),
     }
+    scram: list[str] = []
+    if service.security:
+        settings.update(secure_broker_settings(cluster, service.security))
+        scram = [arg for user in KAFKA_USERS for mechanism in SCRAM_MECHANISMS
+                 for arg in ("--add-scram", f"{mechanism}=[name={user},password={service.security.passwords[user]}]")]
     write_properties(props, settings)
+    props.chmod(0o600)
     if not (data_dir / "meta.properties").exists():
         cluster_id_file = service.dir / "cluster.id"
         if not cluster_id_file.exists():
             cluster_id_file.write_text(new_cluster_id())
         fmt = java_command(java, service, "-Xmx256m", "kafka.tools.StorageTool",
-                           "format", f"--cluster-id={cluster_id_file.read_text().strip()}", "-c", str(props))
+                           "format", f"--cluster-id={cluster_id_file.read_text().strip()}", "-c", str(props), *scram)
         result = subprocess.run(fmt, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"{service.name}: formatting {data_dir} failed: {(result.stderr or result.stdout).strip()}")
@@ -410,12 +690,19 @@ def prepare_connect(java: str, service: Service) -> list[str]:
         "rest.advertised.port": str(cluster.connect_port),
         "plugin.path": str(KAFKA_HOME / "plugins"),
     }
+    jvm: tuple[str, ...] = ()
+    if service.security:
+        settings.update(secure_connect_settings(cluster, service.security))
+        jvm = (f"-Djava.security.auth.login.config={connect_jaas_file(service.dir, service.security)}",)
     write_properties(props, settings)
-    return java_command(java, service, CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props))
+    props.chmod(0o600)
+    return java_command(java, service, CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props),
+                        jvm=jvm)
 
 
 def launch(java: str, service: Service) -> subprocess.Popen:
     service.dir.mkdir(parents=True, exist_ok=True)
+    service.dir.chmod(0o700)
     for port in service.ports:
         if port_open(port):
             raise StackError(
@@ -460,12 +747,17 @@ def wait_until_answering(pending: list[Service], launched: dict[str, subprocess.
             time.sleep(0.5)
 
 
-def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float) -> list[Service]:
-    """Start every service that is not running and wait until all answer; returns those it started."""
+def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float, secure: bool = False) -> list[Service]:
+    """Start every service that is not running and wait until all answer; returns those it started.
+    `secure`: the secure profile (see the module's doc), its ACLs created once the brokers answer."""
     if not installed_marker().exists():
         install()
     java = check_java()
-    all_services = services(clusters, state_dir)
+    security = None
+    if secure:
+        ensure_basic_auth_extension()
+        security = prepare_security(_owner_only_dir(state_dir))
+    all_services = services(clusters, state_dir, security)
     started: list[Service] = []
     launched: dict[str, subprocess.Popen] = {}
     try:
@@ -485,20 +777,25 @@ def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float) -> list
                 print(f"stack: started {service.name} (pid {launched[service.name].pid}), "
                       f"waiting for localhost:{service.port} ...", flush=True)
             wait_until_answering(to_wait, launched, timeout_s)
+            if kind == "kafka" and security:
+                provision_acls(clusters, security)
     except BaseException:
         for service in reversed(started):
             stop(service, pid=launched[service.name].pid)
         raise
-    print(f"stack: up ({', '.join(f'{c.name}: kafka {c.bootstrap}, connect {c.connect_url}' for c in clusters)})")
+    scheme = "https" if secure else "http"
+    print(f"stack: up ({', '.join(f'{c.name}: kafka {c.bootstrap}, connect {scheme}://localhost:{c.connect_port}' for c in clusters)})"
+          + (f"; credentials under {security.dir}" if security else ""))
     return started
 
 
-def run_with_stack(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float, command: list[str]) -> int:
+def run_with_stack(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float, command: list[str],
+                   secure: bool = False) -> int:
     """Bring the stack up, run `command`, then stop only the services this call started."""
     if not command:
         raise StackError("run needs a command after --, e.g. stack.py run -- pytest")
     started_at = time.monotonic()
-    started = up(clusters, state_dir, timeout_s)
+    started = up(clusters, state_dir, timeout_s, secure)
     print(f"stack: ready after {time.monotonic() - started_at:.1f}s; running {' '.join(command)}", flush=True)
     try:
         return subprocess.call(command)
@@ -542,12 +839,14 @@ def down(clusters: tuple[Cluster, ...], state_dir: Path, wipe: bool) -> None:
     if wipe:
         for service in services(clusters, state_dir):
             shutil.rmtree(service.dir, ignore_errors=True)
+        shutil.rmtree(state_dir / "secure", ignore_errors=True)  # the secure profile's certificates and passwords
         print(f"stack: wiped data under {state_dir}")
 
 
-def status(clusters: tuple[Cluster, ...], state_dir: Path) -> bool:
+def status(clusters: tuple[Cluster, ...], state_dir: Path, secure: bool = False) -> bool:
     report = {}
-    for service in services(clusters, state_dir):
+    security = prepare_security(state_dir) if secure and (state_dir / "secure").exists() else None
+    for service in services(clusters, state_dir, security):
         report[service.name] = {"pid": service.pid(), "port": service.port, "answers": service.answers()}
     print(json.dumps(report, indent=2))
     return all(v["answers"] for v in report.values())
@@ -557,8 +856,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      usage="stack.py {install,up,down,status,run} [options] [-- COMMAND ...]")
     parser.add_argument("command", choices=["install", "up", "down", "status", "run"])
-    parser.add_argument("--state-dir", type=Path, default=Path(os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)),
-                        help="where configs, data, logs and pid files live (default: .stack/)")
+    parser.add_argument("--secure", action="store_true",
+                        help="the secure profile: SASL_SSL, mutual TLS, ACLs, HTTPS Connect with basic auth "
+                             "(default state dir .stack-secure/, ports 19192-19194/18183 and 29192-29194/28183)")
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="where configs, data, logs and pid files live (default: .stack/, or $KMIGRATE_STACK_DIR)")
     parser.add_argument("--cluster", type=parse_cluster, action="append", dest="clusters",
                         help="NAME:KAFKA_PORT:CONTROLLER_PORT:CONNECT_PORT; repeatable (default: source and target)")
     parser.add_argument("--wipe", action="store_true", help="with down: delete data and logs too")
@@ -566,19 +868,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    clusters = tuple(args.clusters or DEFAULT_CLUSTERS)
-    state_dir = args.state_dir.resolve()
+    secure = args.secure or os.environ.get("KMIGRATE_STACK_SECURE", "") == "1"
+    clusters = tuple(args.clusters or (SECURE_CLUSTERS if secure else DEFAULT_CLUSTERS))
+    default_dir = os.environ.get("KMIGRATE_SECURE_STACK_DIR", SECURE_STATE_DIR) if secure else \
+        os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)
+    state_dir = Path(args.state_dir or default_dir).resolve()
     try:
         if args.command == "install":
             print(f"stack: Kafka {KAFKA_VERSION} jars in {install()}")
         elif args.command == "up":
-            up(clusters, state_dir, args.timeout)
+            up(clusters, state_dir, args.timeout, secure)
         elif args.command == "run":
-            return run_with_stack(clusters, state_dir, args.timeout, command)
+            return run_with_stack(clusters, state_dir, args.timeout, command, secure)
         elif args.command == "down":
             down(clusters, state_dir, args.wipe)
         else:
-            return 0 if status(clusters, state_dir) else 1
+            return 0 if status(clusters, state_dir, secure) else 1
     except StackError as exc:
         print(f"stack: error: {exc}", file=sys.stderr)
         return 2
