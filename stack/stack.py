@@ -26,8 +26,8 @@ import base64
 import dataclasses
 import json
 import os
-import shutil
 import secrets
+import shutil
 import signal
 import socket
 import ssl
@@ -427,8 +427,7 @@ def migrator_acls(role: str) -> list[tuple[str, str, str]]:
 
 
 def acl_binding(resource: str, name: str, operation: str, principal: str = f"User:{MIGRATOR}"):  # noqa: ANN201
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
-                                       ResourceType)
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
     kind = ResourceType.BROKER if resource == "CLUSTER" else ResourceType[resource]  # the cluster is "BROKER" here
     return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*",
