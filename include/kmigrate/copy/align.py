@@ -27,7 +27,7 @@ def align(source_low: int, target_low: int, target_high: int, topic: str, partit
     plain_until = source_low - 1 if lone_marker else source_low
     if target_high < plain_until:
         count = plain_until - target_high
-        if writer.options.fast_alignment and wire.plaintext(target):
+        if writer.options.fast_alignment and wire.raw_capable(target, "fast alignment"):
             configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
                                    keyed="compact" in configs["cleanup.policy"],

@@ -5,7 +5,8 @@ taken. So this module builds one RecordBatch of filler records itself and sends 
 requests to the partition leader, over and over: a batch's bytes do not depend on its base offset
 (the broker assigns it, and the CRC does not cover it), so the same bytes serve every chunk. Each
 response carries the batch's base offset, which must equal the expected offset (the KAFKA-2260
-check, per batch). Used for PLAINTEXT clusters; other security protocols take the producer path.
+check, per batch). Used on every cluster the raw connection reaches (`wire.raw_capable`); the others
+take the producer path.
 
 What the broker spends per offset decides the speed, so the records are as small as they can be
 and the batch is not compressed (the broker would decompress and walk every record): measured on
@@ -90,7 +91,7 @@ def write_fillers(cluster: ClusterConfig, topic: str, partition: int, start_offs
         batch_records //= 2
     sizes = [batch_records] * (count // batch_records) + ([count % batch_records] if count % batch_records else [])
     starts = list(itertools.accumulate([start_offset] + sizes[:-1]))
-    with wire.BrokerConnection(*wire.leader(cluster, topic, partition), client_id="kmigrate-fastfill") as conn:
+    with wire.connect_to_leader(cluster, topic, partition, client_id="kmigrate-fastfill") as conn:
         wire.produce_at(conn, topic, partition, ((filler_batch(size, keyed), at) for size, at in zip(sizes, starts)),
                         "alignment fillers", in_flight, timeout_ms)
     return count

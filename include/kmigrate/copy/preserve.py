@@ -62,7 +62,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     copy = PreserveCopy(source, source_admin, writer, result, options)
     try:
         if target_high < end:
-            if options.raw_batches and wire.plaintext(source) and wire.plaintext(target):
+            if options.raw_batches and wire.raw_capable(source) and wire.raw_capable(target):
                 copy.by_batches(source, target, target_high, end)
             else:
                 copy.by_records(target_high, end)
@@ -171,8 +171,8 @@ class PreserveCopy:
     def by_batches(self, source: ClusterConfig, target: ClusterConfig, start: int, end: int) -> None:
         topic, partition = self.result.topic, self.result.partition
         position = start
-        with wire.BrokerConnection(*wire.leader(source, topic, partition)) as fetcher, \
-                wire.BrokerConnection(*wire.leader(target, topic, partition)) as sender:
+        with wire.connect_to_leader(source, topic, partition) as fetcher, \
+                wire.connect_to_leader(target, topic, partition) as sender:
             while position < end:
                 error, source_high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
                 if error:

@@ -23,8 +23,8 @@ class CopyOptions:
     resume_window: int = 64          # target records compared with the source before resuming
     idle_timeout_s: float = 30.0
     verify: bool = True              # read both sides back and compare digests over [log start, end)
-    fast_alignment: bool = True      # hand-built filler batches (PLAINTEXT targets); else the producer
-    raw_batches: bool = True         # copy plain record batches whole (PLAINTEXT clusters); else record by record
+    fast_alignment: bool = True      # hand-built filler batches (raw connection); else the producer
+    raw_batches: bool = True         # copy plain record batches whole (raw connection); else record by record
     fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
     max_message_bytes: int = 1_048_576 + 65_536
     producer_overrides: tuple[tuple[str, Any], ...] = ()

@@ -1,31 +1,124 @@
 """The few Kafka wire-protocol requests the copier sends itself: Produce (v7) and Fetch (v11).
 
-Both versions are non-flexible and served by Kafka 2.1 through 4.x. Only PLAINTEXT listeners:
-callers fall back to librdkafka for SASL/SSL clusters (`plaintext`)."""
+Both versions are non-flexible and served by Kafka 2.1 through 4.x. The connection speaks the
+cluster's security protocol from its librdkafka settings (`Transport`): TLS with Python's ssl
+module (server verification, client certificates for mutual TLS), then SASL PLAIN or
+SCRAM-SHA-256/512 through kafka-python's SASL mechanisms, framed in SaslHandshake v1 and
+SaslAuthenticate v1. What it cannot speak (GSSAPI, OAUTHBEARER, keystores or PEM strings in the
+config) is named by `Transport.of`, and the callers take librdkafka's record path instead."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import socket
+import ssl
 import struct
 from collections.abc import Iterable
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, OffsetMismatch
+from kmigrate.errors import CopyError, KmigrateError, OffsetMismatch
 
-PRODUCE, FETCH = 0, 1
+log = logging.getLogger(__name__)
+
+PRODUCE, FETCH, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 17, 36
 PRODUCE_VERSION, FETCH_VERSION = 7, 11
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# librdkafka settings the Transport reads; any other ssl.* or sasl.* setting sends the client to librdkafka
+_SSL_KEYS = {"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+             "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification", "ssl.cipher.suites"}
+_SASL_KEYS = {"sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"}
 ERRORS = {
     1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER",
     7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS", 29: "TOPIC_AUTHORIZATION_FAILED",
-    76: "UNSUPPORTED_COMPRESSION_TYPE", 87: "INVALID_RECORD",
+    33: "UNSUPPORTED_SASL_MECHANISM", 58: "SASL_AUTHENTICATION_FAILED", 76: "UNSUPPORTED_COMPRESSION_TYPE",
+    87: "INVALID_RECORD",
 }
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 
 
-def plaintext(cluster: ClusterConfig) -> bool:
-    return str(cluster.settings.get("security.protocol", "PLAINTEXT")).upper() == "PLAINTEXT"
+class AuthenticationFailed(KmigrateError):
+    """The broker refused the connection's TLS handshake or SASL authentication."""
+
+
+class Unsupported(Exception):
+    """The cluster's settings ask for something the raw connection does not speak."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Transport:
+    """How a raw connection reaches a cluster's brokers: TLS (an ssl context) and SASL (mechanism,
+    user, password), from the same librdkafka settings every other client of the run uses."""
+
+    tls: ssl.SSLContext | None = None
+    mechanism: str | None = None
+    username: str = ""
+    password: str = dataclasses.field(default="", repr=False)
+
+    @classmethod
+    def of(cls, cluster: ClusterConfig) -> Transport:
+        """The cluster's transport, or Unsupported naming the setting the raw path cannot honour."""
+        settings = cluster.settings
+        protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"):
+            raise Unsupported(f"security.protocol {protocol}")
+        tls = protocol in ("SSL", "SASL_SSL")
+        unknown = sorted(k for k in settings if (k.startswith("ssl.") and k not in _SSL_KEYS and tls)
+                         or (k.startswith("sasl.") and k not in _SASL_KEYS and protocol.startswith("SASL")))
+        if unknown:
+            raise Unsupported(f"{', '.join(unknown)}")
+        mechanism = None
+        if protocol.startswith("SASL"):
+            mechanism = str(settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))).upper()
+            if mechanism not in SASL_MECHANISMS:
+                raise Unsupported(f"SASL mechanism {mechanism}")
+        return cls(_ssl_context(settings) if tls else None, mechanism, str(settings.get("sasl.username", "")),
+                   str(settings.get("sasl.password", "")))
+
+    @property
+    def name(self) -> str:
+        return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): f"SASL_PLAINTEXT/{self.mechanism}",
+                (True, True): f"SASL_SSL/{self.mechanism}"}[(self.tls is not None, self.mechanism is not None)]
+
+
+def _ssl_context(settings) -> ssl.SSLContext:  # noqa: ANN001 - a cluster's settings mapping
+    ca = settings.get("ssl.ca.location")
+    ca = None if ca == "probe" else ca  # librdkafka's "probe": the system's CA store, as here by default
+    if ca and Path(ca).is_dir():
+        context = ssl.create_default_context(capath=ca)
+    else:
+        context = ssl.create_default_context(cafile=ca or None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if str(settings.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
+        context.check_hostname = False
+    if str(settings.get("enable.ssl.certificate.verification", "true")).lower() == "false":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if settings.get("ssl.cipher.suites"):
+        context.set_ciphers(str(settings["ssl.cipher.suites"]))
+    if settings.get("ssl.certificate.location"):
+        context.load_cert_chain(settings["ssl.certificate.location"], settings.get("ssl.key.location"),
+                                password=settings.get("ssl.key.password"))
+    return context
+
+
+_noted: set[tuple[str, str]] = set()
+
+
+def raw_capable(cluster: ClusterConfig, what: str = "whole-batch copy") -> bool:
+    """Whether the raw connection can reach `cluster`; when it cannot, says why in the log once per
+    cluster and setting, and the caller takes librdkafka's record path."""
+    try:
+        Transport.of(cluster)
+        return True
+    except Unsupported as exc:
+        if (cluster.name, str(exc)) not in _noted:
+            _noted.add((cluster.name, str(exc)))
+            log.info("%s: %s is not available with %s; the record path (librdkafka) copies instead",
+                     cluster.name, what, exc)
+        return False
 
 
 def error_name(code: int) -> str:
@@ -106,13 +199,59 @@ def parse_batches(records: bytes | memoryview) -> list[Batch]:
 
 
 class BrokerConnection:
-    """One TCP connection to a broker, requests pipelined, responses read in order."""
+    """One connection to a broker (TCP, TLS when the transport has it, authenticated with SASL when
+    it asks for it), requests pipelined, responses read in order."""
 
-    def __init__(self, host: str, port: int, timeout_s: float = 60.0, client_id: str = "kmigrate") -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, timeout_s: float = 60.0, client_id: str = "kmigrate",
+                 transport: Transport | None = None) -> None:
+        transport = transport or Transport()
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._client_id = _string(client_id)
         self._correlation = 0
+        try:
+            if transport.tls is not None:
+                try:
+                    sock = transport.tls.wrap_socket(sock, server_hostname=host)
+                except ssl.SSLError as exc:
+                    raise AuthenticationFailed(f"TLS handshake with the broker {host}:{port} failed: {exc}; check the "
+                                               "connection's ssl.* settings (CA, client certificate)") from exc
+            self._sock = sock
+            if transport.mechanism:
+                self._authenticate(host, port, transport)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _authenticate(self, host: str, port: int, transport: Transport) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v1 rounds driven by kafka-python's mechanism."""
+        from kafka.net.sasl import get_sasl_mechanism
+
+        self.send(SASL_HANDSHAKE, 1, _string(transport.mechanism))
+        _, data = self.receive()
+        (error_code,) = struct.unpack_from(">h", data, 0)
+        if error_code:
+            raise AuthenticationFailed(f"the broker {host}:{port} does not take SASL mechanism {transport.mechanism} "
+                                       f"({error_name(error_code)}); check the connection's sasl.mechanism")
+        mechanism = get_sasl_mechanism(transport.mechanism)(
+            sasl_mechanism=transport.mechanism, sasl_plain_username=transport.username,
+            sasl_plain_password=transport.password, security_protocol="SASL_SSL" if transport.tls else "SASL_PLAINTEXT",
+            host=host)
+        while not mechanism.is_done():
+            token = mechanism.auth_bytes()
+            self.send(SASL_AUTHENTICATE, 1, struct.pack(">i", len(token)) + token)
+            _, data = self.receive()
+            error_code, message_len = struct.unpack_from(">hh", data, 0)
+            pos = 4 + max(message_len, 0)
+            if error_code:
+                message = bytes(data[4:pos]).decode(errors="replace") if message_len > 0 else error_name(error_code)
+                raise AuthenticationFailed(f"SASL {transport.mechanism} authentication of {transport.username!r} at the "
+                                           f"broker {host}:{port} failed: {message}")
+            (size,) = struct.unpack_from(">i", data, pos)
+            mechanism.receive(bytes(data[pos + 4: pos + 4 + max(size, 0)]))
+        if not mechanism.is_authenticated():
+            raise AuthenticationFailed(f"SASL {transport.mechanism} authentication of {transport.username!r} at the "
+                                       f"broker {host}:{port} did not complete")
 
     def close(self) -> None:
         self._sock.close()
@@ -217,3 +356,8 @@ def leader(cluster: ClusterConfig, topic: str, partition: int) -> tuple[str, int
     meta = AdminClient(cluster.admin()).list_topics(topic, timeout=30)
     broker = meta.brokers[meta.topics[topic].partitions[partition].leader]
     return broker.host, broker.port
+
+
+def connect_to_leader(cluster: ClusterConfig, topic: str, partition: int, client_id: str = "kmigrate") -> BrokerConnection:
+    """A connection to the partition's leader, with the cluster's security settings."""
+    return BrokerConnection(*leader(cluster, topic, partition), client_id=client_id, transport=Transport.of(cluster))
