@@ -50,7 +50,15 @@ class ConnectClient:
         backoff_s = 0.25
         while True:
             try:
-                resp = self._session.request(method, self.url + path, json=body, timeout=self.request_timeout_s)
+                # verify given per request: a session's own is overridden by $REQUESTS_CA_BUNDLE
+                resp = self._session.request(method, self.url + path, json=body, timeout=self.request_timeout_s,
+                                             verify=self._session.verify)
+            except requests.exceptions.SSLError as exc:
+                raise ConnectUnreachable(
+                    f"Kafka Connect at {self.url}: the TLS handshake failed ({exc.__context__ or exc}); check the "
+                    "connection's extra 'verify' (the CA file that signed the worker's certificate) and 'cert'",
+                    connector=connector,
+                ) from exc
             except requests.ConnectionError as exc:
                 raise ConnectUnreachable(
                     f"Kafka Connect at {self.url} is unreachable ({type(exc).__name__}); check that the worker "
