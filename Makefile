@@ -5,13 +5,19 @@ PYTHON ?= python3.11
 VENV := .venv
 VPY := $(VENV)/bin/python
 STACK := $(PYTHON) stack/stack.py
+# SECURE=1: the stack targets act on the secure profile (SASL_SSL, mutual TLS, ACLs, HTTPS Connect);
+# it creates its ACLs with confluent-kafka, so it runs in the project's virtualenv
+SECURE ?=
+ifeq ($(SECURE),1)
+STACK := $(VENV)/bin/python stack/stack.py --secure
+endif
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -43,7 +49,7 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml | check-pyth
 kafka-jars: | check-python
 	@$(STACK) install
 
-stack-up: kafka-jars
+stack-up: kafka-jars $(if $(filter 1,$(SECURE)),$(VENV)/.installed)
 	@$(STACK) up
 
 stack-down:
@@ -87,6 +93,14 @@ spark-connect-down:
 test: install
 	@$(STACK) run -- $(VPY) -m pytest $(PYTEST_ARGS)
 
+# The secure profile's tests: starts the secure stack (what it starts, it stops), runs them, and
+# prints one JSON line of what they showed (tests/secure/summary.py).
+test-secure: install
+	@rm -f test-artifacts/secure-results.jsonl
+	@KMIGRATE_SECURE_RESULTS=$(CURDIR)/test-artifacts/secure-results.jsonl $(VPY) -m pytest tests/secure \
+	  tests/dags/test_secure_migration.py $(PYTEST_ARGS); status=$$?; \
+	  $(VPY) tests/secure/summary.py test-artifacts/secure-results.jsonl || status=1; exit $$status
+
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
 
@@ -96,8 +110,10 @@ test-unit: $(VENV)/.installed
 demo: install stack-up spark-connect-up
 	$(VPY) stack/demo.py --spark-remote sc://127.0.0.1:15002
 
-# Copier throughput against a plain producer ceiling, and alignment speed (bench/bench_copy.py).
+# Copier throughput against a plain producer ceiling, alignment speed, and the copy on the secure stack
+# beside PLAINTEXT (bench/bench_copy.py); the last line is JSON.
 bench-copy: install stack-up
+	@$(MAKE) --no-print-directory stack-up SECURE=1
 	$(VPY) bench/bench_copy.py
 
 # The Spark copy job against the bare copier, sequential and in a process pool (bench/bench_spark.py).

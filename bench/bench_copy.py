@@ -4,17 +4,25 @@ For 100 B and 1 KiB records, in 1 and 6 partitions: the copier's records/s and M
 produce ceiling of the same target with the same producer settings (a plain producer loop writing
 the same records, read into memory first). Then alignment speed: a source partition whose log
 start is at several million is aligned on the target, in offsets/s. All measured in one run, side
-by side. The last line is one JSON object.
+by side. Last, the same copy on the secure stack (`stack.py --secure`: SASL_SSL with
+SCRAM-SHA-512, ACLs, read as the `migrator` principal) beside the PLAINTEXT stack, the two
+alternating, three rounds each: `secure_vs_plaintext` is the ratio of the median records/s. The
+last line is one JSON object.
 
-    python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000]
+    python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000] [--secure-rounds 3]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
+import random
+import statistics
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
@@ -30,17 +38,23 @@ SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
 TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 
 
-def seed(topic: str, partitions: int, records: int, value_size: int) -> None:
-    with ClusterAdmin(SOURCE) as admin:
+def seed(topic: str, partitions: int, records: int, value_size: int, source: ClusterConfig = SOURCE,
+         incompressible: bool = False) -> None:
+    """`records` records of `value_size` bytes; `incompressible`: values cut from random bytes (what
+    crosses the wire is then as large as the data, as with real payloads), else repeated bytes."""
+    with ClusterAdmin(source) as admin:
         admin.create_topic(topic, partitions, {})
-    producer = Producer(SOURCE.producer(**{"linger.ms": 20, "batch.size": 4 << 20, "compression.type": "lz4",
+    noise = random.Random(7).randbytes(1 << 20)
+    producer = Producer(source.producer(**{"linger.ms": 20, "batch.size": 4 << 20, "compression.type": "lz4",
                                            "queue.buffering.max.messages": 2_000_000}))
     filler = b"v" * value_size
     for i in range(records):
         key = b"key-%08d" % i
         while True:
             try:
-                producer.produce(topic, key=key, value=filler[: value_size - 8] + b"%08d" % i, partition=i % partitions)
+                at = (i * 7919) % ((1 << 20) - value_size)
+                value = noise[at: at + value_size - 8] if incompressible else filler[: value_size - 8]
+                producer.produce(topic, key=key, value=value + b"%08d" % i, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -82,14 +96,63 @@ def ceiling(topic: str, rows_by_partition: list[list[tuple]]) -> float:
         return time.monotonic() - started
 
 
-def copy(topic: str, partitions: int) -> float:
-    with ClusterAdmin(SOURCE) as source, ClusterAdmin(TARGET) as target:
-        prepare_target_topic(source, target, topic)
-        ends = [source.watermarks(topic, p)[1] for p in range(partitions)]
+def copy(topic: str, partitions: int, source: ClusterConfig = SOURCE, target: ClusterConfig = TARGET) -> float:
+    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+        prepare_target_topic(source_admin, target_admin, topic)
+        ends = [source_admin.watermarks(topic, p)[1] for p in range(partitions)]
     started = time.monotonic()
     for p, end in enumerate(ends):
-        copy_partition(SOURCE, TARGET, WorkUnit(topic, p, end), CopyOptions(verify=False, run_id="bench"))
+        result = copy_partition(source, target, WorkUnit(topic, p, end), CopyOptions(verify=False, run_id="bench"))
+        assert result.whole_batches > 0 or end < 100, "the copy took the record path"
     return time.monotonic() - started
+
+
+def secure_clusters() -> tuple[ClusterConfig, ClusterConfig, ClusterConfig]:
+    """The secure stack's source as its admin (to seed), and source and target as the migrator."""
+    spec = importlib.util.spec_from_file_location("kmigrate_stack", Path(__file__).resolve().parents[1] / "stack" / "stack.py")
+    stack = sys.modules["kmigrate_stack"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stack)
+    security = stack.prepare_security(stack.SECURE_STATE_DIR)
+    source, target = stack.SECURE_CLUSTERS
+    return (ClusterConfig("source", security.client(source, "admin")),
+            ClusterConfig("source", security.client(source, "migrator")),
+            ClusterConfig("target", security.client(target, "migrator")))
+
+
+def setup_ms(rounds: int = 5) -> dict:
+    """Median time to copy a 10-record partition on each stack: the fixed cost of a partition
+    (clients created, connections authenticated), which the secure stack pays in TLS handshakes
+    and SCRAM rounds."""
+    seed_as, source, target = secure_clusters()
+    times: dict[str, list[float]] = {"plaintext": [], "secure": []}
+    for _ in range(rounds):
+        for side, seed_on, src, tgt in (("plaintext", SOURCE, SOURCE, TARGET), ("secure", seed_as, source, target)):
+            topic = f"bench.setup.{side}.{uuid.uuid4().hex[:6]}"
+            seed(topic, 1, 10, 100, seed_on)
+            times[side].append(copy(topic, 1, src, tgt))
+    return {f"{side}_ms": round(statistics.median(values) * 1000, 1) for side, values in times.items()}
+
+
+def secure_vs_plaintext(records: int, value_size: int, rounds: int) -> dict:
+    """The copier's records/s on both stacks, alternating which goes first, `rounds` each, values
+    incompressible (TLS then encrypts as many bytes as the data has)."""
+    seed_as, source, target = secure_clusters()
+    rates: dict[str, list[float]] = {"plaintext": [], "secure": []}
+    for round_ in range(rounds):
+        order = ("plaintext", "secure") if round_ % 2 == 0 else ("secure", "plaintext")
+        for side in order:
+            topic = f"bench.secure.{side}.{value_size}b.{uuid.uuid4().hex[:6]}"
+            if side == "plaintext":
+                seed(topic, 1, records, value_size, incompressible=True)
+                rates[side].append(records / copy(topic, 1))
+            else:
+                seed(topic, 1, records, value_size, seed_as, incompressible=True)
+                rates[side].append(records / copy(topic, 1, source, target))
+    plain, secure = statistics.median(rates["plaintext"]), statistics.median(rates["secure"])
+    return {"value_bytes": value_size, "records": records, "rounds": rounds, "mb": round(records * value_size / 1e6),
+            "plaintext_records_per_s": round(plain), "secure_records_per_s": round(secure),
+            "secure_vs_plaintext": round(secure / plain, 3),
+            "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}}
 
 
 def align(offsets: int) -> dict:
@@ -118,6 +181,7 @@ def main() -> None:
     parser.add_argument("--records-100b", type=int, default=300_000)
     parser.add_argument("--records-1k", type=int, default=100_000)
     parser.add_argument("--align", type=int, default=5_000_000)
+    parser.add_argument("--secure-rounds", type=int, default=3, help="0 leaves the secure stack out")
     args = parser.parse_args()
 
     cases = []
@@ -141,13 +205,27 @@ def main() -> None:
                   f"{case['ceiling_mb_per_s']:>6} MB/s | copy/ceiling {case['copy_vs_ceiling']}", flush=True)
     alignment = align(args.align)
     print(f"alignment: {alignment['offsets']} offsets in {alignment['seconds']} s = {alignment['offsets_per_s']} offsets/s")
+    secure, setup = [], {}
+    if args.secure_rounds:
+        setup = setup_ms()
+        print(f"a partition's fixed cost (10 records): SASL_SSL {setup['secure_ms']} ms, PLAINTEXT {setup['plaintext_ms']} ms",
+              flush=True)
+        for value_size, records in ((100, args.records_100b), (1024, args.records_1k)):
+            case = secure_vs_plaintext(records, value_size, args.secure_rounds)
+            secure.append(case)
+            print(f"{value_size:>5} B x 1 partition, {records} records: SASL_SSL/SCRAM-SHA-512 "
+                  f"{case['secure_records_per_s']:>8} rec/s | PLAINTEXT {case['plaintext_records_per_s']:>8} rec/s | "
+                  f"secure/plaintext {case['secure_vs_plaintext']} (medians of {case['rounds']})", flush=True)
     headline = min(cases, key=lambda c: c["copy_vs_ceiling"])
     print(json.dumps({
         "copy_records_per_s": cases[0]["copy_records_per_s"],       # 100 B, 1 partition
         "ceiling_records_per_s": cases[0]["ceiling_records_per_s"],
         "copy_vs_ceiling": headline["copy_vs_ceiling"],             # the worst case of the four
         "align_offsets_per_s": alignment["offsets_per_s"],
+        **({"secure_vs_plaintext": min(c["secure_vs_plaintext"] for c in secure)} if secure else {}),  # the worse case
         "cases": cases,
+        "secure_cases": secure,
+        "partition_setup_ms": setup,
         "machine": f"{platform.machine()} {platform.processor() or ''} cores={__import__('os').cpu_count()}".strip(),
     }))
 

@@ -31,7 +31,7 @@ def align(source_low: int, target_low: int, target_high: int, topic: str, partit
             configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
                                    keyed="compact" in configs["cleanup.policy"],
-                                   max_batch_bytes=int(configs["max.message.bytes"]))
+                                   max_batch_bytes=int(configs["max.message.bytes"]), admin=target_admin.client)
             writer.fillers += count
         else:
             writer.next_offset = target_high

@@ -23,6 +23,7 @@ import itertools
 import struct
 
 import crc32c
+from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import wire
@@ -80,7 +81,7 @@ def filler_batch(count: int, keyed: bool = False) -> bytes:
 
 def write_fillers(cluster: ClusterConfig, topic: str, partition: int, start_offset: int, count: int, *,
                   keyed: bool = False, max_batch_bytes: int = 1_000_000, batch_records: int = 100_000,
-                  in_flight: int = 8, timeout_ms: int = 30_000) -> int:
+                  in_flight: int = 8, timeout_ms: int = 30_000, admin: AdminClient | None = None) -> int:
     """Append `count` filler records at offsets [start_offset, start_offset + count); returns count.
     Every batch's base offset is checked against the expected one. Batches stay under
     `max_batch_bytes` (the target topic's max.message.bytes); `keyed` for compacted topics."""
@@ -91,7 +92,7 @@ def write_fillers(cluster: ClusterConfig, topic: str, partition: int, start_offs
         batch_records //= 2
     sizes = [batch_records] * (count // batch_records) + ([count % batch_records] if count % batch_records else [])
     starts = list(itertools.accumulate([start_offset] + sizes[:-1]))
-    with wire.connect_to_leader(cluster, topic, partition, client_id="kmigrate-fastfill") as conn:
+    with wire.connect_to_leader(cluster, topic, partition, client_id="kmigrate-fastfill", admin=admin) as conn:
         wire.produce_at(conn, topic, partition, ((filler_batch(size, keyed), at) for size, at in zip(sizes, starts)),
                         "alignment fillers", in_flight, timeout_ms)
     return count

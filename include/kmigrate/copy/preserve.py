@@ -171,8 +171,8 @@ class PreserveCopy:
     def by_batches(self, source: ClusterConfig, target: ClusterConfig, start: int, end: int) -> None:
         topic, partition = self.result.topic, self.result.partition
         position = start
-        with wire.connect_to_leader(source, topic, partition) as fetcher, \
-                wire.connect_to_leader(target, topic, partition) as sender:
+        with wire.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
+                wire.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
             while position < end:
                 error, source_high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
                 if error:

@@ -68,6 +68,11 @@ class ClusterAdmin:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def client(self) -> AdminClient:
+        """The underlying admin client, for a metadata request of the caller's own."""
+        return self._admin
+
     def _reader(self) -> Consumer:
         if self._offsets_reader is None:
             self._offsets_reader = Consumer(self.cluster.consumer("kmigrate-offsets-reader"))

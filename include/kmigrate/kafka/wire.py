@@ -8,12 +8,15 @@ SaslAuthenticate v1. What it cannot speak (GSSAPI, OAUTHBEARER, keystores or PEM
 config) is named by `Transport.of`, and the callers take librdkafka's record path instead."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import socket
 import ssl
 import struct
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -352,12 +355,53 @@ def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iter
             raise OffsetMismatch(topic, partition, want, base_offset)
 
 
-def leader(cluster: ClusterConfig, topic: str, partition: int) -> tuple[str, int]:
-    meta = AdminClient(cluster.admin()).list_topics(topic, timeout=30)
+def _identity(cluster: ClusterConfig) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in cluster.settings.items()))
+
+
+_pool: dict[tuple, list[tuple[float, BrokerConnection]]] = {}
+_pool_lock = threading.Lock()
+POOL_IDLE_S = 30.0   # well under the brokers' connections.max.idle.ms (10 minutes by default)
+POOL_PER_BROKER = 4
+
+
+def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None) -> tuple[str, int]:
+    """The partition leader's address, from a metadata request of `admin` (the caller's client for
+    the cluster: on a secured cluster each new client pays TLS handshakes and SASL rounds) or of a
+    client made for it."""
+    meta = (admin or AdminClient(cluster.admin())).list_topics(topic, timeout=30)
     broker = meta.brokers[meta.topics[topic].partitions[partition].leader]
     return broker.host, broker.port
 
 
-def connect_to_leader(cluster: ClusterConfig, topic: str, partition: int, client_id: str = "kmigrate") -> BrokerConnection:
-    """A connection to the partition's leader, with the cluster's security settings."""
-    return BrokerConnection(*leader(cluster, topic, partition), client_id=client_id, transport=Transport.of(cluster))
+@contextlib.contextmanager
+def connect_to_leader(cluster: ClusterConfig, topic: str, partition: int, client_id: str = "kmigrate",
+                      admin: AdminClient | None = None) -> Iterator[BrokerConnection]:
+    """A connection to the partition's leader, with the cluster's security settings. Connections
+    are kept for reuse in this process (one user at a time) when the block ends normally, so that
+    a worker copying many partitions authenticates once per broker; after an error, or idle for
+    POOL_IDLE_S, one is closed instead."""
+    host, port = leader(cluster, topic, partition, admin)
+    key = (host, port, client_id, _identity(cluster))
+    conn = None
+    with _pool_lock:
+        idle = _pool.get(key, [])
+        while idle and conn is None:
+            used_at, candidate = idle.pop()
+            if time.monotonic() - used_at < POOL_IDLE_S:
+                conn = candidate
+            else:
+                candidate.close()
+    if conn is None:
+        conn = BrokerConnection(host, port, client_id=client_id, transport=Transport.of(cluster))
+    try:
+        yield conn
+    except BaseException:
+        conn.close()
+        raise
+    with _pool_lock:
+        idle = _pool.setdefault(key, [])
+        if len(idle) < POOL_PER_BROKER:
+            idle.append((time.monotonic(), conn))
+            return
+    conn.close()

@@ -1,0 +1,27 @@
+"""One JSON line from the facts the secure tests recorded (tests/secure/results.py); exit 1 when a
+fact is missing (its test did not run or did not get that far) or a target is not met."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", "source_writes_refused",
+        "missing_acl_named", "secrets_found")
+
+
+def main(path: str) -> int:
+    facts: dict[str, object] = {}
+    file = Path(path)
+    for line in file.read_text().splitlines() if file.exists() else []:
+        facts.update(json.loads(line))
+    summary = {key: facts.get(key) for key in KEYS}
+    print(json.dumps(summary))
+    met = (None not in summary.values() and summary["partitions"] == summary["partitions_equal"]
+           and summary["source_writes_refused"] is True and summary["missing_acl_named"] is True
+           and summary["secrets_found"] == 0)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
