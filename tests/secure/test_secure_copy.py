@@ -9,7 +9,7 @@ import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
-from kmigrate.kafka import wire
+from kmigrate.kafka import transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
@@ -25,7 +25,7 @@ def test_whole_batches_and_fast_fillers_over_each_auth_method(secure_stack, uniq
         admin.delete_records(topic, 0, 700)  # the target's first 700 offsets are fillers
     source = secure_stack.cluster("source", "migrator", method)
     target = secure_stack.cluster("target", "migrator", method)
-    assert wire.Transport.of(source).name == ("SSL" if method == "MTLS" else f"SASL_SSL/{method}")
+    assert transport.Transport.of(source).name == ("SSL" if method == "MTLS" else f"SASL_SSL/{method}")
 
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         prepare_target_topic(source_admin, target_admin, topic)  # as the migrator: created on the target
@@ -38,8 +38,8 @@ def test_whole_batches_and_fast_fillers_over_each_auth_method(secure_stack, uniq
 
 def test_a_wrong_password_is_refused_by_name_without_the_password(secure_stack):
     settings = {**secure_stack.cluster("source").settings, "sasl.password": "not-the-password-4711"}
-    with pytest.raises(wire.AuthenticationFailed) as failed:
-        wire.BrokerConnection("localhost", 19192, transport=wire.Transport.of(ClusterConfig("source", settings)))
+    with pytest.raises(transport.AuthenticationFailed) as failed:
+        wire.BrokerConnection("localhost", 19192, transport=transport.Transport.of(ClusterConfig("source", settings)))
     assert "SCRAM-SHA-512 authentication of 'migrator'" in str(failed.value)
     assert "not-the-password-4711" not in str(failed.value)
 
@@ -47,8 +47,8 @@ def test_a_wrong_password_is_refused_by_name_without_the_password(secure_stack):
 def test_a_broker_certificate_from_an_unknown_ca_fails_the_tls_handshake(secure_stack):
     settings = {**secure_stack.cluster("source", method="MTLS").settings}
     cluster = ClusterConfig("source", {**settings, "ssl.ca.location": "/etc/ssl/certs/ca-certificates.crt"})
-    with pytest.raises(wire.AuthenticationFailed, match="TLS handshake with the broker localhost:19194 failed"):
-        wire.BrokerConnection("localhost", 19194, transport=wire.Transport.of(cluster))
+    with pytest.raises(transport.AuthenticationFailed, match="TLS handshake with the broker localhost:19194 failed"):
+        wire.BrokerConnection("localhost", 19194, transport=transport.Transport.of(cluster))
 
 
 @pytest.mark.parametrize("settings, reason", [
@@ -59,8 +59,8 @@ def test_a_broker_certificate_from_an_unknown_ca_fails_the_tls_handshake(secure_
 ])
 def test_what_the_raw_path_cannot_speak_takes_the_record_path_with_a_note(settings, reason, caplog):
     cluster = ClusterConfig("target", {"bootstrap.servers": "localhost:1", **settings})
-    with pytest.raises(wire.Unsupported, match=reason):
-        wire.Transport.of(cluster)
+    with pytest.raises(transport.Unsupported, match=reason):
+        transport.Transport.of(cluster)
     with caplog.at_level(logging.INFO, logger="kmigrate"):
-        assert not wire.raw_capable(cluster)
+        assert not transport.raw_capable(cluster)
     assert f"target: whole-batch copy is not available with {reason}" in caplog.text

@@ -6,7 +6,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copy import fastfill
 from kmigrate.copy.writer import Writer
 from kmigrate.errors import CopyError, ForeignTarget, TargetDiverged
-from kmigrate.kafka import wire
+from kmigrate.kafka import transport
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import is_filler, read_range
 
@@ -27,7 +27,7 @@ def align(source_low: int, target_low: int, target_high: int, topic: str, partit
     plain_until = source_low - 1 if lone_marker else source_low
     if target_high < plain_until:
         count = plain_until - target_high
-        if writer.options.fast_alignment and wire.raw_capable(target, "fast alignment"):
+        if writer.options.fast_alignment and transport.raw_capable(target, "fast alignment"):
             configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
                                    keyed="compact" in configs["cleanup.policy"],

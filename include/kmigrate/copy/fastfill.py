@@ -5,7 +5,7 @@ taken. So this module builds one RecordBatch of filler records itself and sends 
 requests to the partition leader, over and over: a batch's bytes do not depend on its base offset
 (the broker assigns it, and the CRC does not cover it), so the same bytes serve every chunk. Each
 response carries the batch's base offset, which must equal the expected offset (the KAFKA-2260
-check, per batch). Used on every cluster the raw connection reaches (`wire.raw_capable`); the others
+check, per batch). Used on every cluster the raw connection reaches (`transport.raw_capable`); the others
 take the producer path.
 
 What the broker spends per offset decides the speed, so the records are as small as they can be

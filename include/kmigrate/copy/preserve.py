@@ -10,7 +10,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
 from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
 from kmigrate.errors import CopyError, ForeignTarget, OffsetMismatch, TargetDiverged
-from kmigrate.kafka import wire
+from kmigrate.kafka import transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import ContentDigest, compacted_differences_of, iter_range, partition_digest, read_range, reader
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
@@ -62,7 +62,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     copy = PreserveCopy(source, source_admin, writer, result, options)
     try:
         if target_high < end:
-            if options.raw_batches and wire.raw_capable(source) and wire.raw_capable(target):
+            if options.raw_batches and transport.raw_capable(source) and transport.raw_capable(target):
                 copy.by_batches(source, target, target_high, end)
             else:
                 copy.by_records(target_high, end)
