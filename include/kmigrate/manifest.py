@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from kmigrate.errors import KmigrateError
 
@@ -166,9 +168,12 @@ class Manifest:
         already there (another writer finished first) stays, and the temporary one is dropped."""
         temporary = f"{path}.tmp-{uuid.uuid4().hex}"
         try:
-            self._fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            with self._fs.open(temporary, "wb") as handle:
-                handle.write(data)
+            if isinstance(self._fs, LocalFileSystem):
+                _write_private(path, temporary, data, self._root)
+            else:
+                self._fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+                with self._fs.open(temporary, "wb") as handle:
+                    handle.write(data)
             if keep_existing and self._fs.exists(path):
                 self._fs.rm(temporary)
                 return
@@ -180,3 +185,23 @@ class Manifest:
             except OSError:
                 pass
             raise self._fail("writing", what, exc) from exc
+
+
+def _write_private(path: str, temporary: str, data: bytes, root: str) -> None:
+    """On a local disk the run's folders are the owner's only (0700) and its files too (0600):
+    they name topics, groups and connectors, and connector configs even without their secrets."""
+    folder = path.rsplit("/", 1)[0]
+    state = root.rstrip("/").rsplit("/", 1)[0]
+    missing = []
+    at = folder
+    while at and not os.path.isdir(at):
+        missing.append(at)
+        at = at.rsplit("/", 1)[0]
+    for made in reversed(missing):
+        ours = made == state or made.startswith(state + "/")
+        os.makedirs(made, mode=0o700 if ours else 0o777, exist_ok=True)
+        if ours:
+            os.chmod(made, 0o700)  # the mode given to makedirs is masked by the umask
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)

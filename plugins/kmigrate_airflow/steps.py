@@ -220,7 +220,7 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
 @task
 def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
     _, target = _clusters(params)
-    _, target_connect = _connect(params)
+    source_connect, target_connect = _connect(params)
     manifest = _manifest(params, run_id)
     if target_connect is None:
         return []
@@ -229,7 +229,8 @@ def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None 
         return []
     with timeline.timed(manifest, "migrate_connectors"):
         results = connector_steps.migrate_connectors(manifest, target_connect, target_bootstrap=target.bootstrap_servers,
-                                                     overrides=params["connector_overrides"])
+                                                     overrides=params["connector_overrides"],
+                                                     source_connect=source_connect)
     for c in results:
         log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
                  c["offsets_written"])

@@ -66,3 +66,17 @@ def test_bad_names_are_refused(tmp_path):
         Manifest(str(tmp_path), "run-1").write_once("../x", {})
     with pytest.raises(ManifestError, match="cannot be opened"):
         Manifest("nosuchprotocol://bucket/state", "run-1")
+
+
+def test_a_local_state_location_is_the_owners_only(tmp_path):
+    import os
+    import stat
+    state = tmp_path / "state" / "deeper"
+    manifest = Manifest(str(state), "run-1")
+    manifest.write_once("snapshot", {"a": 1})
+    manifest.write_once("attempts/x/copy", {"b": 2})
+    manifest.put_file("report.md", b"report")
+    for path in [state, *state.rglob("*")]:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) != 0o700  # above the state location: as the umask says

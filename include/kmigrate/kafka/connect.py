@@ -105,6 +105,14 @@ class ConnectClient:
     def state(self, name: str) -> str:
         return str(self.status(name)["connector"]["state"])
 
+    def password_keys(self, config: Mapping[str, str]) -> set[str]:
+        """The keys of `config` its plugin declares of type PASSWORD, from PUT
+        /connector-plugins/{class}/config/validate (the worker's own view of the plugin)."""
+        plugin = config["connector.class"]
+        reply = self._request("PUT", f"/connector-plugins/{plugin}/config/validate", body=dict(config))
+        return {c["definition"]["name"] for c in reply.get("configs", [])
+                if str(c.get("definition", {}).get("type", "")).upper() == "PASSWORD"}
+
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """The connector's offsets as `[{"partition": {...}, "offset": {...}}, ...]` (KIP-875)."""
         return self._request("GET", f"/connectors/{name}/offsets", connector=name)["offsets"]

@@ -17,6 +17,7 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError,
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
+from kmigrate.run.connector_secrets import restored
 from kmigrate.run.plan import translator_for_run
 from kmigrate.run.snapshot import read_snapshot
 
@@ -120,10 +121,12 @@ def _read_back(connect: ConnectClient, name: str, offsets: Sequence[Mapping[str,
 
 
 def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, target_bootstrap: str | None = None,
-                       overrides: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
+                       overrides: Mapping[str, Mapping[str, str]] | None = None,
+                       source_connect: ConnectClient | None = None) -> list[dict[str, Any]]:
     """Create each snapshot connector on the target Connect cluster in STOPPED state with its
     config and (translated) offsets, and read the offsets back. Resuming is `resume_connectors`.
-    A connector that already runs on the target (an earlier attempt resumed it) is left alone."""
+    A connector that already runs on the target (an earlier attempt resumed it) is left alone.
+    Secrets the snapshot left out are read again from `source_connect` (`connector_secrets`)."""
     snapshot = read_snapshot(manifest)
     translator = translator_for_run(manifest)
     prepared = []
@@ -133,7 +136,8 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
                 f"connector {name!r} was {entry['state']} on the source when the snapshot was taken, so its "
                 "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",
                 connector=name)
-        config = target_config(entry["config"], target_bootstrap=target_bootstrap, overrides=(overrides or {}).get(name))
+        config = target_config(restored(entry, name, source_connect), target_bootstrap=target_bootstrap,
+                               overrides=(overrides or {}).get(name))
         offsets = translated_offsets(entry, translator)
         try:
             existing = target_connect.config(name)

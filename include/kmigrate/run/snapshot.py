@@ -13,6 +13,7 @@ from kmigrate.errors import ConfigError, SourceMoved
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.connector_secrets import redacted
 from kmigrate.run.plan import plan_from_topics, topics_partitions
 from kmigrate.run.selection import select
 
@@ -49,7 +50,8 @@ def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[s
 
 
 def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None) -> dict[str, Any]:
-    """Each selected connector of the source Connect cluster: type, config, state and offsets.
+    """Each selected connector of the source Connect cluster: type, config (its literal secrets
+    left out, `connector_secrets`), state and offsets.
     `selection`: a list of names (each must exist) or a regular expression over the names."""
     if not selection:
         return {}
@@ -63,7 +65,8 @@ def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] 
     out = {}
     for name in names:
         info = connect.info(name)  # ConnectorNotFound names the connector and the Connect cluster
-        out[name] = {"type": info["type"], "config": info["config"], "state": connect.state(name),
+        config, secrets = redacted(connect, name, info["config"])
+        out[name] = {"type": info["type"], "config": config, "secret_keys": secrets, "state": connect.state(name),
                      "offsets": connect.offsets(name)}
     return out
 
