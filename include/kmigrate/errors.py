@@ -110,3 +110,7 @@ class RunConflict(KmigrateError):
 
 class SourceMoved(KmigrateError):
     """Records were written to the source after the snapshot: resuming on the target would leave them behind."""
+
+
+class MissingAcls(ConfigError):
+    """The migration's principal lacks rights it needs on a cluster; every missing one is named."""

@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, OffsetMismatch
+from kmigrate.errors import CopyError, MissingAcls, OffsetMismatch
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
@@ -113,8 +113,18 @@ class Writer:
         copier of this partition and aborts its open transaction (adding its abort marker)."""
         if self._txn is None:
             assert self._txn_config is not None, "translate mode writes no transaction markers"
-            self._txn = self._connected(Producer(self._target.producer(**self._txn_config)))
-            self._txn.init_transactions(30)
+            producer = self._connected(Producer(self._target.producer(**self._txn_config)))
+            try:
+                producer.init_transactions(30)
+            except KafkaException as exc:  # the producer is left to the collector (see close)
+                if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise MissingAcls(
+                        f"the migration's principal may not use the transactional id "
+                        f"{self._txn_config['transactional.id']!r} on the target, which copies the transactions of "
+                        f"{self.topic}[{self.partition}]: grant Write and Describe on transactional ids prefixed "
+                        "'kmigrate-' (README, Secured clusters) and retry the step") from exc
+                raise
+            self._txn = producer
         return self._txn
 
     def _connected(self, producer: Producer) -> Producer:

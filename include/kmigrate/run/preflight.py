@@ -8,6 +8,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.run.plan import topics_partitions
+from kmigrate.run.rights import check_rights
 from kmigrate.run.selection import Selection, select
 
 
@@ -27,18 +28,19 @@ def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
               target_connect: ConnectClient | None, selection: Selection) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
-    answer and differ, the selections are valid and match something, the connectors exist and
-    both Connect clusters answer. Returns topics, partitions, offsets, bytes estimate, groups and
+    answer and differ, the selections are valid and match something, the principal has the rights
+    the run needs on both (`rights`), the connectors exist and both Connect clusters answer. Returns topics, partitions, offsets, bytes estimate, groups and
     connectors."""
     selection.check()
     check_distinct(source, target)
-    with ClusterAdmin(source, timeout_s=10) as admin:
+    with ClusterAdmin(source, timeout_s=10) as admin, ClusterAdmin(target, timeout_s=10) as target_admin:
         topics = select(admin.list_topics(), selection.topics_include, selection.topics_exclude)
         if not topics:
             raise ConfigError(f"no topic on the source cluster ({source.bootstrap_servers}) matches include "
                               f"{selection.topics_include!r} and exclude {selection.topics_exclude!r}; fix the selection")
         partitions = topics_partitions(admin, topics)
         groups = select(admin.list_groups(), selection.groups, what="consumer group") if selection.groups else []
+        check_rights(admin, target_admin, topics, groups)
     connectors = []
     if selection.connectors:
         if source_connect is None or target_connect is None:

@@ -14,6 +14,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.events import finished
+from kmigrate.run.rights import check_created
 from kmigrate.run.snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
@@ -203,8 +204,9 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                                         writes=_writes_to(target_admin, topic, [u for u in units if u.topic == topic]))
             if plan.created:
                 created.append(topic)
-    if created and manifest is not None:
-        manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
+        if created and manifest is not None:
+            manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
+        check_created(target_admin, created)
 
 
 def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:

@@ -1,0 +1,154 @@
+"""The rights the migration's principal needs on each cluster, checked before anything is written
+(docs/DESIGN.md §10). Each cluster is asked which operations the principal may perform on the
+selected topics, groups and the cluster (authorized operations, KIP-430), and a topic the target
+does not have yet is checked with a validate-only CreateTopics. A cluster without an authorizer
+allows everything, so a PLAINTEXT stack passes as it is."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Collection, Iterable
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import NewTopic
+
+from kmigrate.errors import MissingAcls
+from kmigrate.kafka.admin import ClusterAdmin
+
+log = logging.getLogger(__name__)
+
+# What a migration does on each side: the source is only read; on the target topics are created,
+# written, trimmed (DeleteRecords aligns a log start above 0) and configured, groups committed.
+NEEDS = {
+    "source": {"topic": ("DESCRIBE", "READ", "DESCRIBE_CONFIGS"), "group": ("DESCRIBE",), "cluster": ("DESCRIBE",)},
+    "target": {"topic": ("DESCRIBE", "READ", "WRITE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
+               "group": ("DESCRIBE", "READ"), "cluster": ("DESCRIBE",)},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Missing:
+    """Operations a principal lacks on one resource of one cluster."""
+
+    side: str
+    resource: str  # topic, group, cluster
+    name: str
+    operations: tuple[str, ...]
+
+    def __str__(self) -> str:
+        what = "the cluster" if self.resource == "cluster" else f"{self.resource} {self.name!r}"
+        return f"{self.side}: {', '.join(self.operations)} on {what}"
+
+
+def _lacking(side: str, resource: str, name: str, allowed: Iterable | None) -> list[Missing]:
+    if allowed is None:  # a broker before 2.3 does not say; the step that needs a right will fail naming it
+        log.warning("%s: the cluster does not report authorized operations on %s %s; its rights are not checked "
+                    "before the run", side, resource, name)
+        return []
+    have = {op.name for op in allowed}
+    if "ALL" in have:
+        return []
+    lacking = tuple(op for op in NEEDS[side][resource] if op not in have)
+    return [Missing(side, resource, name, lacking)] if lacking else []
+
+
+def _failure(exc: KafkaException) -> KafkaError:
+    return exc.args[0]
+
+
+def topic_rights(admin: ClusterAdmin, side: str, topics: Collection[str]) -> tuple[list[Missing], list[str]]:
+    """The rights lacking on each of `topics`, and those of `topics` the cluster does not have (which
+    the principal may Describe, else a missing Describe is named)."""
+    if not topics:
+        return [], []
+    futures = admin.client.describe_topics(TopicCollection(sorted(topics)), include_authorized_operations=True,
+                                           request_timeout=admin.timeout_s)
+    missing, absent = [], []
+    for topic, future in sorted(futures.items()):
+        try:
+            missing += _lacking(side, "topic", topic, future.result(timeout=admin.timeout_s).authorized_operations)
+        except KafkaException as exc:
+            code = _failure(exc).code()
+            if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                absent.append(topic)
+            elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                missing.append(Missing(side, "topic", topic, NEEDS[side]["topic"]))
+            else:
+                raise
+    return missing, absent
+
+
+def group_rights(admin: ClusterAdmin, side: str, groups: Collection[str]) -> list[Missing]:
+    if not groups:
+        return []
+    futures = admin.client.describe_consumer_groups(sorted(groups), include_authorized_operations=True,
+                                                    request_timeout=admin.timeout_s)
+    missing = []
+    for group, future in sorted(futures.items()):
+        try:
+            missing += _lacking(side, "group", group, future.result(timeout=admin.timeout_s).authorized_operations)
+        except KafkaException as exc:
+            if _failure(exc).code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                raise
+            missing.append(Missing(side, "group", group, NEEDS[side]["group"]))
+    return missing
+
+
+def cluster_rights(admin: ClusterAdmin, side: str) -> list[Missing]:
+    described = admin.client.describe_cluster(include_authorized_operations=True, request_timeout=admin.timeout_s)
+    return _lacking(side, "cluster", "", described.result(timeout=admin.timeout_s).authorized_operations)
+
+
+def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]:
+    """CREATE on each of `topics`, asked with a validate-only CreateTopics (nothing is created)."""
+    if not topics:
+        return []
+    futures = admin.client.create_topics([NewTopic(t, 1, -1) for t in sorted(topics)], validate_only=True,
+                                         request_timeout=admin.timeout_s)
+    missing = []
+    for topic, future in sorted(futures.items()):
+        try:
+            future.result(timeout=admin.timeout_s)
+        except KafkaException as exc:
+            if _failure(exc).code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                missing.append(Missing("target", "topic", topic, ("CREATE",)))
+    return missing
+
+
+def missing_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collection[str],
+                   groups: Collection[str]) -> tuple[list[Missing], list[str]]:
+    """Every right the principal lacks for migrating `topics` and `groups`, and the target topics
+    whose other rights can only be asked once they exist (`check_created`)."""
+    missing = cluster_rights(source, "source") + group_rights(source, "source", groups)
+    source_topics, _ = topic_rights(source, "source", topics)
+    missing += source_topics
+    missing += cluster_rights(target, "target") + group_rights(target, "target", groups)
+    target_topics, absent = topic_rights(target, "target", topics)
+    return missing + target_topics + create_rights(target, absent), absent
+
+
+def refuse(missing: list[Missing], when: str) -> None:
+    if missing:
+        raise MissingAcls(
+            f"the migration's principal lacks {len(missing)} right{'s' if len(missing) > 1 else ''} {when}: "
+            + "; ".join(str(m) for m in missing) + ". Grant these ACLs (README, Secured clusters) and trigger the run "
+            "again; nothing was written")
+
+
+def check_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collection[str], groups: Collection[str]) -> None:
+    """Refuse, naming every missing right, before anything is written."""
+    missing, absent = missing_rights(source, target, topics, groups)
+    refuse(missing, "for this migration")
+    if absent:
+        log.info("rights on %d topic(s) the target does not have yet are checked when they are created: %s",
+                 len(absent), ", ".join(sorted(absent)[:10]) + (", ..." if len(absent) > 10 else ""))
+
+
+def check_created(target: ClusterAdmin, topics: Collection[str]) -> None:
+    """The rights on topics just created on the target, before any record is written to them."""
+    missing, _ = topic_rights(target, "target", topics)
+    if missing:
+        raise MissingAcls(
+            f"the migration's principal created {', '.join(sorted(topics))} on the target but lacks: "
+            + "; ".join(str(m) for m in missing) + ". No record was written; grant these ACLs and trigger the run "
+            "again (the topics are kept and reused)")
