@@ -9,7 +9,7 @@ from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer
 from kmigrate.errors import SourceNotReady
-from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
 
 
@@ -19,7 +19,7 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     end. Translate mode resumes from `resume_map`, the offset map of the earlier runs of this
     partition (from the run manifest); without it the target's data counts as an unrelated prefix."""
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
+    with shared_admin(source) as source_admin, shared_admin(target) as target_admin:
         source_low, source_high = source_admin.watermarks(topic, partition)
         if end > source_high:
             raise SourceNotReady(

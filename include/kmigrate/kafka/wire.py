@@ -14,14 +14,13 @@ import logging
 import socket
 import ssl
 import struct
-import threading
-import time
 from collections.abc import Iterable, Iterator
 
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, OffsetMismatch
+from kmigrate.kafka.pool import Pool, identity
 from kmigrate.kafka.transport import AuthenticationFailed, Transport
 
 log = logging.getLogger(__name__)
@@ -268,14 +267,7 @@ def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iter
             raise OffsetMismatch(topic, partition, want, base_offset)
 
 
-def _identity(cluster: ClusterConfig) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in cluster.settings.items()))
-
-
-_pool: dict[tuple, list[tuple[float, BrokerConnection]]] = {}
-_pool_lock = threading.Lock()
-POOL_IDLE_S = 30.0   # well under the brokers' connections.max.idle.ms (10 minutes by default)
-POOL_PER_BROKER = 4
+connections: Pool[BrokerConnection] = Pool(BrokerConnection.close)
 
 
 def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None) -> tuple[str, int]:
@@ -290,31 +282,9 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
 @contextlib.contextmanager
 def connect_to_leader(cluster: ClusterConfig, topic: str, partition: int, client_id: str = "kmigrate",
                       admin: AdminClient | None = None) -> Iterator[BrokerConnection]:
-    """A connection to the partition's leader, with the cluster's security settings. Connections
-    are kept for reuse in this process (one user at a time) when the block ends normally, so that
-    a worker copying many partitions authenticates once per broker; after an error, or idle for
-    POOL_IDLE_S, one is closed instead."""
+    """A connection to the partition's leader, with the cluster's security settings, kept for
+    reuse in this process (`pool`): a worker copying many partitions authenticates once per broker."""
     host, port = leader(cluster, topic, partition, admin)
-    key = (host, port, client_id, _identity(cluster))
-    conn = None
-    with _pool_lock:
-        idle = _pool.get(key, [])
-        while idle and conn is None:
-            used_at, candidate = idle.pop()
-            if time.monotonic() - used_at < POOL_IDLE_S:
-                conn = candidate
-            else:
-                candidate.close()
-    if conn is None:
-        conn = BrokerConnection(host, port, client_id=client_id, transport=Transport.of(cluster))
-    try:
+    with connections.use((host, port, client_id, identity(cluster)),
+                         lambda: BrokerConnection(host, port, client_id=client_id, transport=Transport.of(cluster))) as conn:
         yield conn
-    except BaseException:
-        conn.close()
-        raise
-    with _pool_lock:
-        idle = _pool.setdefault(key, [])
-        if len(idle) < POOL_PER_BROKER:
-            idle.append((time.monotonic(), conn))
-            return
-    conn.close()

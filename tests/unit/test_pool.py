@@ -1,0 +1,45 @@
+"""The per-process client pool: one user at a time, reuse after a normal end, closed after an error,
+when idle too long, or past the per-key cap."""
+from __future__ import annotations
+
+import pytest
+from kmigrate.kafka.pool import Pool
+
+
+class Client:
+    made = 0
+
+    def __init__(self) -> None:
+        Client.made += 1
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_client_is_reused_by_key_and_closed_after_an_error():
+    pool: Pool[Client] = Pool(Client.close)
+    with pool.use("a", Client) as first:
+        pass
+    with pool.use("a", Client) as again, pool.use("a", Client) as other, pool.use("b", Client) as b:
+        assert again is first and other is not first and b is not first  # one user at a time
+    with pytest.raises(RuntimeError), pool.use("a", Client) as failing:
+        raise RuntimeError("copy failed")
+    assert failing.closed and pool.idle() == 2
+    pool.close_all()
+    assert pool.idle() == 0 and first.closed and b.closed
+
+
+def test_idle_clients_are_closed_and_the_cap_holds(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr("kmigrate.kafka.pool.time.monotonic", lambda: now[0])
+    pool: Pool[Client] = Pool(Client.close, idle_s=30, per_key=1)
+    with pool.use("a", Client) as one, pool.use("a", Client) as two:
+        pass
+    assert two.closed != one.closed and pool.idle() == 1  # the second over the cap of 1
+    kept = one if not one.closed else two
+    with pool.use("b", Client) as b:
+        pass
+    now[0] += 31
+    with pool.use("c", Client) as c:  # any use sweeps what has been idle too long, whatever its key
+        assert kept.closed and b.closed and not c.closed
