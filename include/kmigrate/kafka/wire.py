@@ -275,7 +275,7 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
     """The partition leader's address, from a metadata request of `admin` (the caller's client for
     the cluster: on a secured cluster each new client pays TLS handshakes and SASL rounds) or of a
     client made for it."""
-    client = admin or AdminClient(cluster.admin())
+    client = admin if admin is not None else AdminClient(cluster.admin())  # a client with nothing queued is falsy
     # describe_topics, not list_topics(topic): on a long-lived client that has not seen the topic,
     # librdkafka answers list_topics(topic) after its next metadata refresh (0-100 ms, 37 ms on average)
     described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
