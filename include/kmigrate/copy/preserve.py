@@ -173,8 +173,12 @@ class PreserveCopy:
         position = start
         with wire.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
                 wire.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
+            prefetched = None  # the offset a Fetch was sent for while the last batches were produced
             while position < end:
-                error, source_high, blob = fetcher.fetch(topic, partition, position, self.options.fetch_max_bytes)
+                if prefetched != position:
+                    fetcher.send_fetch(topic, partition, position, self.options.fetch_max_bytes)
+                prefetched = None
+                error, source_high, blob = fetcher.receive_fetch()
                 if error:
                     raise CopyError(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
                                     f"{wire.error_name(error)}", topic=topic, partition=partition)
@@ -192,8 +196,12 @@ class PreserveCopy:
                 while whole < len(batches) and _copy_whole(batches, whole, position, end, source_high):
                     whole += 1
                 if whole:
-                    self._send_batches(sender, batches[:whole])
                     position = batches[whole - 1].last_offset + 1
+                    if whole == len(batches) and position < end:
+                        # the source reads the next batches while the target writes these
+                        fetcher.send_fetch(topic, partition, position, self.options.fetch_max_bytes)
+                        prefetched = position
+                    self._send_batches(sender, batches[:whole])
                 else:
                     stop = next((b.base_offset for i, b in enumerate(batches)
                                  if i and _copy_whole(batches, i, position, end, source_high)),

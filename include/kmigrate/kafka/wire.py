@@ -228,13 +228,21 @@ class BrokerConnection:
               max_wait_ms: int = 100) -> tuple[int, int, memoryview]:
         """(error code, high watermark, records) of one partition, read_committed; the records are
         a view into the response."""
+        self.send_fetch(topic, partition, offset, max_bytes, max_wait_ms)
+        return self.receive_fetch()
+
+    def send_fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 16 << 20,
+                   max_wait_ms: int = 100) -> int:
+        """Send a Fetch without waiting for it: the caller does other work, then `receive_fetch`."""
         body = b"".join((
             struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, 1, 0, -1),
             struct.pack(">i", 1), _string(topic),
             struct.pack(">iiiqqi", 1, partition, -1, offset, -1, max_bytes),
             struct.pack(">i", 0), _string(""),
         ))
-        self.send(FETCH, FETCH_VERSION, body)
+        return self.send(FETCH, FETCH_VERSION, body)
+
+    def receive_fetch(self) -> tuple[int, int, memoryview]:
         _, data = self.receive()
         _throttle, error_code, _session, _topics = struct.unpack_from(">ihii", data, 0)
         if error_code:
