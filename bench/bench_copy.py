@@ -6,10 +6,10 @@ the same records, read into memory first). Then alignment speed: a source partit
 start is at several million is aligned on the target, in offsets/s. All measured in one run, side
 by side. Last, the same copy on the secure stack (`stack.py --secure`: SASL_SSL with
 SCRAM-SHA-512, ACLs, read as the `migrator` principal) beside the PLAINTEXT stack, the two
-alternating, three rounds each: `secure_vs_plaintext` is the ratio of the median records/s. The
+alternating, five rounds each: `secure_vs_plaintext` is the ratio of the median records/s. The
 last line is one JSON object.
 
-    python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000] [--secure-rounds 3]
+    python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000] [--secure-rounds 5]
 """
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--records-100b", type=int, default=300_000)
     parser.add_argument("--records-1k", type=int, default=100_000)
     parser.add_argument("--align", type=int, default=5_000_000)
-    parser.add_argument("--secure-rounds", type=int, default=3, help="0 leaves the secure stack out")
+    parser.add_argument("--secure-rounds", type=int, default=5, help="0 leaves the secure stack out")
     args = parser.parse_args()
 
     cases = []
