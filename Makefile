@@ -11,13 +11,19 @@ SECURE ?=
 ifeq ($(SECURE),1)
 STACK := $(VENV)/bin/python stack/stack.py --secure
 endif
+# BROKERS=3: the stack targets act on the multi-broker profile (each cluster 3 KRaft nodes, replication
+# factor 3, min.insync.replicas 2; state in .stack-multi/), the one the fault tests use
+BROKERS ?= 1
+ifneq ($(BROKERS),1)
+STACK := $(PYTHON) stack/stack.py --brokers $(BROKERS)
+endif
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -100,6 +106,13 @@ test-secure: install
 	@KMIGRATE_SECURE_RESULTS=$(CURDIR)/test-artifacts/secure-results.jsonl $(VPY) -m pytest tests/secure \
 	  tests/dags/test_secure_migration.py $(PYTEST_ARGS); status=$$?; \
 	  $(VPY) tests/secure/summary.py test-artifacts/secure-results.jsonl || status=1; exit $$status
+
+# The fault matrix on 3-broker clusters (tests/faults): starts the multi-broker stack (what it starts,
+# it stops), runs the tests, and prints one JSON line: faults shown, passed, records compared, mismatches.
+test-faults: install
+	@rm -f test-artifacts/fault-results.jsonl
+	@KMIGRATE_FAULT_RESULTS=$(CURDIR)/test-artifacts/fault-results.jsonl $(VPY) -m pytest tests/faults $(PYTEST_ARGS); \
+	  status=$$?; $(VPY) tests/faults/summary.py test-artifacts/fault-results.jsonl || status=1; exit $$status
 
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)

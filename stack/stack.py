@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -98,10 +99,21 @@ class Cluster:
     kafka_port: int
     controller_port: int
     connect_port: int
+    brokers: int = 1  # combined broker+controller nodes; node n listens on kafka_port + 10 * (n - 1)
+
+    def broker_port(self, node: int) -> int:
+        return self.kafka_port + BROKER_PORT_STEP * (node - 1)
+
+    def controller_port_of(self, node: int) -> int:
+        return self.controller_port + BROKER_PORT_STEP * (node - 1)
+
+    @property
+    def nodes(self) -> range:
+        return range(1, self.brokers + 1)
 
     @property
     def bootstrap(self) -> str:
-        return f"localhost:{self.kafka_port}"
+        return ",".join(f"localhost:{self.broker_port(n)}" for n in self.nodes)
 
     @property
     def connect_url(self) -> str:
@@ -117,6 +129,36 @@ SECURE_CLUSTERS = (
     Cluster("source", 19192, 19193, 18183),
     Cluster("target", 29192, 29193, 28183),
 )
+BROKER_PORT_STEP = 10
+MULTI_STATE_DIR = PROJECT_DIR / ".stack-multi"
+
+
+def multi_clusters(brokers: int) -> tuple[Cluster, Cluster]:
+    """The multi-broker profile (`--brokers N`, N >= 2): each cluster's nodes are combined
+    broker+controller KRaft nodes, source on 19292, 19302, ... and target on 29292, 29302, ..."""
+    return (Cluster("source", 19292, 19293, 18283, brokers), Cluster("target", 29292, 29293, 28283, brokers))
+
+
+def multi_broker_settings(brokers: int) -> dict[str, str]:
+    """What a production-like cluster of `brokers` nodes has beside BROKER_SETTINGS: replication
+    factor 3 (or the node count) with min.insync.replicas 2 for topics and internal topics, and a
+    short broker session so that a killed broker's partitions move within seconds. Leaders are not
+    moved back automatically (`auto.leader.rebalance.enable`): the fault tests move them themselves."""
+    replicas = str(min(3, brokers))
+    isr = str(min(2, brokers))
+    return {
+        "default.replication.factor": replicas,
+        "min.insync.replicas": isr,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": isr,
+        "broker.heartbeat.interval.ms": "500",
+        "broker.session.timeout.ms": "3000",
+        "unclean.leader.election.enable": "false",
+        "auto.leader.rebalance.enable": "false",
+    }
 
 
 def parse_cluster(text: str) -> Cluster:
@@ -523,6 +565,7 @@ class Service:
     cluster: Cluster
     state_dir: Path
     security: Security | None = None
+    node: int = 1  # a broker's KRaft node id
 
     @property
     def dir(self) -> Path:
@@ -534,13 +577,13 @@ class Service:
 
     @property
     def port(self) -> int:
-        return self.cluster.kafka_port if self.kind == "kafka" else self.cluster.connect_port
+        return self.cluster.broker_port(self.node) if self.kind == "kafka" else self.cluster.connect_port
 
     @property
     def ports(self) -> list[int]:
         if self.kind == "kafka":
             extra = [self.cluster.kafka_port + 2] if self.security else []
-            return [self.cluster.kafka_port, self.cluster.controller_port, *extra]
+            return [self.port, self.cluster.controller_port_of(self.node), *extra]
         return [self.cluster.connect_port]
 
     @property
@@ -590,8 +633,12 @@ def process_is_ours(pid: int, service_dir: Path, settle_s: float = 1.0) -> bool:
         time.sleep(0.05)
 
 
+def broker_name(cluster: Cluster, node: int) -> str:
+    return f"{cluster.name}-kafka" if cluster.brokers == 1 else f"{cluster.name}-kafka-{node}"
+
+
 def services(clusters: tuple[Cluster, ...], state_dir: Path, security: Security | None = None) -> list[Service]:
-    brokers = [Service(f"{c.name}-kafka", "kafka", c, state_dir, security) for c in clusters]
+    brokers = [Service(broker_name(c, n), "kafka", c, state_dir, security, n) for c in clusters for n in c.nodes]
     workers = [Service(f"{c.name}-connect", "connect", c, state_dir, security) for c in clusters]
     return brokers + workers
 
@@ -648,14 +695,16 @@ def java_command(java: str, service: Service, heap: str, main_class: str, *args:
 
 
 def prepare_kafka(java: str, service: Service) -> list[str]:
-    cluster = service.cluster
+    cluster, node = service.cluster, service.node
     data_dir = service.dir / "data"
     props = service.dir / "server.properties"
     settings = {
         **BROKER_SETTINGS,
-        "controller.quorum.voters": f"1@localhost:{cluster.controller_port}",
-        "listeners": f"PLAINTEXT://localhost:{cluster.kafka_port},CONTROLLER://localhost:{cluster.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://localhost:{cluster.kafka_port}",
+        **(multi_broker_settings(cluster.brokers) if cluster.brokers > 1 else {}),
+        "node.id": str(node),
+        "controller.quorum.voters": ",".join(f"{n}@localhost:{cluster.controller_port_of(n)}" for n in cluster.nodes),
+        "listeners": f"PLAINTEXT://localhost:{service.port},CONTROLLER://localhost:{cluster.controller_port_of(node)}",
+        "advertised.listeners": f"PLAINTEXT://localhost:{service.port}",
         "log.dirs": str(data_dir),
     }
     scram: list[str] = []
@@ -666,7 +715,9 @@ def prepare_kafka(java: str, service: Service) -> list[str]:
     write_properties(props, settings)
     props.chmod(0o600)
     if not (data_dir / "meta.properties").exists():
-        cluster_id_file = service.dir / "cluster.id"
+        # every node of a cluster is formatted with the same id (kept beside the first node's data)
+        cluster_id_file = service.state_dir / f"{broker_name(cluster, 1)}" / "cluster.id"
+        cluster_id_file.parent.mkdir(parents=True, exist_ok=True)
         if not cluster_id_file.exists():
             cluster_id_file.write_text(new_cluster_id())
         fmt = java_command(java, service, "-Xmx256m", "kafka.tools.StorageTool",
@@ -689,6 +740,9 @@ def prepare_connect(java: str, service: Service) -> list[str]:
         "rest.advertised.port": str(cluster.connect_port),
         "plugin.path": str(KAFKA_HOME / "plugins"),
     }
+    if cluster.brokers > 1:
+        replicas = str(min(3, cluster.brokers))
+        settings.update({f"{kind}.storage.replication.factor": replicas for kind in ("config", "offset", "status")})
     jvm: tuple[str, ...] = ()
     if service.security:
         settings.update(secure_connect_settings(cluster, service.security))
@@ -799,9 +853,8 @@ def run_with_stack(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: fl
     try:
         return subprocess.call(command)
     finally:
-        for service in reversed(started):
-            if stop(service):
-                print(f"stack: stopped {service.name}", flush=True)
+        for service in stop_all(started):
+            print(f"stack: stopped {service.name}", flush=True)
 
 
 def stop(service: Service, timeout_s: float = 30.0, pid: int | None = None) -> bool:
@@ -824,6 +877,28 @@ def stop(service: Service, timeout_s: float = 30.0, pid: int | None = None) -> b
     return True
 
 
+def stop_all(services_: list[Service], timeout_s: float = 30.0) -> list[Service]:
+    """Stop services together: workers first (in parallel), then every broker at once, so that a
+    cluster's brokers do not each wait for controllers that are already gone. Returns those stopped."""
+    stopped = []
+    for kind in ("connect", "kafka"):
+        group = [(s, s.pid()) for s in services_ if s.kind == kind]
+        group = [(s, pid) for s, pid in group if pid is not None]
+        for _, pid in group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for service, pid in group:
+            while Path(f"/proc/{pid}").exists() and "\nState:\tZ" not in _status(pid):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+                time.sleep(0.1)
+            service.pid_file.unlink(missing_ok=True)
+            stopped.append(service)
+    return stopped
+
+
 def _status(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/status").read_text()
@@ -832,9 +907,8 @@ def _status(pid: int) -> str:
 
 
 def down(clusters: tuple[Cluster, ...], state_dir: Path, wipe: bool) -> None:
-    for service in reversed(services(clusters, state_dir)):  # workers before their brokers
-        if stop(service):
-            print(f"stack: stopped {service.name}", flush=True)
+    for service in stop_all(services(clusters, state_dir)):  # workers before their brokers
+        print(f"stack: stopped {service.name}", flush=True)
     if wipe:
         for service in services(clusters, state_dir):
             shutil.rmtree(service.dir, ignore_errors=True)
@@ -862,17 +936,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="where configs, data, logs and pid files live (default: .stack/, or $KMIGRATE_STACK_DIR)")
     parser.add_argument("--cluster", type=parse_cluster, action="append", dest="clusters",
                         help="NAME:KAFKA_PORT:CONTROLLER_PORT:CONNECT_PORT; repeatable (default: source and target)")
+    parser.add_argument("--brokers", type=int, default=1,
+                        help="brokers per cluster; N >= 2 is the multi-broker profile: replication factor 3, "
+                             "min.insync.replicas 2 (default state dir .stack-multi/, ports 19292, 19302, ... and 29292, "
+                             "29302, ..., Connect 18283 and 28283)")
     parser.add_argument("--wipe", action="store_true", help="with down: delete data and logs too")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each group of services")
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     secure = args.secure or os.environ.get("KMIGRATE_STACK_SECURE", "") == "1"
-    clusters = tuple(args.clusters or (SECURE_CLUSTERS if secure else DEFAULT_CLUSTERS))
+    multi = args.brokers > 1
+    clusters = tuple(args.clusters or (SECURE_CLUSTERS if secure else multi_clusters(args.brokers) if multi
+                                       else DEFAULT_CLUSTERS))
+    if args.clusters and multi:
+        clusters = tuple(dataclasses.replace(c, brokers=args.brokers) for c in clusters)
     default_dir = os.environ.get("KMIGRATE_SECURE_STACK_DIR", SECURE_STATE_DIR) if secure else \
+        os.environ.get("KMIGRATE_MULTI_STACK_DIR", MULTI_STATE_DIR) if multi else \
         os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)
     state_dir = Path(args.state_dir or default_dir).resolve()
     try:
+        if secure and multi:
+            raise StackError("--secure and --brokers N are separate profiles for now: start one of them")
+        if not 1 <= args.brokers <= 5:
+            raise StackError(f"--brokers {args.brokers}: use 1 to 5 (each broker takes up to 512 MB of heap)")
         if args.command == "install":
             print(f"stack: Kafka {KAFKA_VERSION} jars in {install()}")
         elif args.command == "up":
