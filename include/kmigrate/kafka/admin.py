@@ -243,10 +243,11 @@ class ClusterAdmin:
             }
         return out
 
-    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str]) -> bool:
-        """Create the topic; False (with a warning) when it already exists."""
+    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str], replicas: int = -1) -> bool:
+        """Create the topic (`replicas`: its replication factor; -1, the broker's default); False
+        (with a warning) when it already exists."""
         futures = self._admin.create_topics(
-            [NewTopic(topic, partitions, -1, config=dict(configs))], operation_timeout=self.timeout_s,
+            [NewTopic(topic, partitions, replicas, config=dict(configs))], operation_timeout=self.timeout_s,
             request_timeout=self.timeout_s)
         for future in futures.values():
             try:

@@ -39,6 +39,7 @@ NOT_COPIED = frozenset({
     "remote.storage.enable",           # tiered storage is a property of the target cluster
     "local.retention.ms",
     "local.retention.bytes",
+    "min.insync.replicas",             # set at creation with the replication factor (replication_settings)
 })
 
 
@@ -87,6 +88,21 @@ def _wanted(source: ClusterAdmin, topic: str) -> dict[str, str]:
     return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
 
 
+def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> tuple[int, dict[str, str]]:
+    """The replication factor and min.insync.replicas of a new target topic: the source topic's,
+    capped by the target's broker count (a warning says when), so that writes with acks=all find
+    as many in-sync replicas on the target as on the source."""
+    described = source.client.list_topics(topic, timeout=source.timeout_s).topics[topic]
+    source_replicas = max(len(p.replicas) for p in described.partitions.values())
+    brokers = len(target.client.list_topics(timeout=target.timeout_s).brokers)
+    replicas = max(1, min(source_replicas, brokers))
+    min_isr = int(source.topic_configs(topic).get("min.insync.replicas", "1"))
+    if replicas < source_replicas:
+        log.warning("%s: replication factor %d on the source, %d on the target (it has %d brokers); "
+                    "min.insync.replicas %d", topic, source_replicas, replicas, brokers, min(min_isr, replicas))
+    return replicas, {"min.insync.replicas": str(min(min_isr, replicas))}
+
+
 def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True) -> TopicPlan:
     """Create the topic on the target like the source's, or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then. `writes`: the
@@ -96,9 +112,11 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     wanted = _wanted(source, topic)
     existing = target.partition_count(topic)
     if existing is None:
-        created = target.create_topic(topic, partitions, {**wanted, **COPY_SETTINGS})
+        replicas, replication = replication_settings(source, target, topic)
+        created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas)
         if created:
-            log.info("created %s on %s with %d partitions and %s", topic, target.cluster.name, partitions, wanted)
+            log.info("created %s on %s with %d partitions, replication factor %d and %s", topic, target.cluster.name,
+                     partitions, replicas, {**wanted, **replication})
             return TopicPlan(topic, partitions, wanted, True)
         existing = target.require_partition_count(topic)  # created concurrently: check it like any other
     if existing < partitions:
