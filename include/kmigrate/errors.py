@@ -52,6 +52,11 @@ class CopyError(KmigrateError):
         self.partition = partition
 
 
+class CopyInterrupted(CopyError):
+    """The copy of a partition was cut off by something that passes: a leader moved, a broker went
+    away, too few in-sync replicas for a while. The copy resumes from the target's end."""
+
+
 class OffsetMismatch(CopyError):
     """A record landed on the target at another offset than its source offset (a racing writer,
     or target data this copier did not write)."""

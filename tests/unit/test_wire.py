@@ -27,14 +27,30 @@ def test_parse_batches_reads_headers_and_drops_a_partial_tail():
     assert batches[1].control and not batches[1].transactional
 
 
-def test_for_produce_clears_producer_state_and_keeps_a_valid_crc():
+def test_for_produce_takes_our_producer_state_and_keeps_a_valid_crc():
     fetched = wire.parse_batches(as_fetched(fastfill.filler_batch(10), 1234, COMPRESSION_ZSTD | 0x10, 42))[0]
-    out = fetched.for_produce()
+    producer = wire.Idempotence(producer_id=7001, epoch=0, sequence=20)
+    out = producer.stamp(fetched.for_produce())
     base_offset, length, epoch, magic, crc = struct.unpack_from(">qiibI", out, 0)
     attributes, last_delta, _t0, _t1, producer_id, producer_epoch, sequence, count = struct.unpack_from(">hiqqqhii", out, 21)
     assert (base_offset, length, magic) == (0, len(out) - 12, 2)
     assert crc == crc32c.crc32c(out[21:])
     assert attributes == COMPRESSION_ZSTD  # transactional bit cleared, compression kept
-    assert (producer_id, producer_epoch, sequence) == (-1, -1, -1)
+    assert (producer_id, producer_epoch, sequence) == (7001, 0, 20)  # the source's producer is not ours
     assert (last_delta, count) == (9, 10)
     assert out[61:] == fetched.data[61:]  # the records themselves travel unchanged
+    assert producer.sequence == 30  # the next batch follows this one's 10 records
+
+
+def test_sequence_numbers_wrap_like_the_brokers():
+    producer = wire.Idempotence(producer_id=1, epoch=0, sequence=(1 << 31) - 4)
+    first = bytes(producer.stamp(fastfill.filler_batch(10)))
+    assert struct.unpack_from(">i", first, 53)[0] == (1 << 31) - 4
+    assert producer.sequence == 6
+
+
+def test_a_cached_filler_batch_is_stamped_in_a_copy():
+    cached = fastfill.filler_batch(5)
+    before = bytes(cached)
+    wire.Idempotence(producer_id=9, epoch=1).stamp(cached)
+    assert fastfill.filler_batch(5) == before

@@ -3,9 +3,9 @@
 A producer loop pays per record in Python and librdkafka; alignment only needs offsets to be
 taken. So this module builds one RecordBatch of filler records itself and sends it in raw Produce
 requests to the partition leader, over and over: a batch's bytes do not depend on its base offset
-(the broker assigns it, and the CRC does not cover it), so the same bytes serve every chunk. Each
-response carries the batch's base offset, which must equal the expected offset (the KAFKA-2260
-check, per batch). Used on every cluster the raw connection reaches (`transport.raw_capable`); the others
+(the broker assigns it, and the CRC does not cover it), so the same records serve every chunk, each
+sent with its own producer sequence number. Each response carries the batch's base offset, which
+must equal the expected offset (the KAFKA-2260 check, per batch). Used on every cluster the raw connection reaches (`transport.raw_capable`); the others
 take the producer path.
 
 What the broker spends per offset decides the speed, so the records are as small as they can be
@@ -81,7 +81,7 @@ def filler_batch(count: int, keyed: bool = False) -> bytes:
 
 def write_fillers(cluster: ClusterConfig, topic: str, partition: int, start_offset: int, count: int, *,
                   keyed: bool = False, max_batch_bytes: int = 1_000_000, batch_records: int = 100_000,
-                  in_flight: int = 8, timeout_ms: int = 30_000, admin: AdminClient | None = None) -> int:
+                  in_flight: int = 5, timeout_ms: int = 30_000, admin: AdminClient | None = None) -> int:
     """Append `count` filler records at offsets [start_offset, start_offset + count); returns count.
     Every batch's base offset is checked against the expected one. Batches stay under
     `max_batch_bytes` (the target topic's max.message.bytes); `keyed` for compacted topics."""

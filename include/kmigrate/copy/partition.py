@@ -2,22 +2,53 @@
 preserve or translate mode."""
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer
-from kmigrate.errors import SourceNotReady
+from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, SourceNotReady
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
+
+log = logging.getLogger(__name__)
 
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                    options: CopyOptions = CopyOptions(), resume_map: Sequence[OffsetRun] = ()) -> PartitionResult:
     """Copy `unit` and return its result. Safe to re-run: preserve mode resumes from the target's
     end. Translate mode resumes from `resume_map`, the offset map of the earlier runs of this
-    partition (from the run manifest); without it the target's data counts as an unrelated prefix."""
+    partition (from the run manifest); without it the target's data counts as an unrelated prefix.
+
+    A preserve-mode copy cut off by something that passes (a leader moving, a broker going away,
+    too few in-sync replicas for a while; `CopyInterrupted`, a broken connection, a cluster not
+    answering) resumes from the target's end, with new connections to the leaders of then, for up
+    to `options.retry_for_s`; the resume checks of every attempt apply (docs/DESIGN.md §4.3)."""
+    if unit.mode == TRANSLATE:
+        return _copy_once(source, target, unit, options, resume_map)
+    deadline = time.monotonic() + options.retry_for_s
+    attempt = 1
+    while True:
+        try:
+            return _copy_once(source, target, unit, options, resume_map)
+        except (CopyInterrupted, ClusterUnavailable, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise CopyError(f"{unit.topic}[{unit.partition}]: the copy was interrupted {attempt} times over "
+                                f"{options.retry_for_s:.0f} s and gave up; the last time: {exc}. Nothing was written "
+                                "at a wrong offset; re-run the copy once the clusters are healthy (it resumes from "
+                                "the target's end)", topic=unit.topic, partition=unit.partition) from exc
+            pause = min(0.2 * 2 ** (attempt - 1), 5.0)
+            log.warning("%s[%d]: copy attempt %d interrupted (%s); resuming from the target's end in %.1f s",
+                        unit.topic, unit.partition, attempt, exc, pause)
+            attempt += 1
+            time.sleep(pause)
+
+
+def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
+               resume_map: Sequence[OffsetRun]) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     with shared_admin(source) as source_admin, shared_admin(target) as target_admin:
         source_low, source_high = source_admin.watermarks(topic, partition)
@@ -34,6 +65,9 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             return copy_translate(source, target, unit, options, source_low, target_admin, resume_map)
         writer = Writer(target, topic, partition, target_admin, options, transactional=True)
         try:
-            return copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer)
-        finally:
-            writer.close()
+            result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer)
+        except BaseException:
+            writer.abandon()
+            raise
+        writer.close()
+        return result

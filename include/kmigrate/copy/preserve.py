@@ -9,7 +9,7 @@ from typing import Any
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
 from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
-from kmigrate.errors import CopyError, ForeignTarget, OffsetMismatch, TargetDiverged
+from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
 from kmigrate.kafka import transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import ContentDigest, compacted_differences_of, iter_range, partition_digest, read_range, reader
@@ -21,6 +21,8 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
                    writer: Writer) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    if transport.raw_capable(target):
+        wire.settle(target, topic, partition, target_admin.client)
     target_low, target_high = target_admin.watermarks(topic, partition)
     if target_high > target_low:
         # An earlier copier may have left a transaction open here: fence it and abort it (its
@@ -173,6 +175,7 @@ class PreserveCopy:
         position = start
         with wire.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
                 wire.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
+            producer = sender.idempotence()  # one producer id for the raw batches of this attempt
             prefetched = None  # the offset a Fetch was sent for while the last batches were produced
             while position < end:
                 if prefetched != position:
@@ -180,8 +183,9 @@ class PreserveCopy:
                 prefetched = None
                 error, source_high, blob = fetcher.receive_fetch()
                 if error:
-                    raise CopyError(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
-                                    f"{wire.error_name(error)}", topic=topic, partition=partition)
+                    failure = CopyInterrupted if error in wire.TRANSIENT else CopyError
+                    raise failure(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
+                                  f"{wire.error_name(error)}", topic=topic, partition=partition)
                 batches = [b for b in wire.parse_batches(blob) if b.last_offset >= position]
                 if len(batches) == 1 and batches[0].last_offset + 1 < end:
                     # one batch filled the fetch: peek at what follows it, to know whether it may go whole
@@ -201,7 +205,7 @@ class PreserveCopy:
                         # the source reads the next batches while the target writes these
                         fetcher.send_fetch(topic, partition, position, self.options.fetch_max_bytes)
                         prefetched = position
-                    self._send_batches(sender, batches[:whole])
+                    self._send_batches(sender, producer, batches[:whole])
                 else:
                     stop = next((b.base_offset for i, b in enumerate(batches)
                                  if i and _copy_whole(batches, i, position, end, source_high)),
@@ -210,13 +214,14 @@ class PreserveCopy:
                     self.by_records(position, stop)
                     position = stop
 
-    def _send_batches(self, sender: wire.BrokerConnection, batches: list[wire.Batch]) -> None:
+    def _send_batches(self, sender: wire.BrokerConnection, producer: wire.Idempotence,
+                      batches: list[wire.Batch]) -> None:
         writer = self.writer
         topic, partition = self.result.topic, self.result.partition
         self._next_visible(batches[0].base_offset)
         writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
         wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
-                        "a copied record batch")
+                        "a copied record batch", producer=producer)
         writer.next_offset = batches[-1].last_offset + 1
         self.result.whole_batches += len(batches)
         self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),

@@ -2,18 +2,35 @@
 gaps with transaction markers (§4.4); the copy's options."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, MissingAcls, OffsetMismatch
+from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls, OffsetMismatch
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
 FILLER_HEADERS = [(FILLER_HEADER, b"1")]
+
+# librdkafka's errors that pass: a leader moving, a broker restarting, the ISR shrinking for a
+# while, a message not delivered in time while that lasted (the copy resumes from the target's end).
+TRANSIENT = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.NETWORK_EXCEPTION,
+    KafkaError.CONCURRENT_TRANSACTIONS,
+})
+
+
+def transient(err: KafkaError) -> bool:
+    return err.code() in TRANSIENT or (err.retriable() and not err.fatal())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +47,8 @@ class CopyOptions:
     producer_overrides: tuple[tuple[str, Any], ...] = ()
     # test hook: called with the count of records handed to the producer so far
     progress_hook: Callable[[int], None] | None = None
+    # how long a copy keeps resuming after transient errors (leaders moving, brokers restarting)
+    retry_for_s: float = 180.0
 
 
 BULK_BATCH_BYTES = 4 * 1024 * 1024
@@ -123,6 +142,10 @@ class Writer:
                         f"{self._txn_config['transactional.id']!r} on the target, which copies the transactions of "
                         f"{self.topic}[{self.partition}]: grant Write and Describe on transactional ids prefixed "
                         "'kmigrate-' (README, Secured clusters) and retry the step") from exc
+                if transient(exc.args[0]):
+                    raise CopyInterrupted(f"{self.topic}[{self.partition}]: starting the transactional producer on "
+                                          f"the target failed: {exc.args[0].str()}", topic=self.topic,
+                                          partition=self.partition) from exc
                 raise
             self._txn = producer
         return self._txn
@@ -161,8 +184,9 @@ class Writer:
                     f"{self.topic}[{self.partition}]: a record is larger than the target allows ({err.str()}); "
                     "raise max.message.bytes on the target topic to at least the source topic's value",
                     topic=self.topic, partition=self.partition)
-            raise CopyError(f"{self.topic}[{self.partition}]: writing to the target failed: {err.str()}",
-                            topic=self.topic, partition=self.partition)
+            raise (CopyInterrupted if transient(err) else CopyError)(
+                f"{self.topic}[{self.partition}]: writing to the target failed: {err.str()}",
+                topic=self.topic, partition=self.partition)
 
     # ---------------------------------------------------------------- bulk path
 
@@ -242,29 +266,45 @@ class Writer:
 
     def _commit_one(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
         self.flush_bulk()
-        self.txn.begin_transaction()
-        self._txn_open = True
-        self._produce(self.txn, key, value, headers, timestamp, True)
-        self.txn.flush(30)
-        self.raise_if_failed()
-        self.txn.commit_transaction(30)
-        self._txn_open = False
+        with self._transaction("committing a transaction"):
+            self.txn.begin_transaction()
+            self._txn_open = True
+            self._produce(self.txn, key, value, headers, timestamp, True)
+            self.txn.flush(30)
+            self.raise_if_failed()
+            self.txn.commit_transaction(30)
+            self._txn_open = False
         self._after_marker()
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[None]:
+        """A transactional step; a transient broker error in it is CopyInterrupted (the copy's
+        next attempt fences this producer and aborts what it left open)."""
+        try:
+            yield
+        except KafkaException as exc:
+            err = exc.args[0]
+            if transient(err) or err.txn_requires_abort():
+                raise CopyInterrupted(f"{self.topic}[{self.partition}]: {what} on the target failed: {err.str()}",
+                                      topic=self.topic, partition=self.partition) from exc
+            raise
 
     def abort_fillers(self, start: int, end: int) -> None:
         """Render the gap [start, end), end - start >= 2: end-start-1 aborted fillers and the abort marker."""
         assert end - start >= 2 and start == self.next_offset
         self.flush_bulk()
-        self.txn.begin_transaction()
-        self._txn_open = True
         count = end - start - 1
-        for i in range(count):  # sparse delivery checks, as for bulk writes (the producer is idempotent)
-            self._produce(self.txn, FILLER_KEY, None, FILLER_HEADERS, 0, i % self.options.check_every == 0 or i == count - 1)
-        # librdkafka purges unsent messages on abort: make sure the fillers are written first
-        self.txn.flush(30)
-        self.raise_if_failed()
-        self.txn.abort_transaction(30)
-        self._txn_open = False
+        with self._transaction("aborting a transaction of fillers"):
+            self.txn.begin_transaction()
+            self._txn_open = True
+            for i in range(count):  # sparse delivery checks, as for bulk writes (the producer is idempotent)
+                self._produce(self.txn, FILLER_KEY, None, FILLER_HEADERS, 0,
+                              i % self.options.check_every == 0 or i == count - 1)
+            # librdkafka purges unsent messages on abort: make sure the fillers are written first
+            self.txn.flush(30)
+            self.raise_if_failed()
+            self.txn.abort_transaction(30)
+            self._txn_open = False
         self.fillers += count
         self._after_marker()
 
@@ -277,6 +317,21 @@ class Writer:
         high = self.admin.wait_for_end(self.topic, self.partition, self.next_offset)
         if high != self.next_offset:
             raise OffsetMismatch(self.topic, self.partition, marker_offset, high - 1)
+
+    def abandon(self) -> None:
+        """After a failed attempt: drop what the producers still hold (the next attempt resumes from
+        the target's end and writes it again), so that no record of this attempt is sent later
+        behind the next one's, and close them; a transactional producer inside a transaction is left
+        to the collector (closing it could wait for a broker; the next attempt fences it)."""
+        for producer in (self._bulk, self._txn):
+            if producer is None:
+                continue
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            deadline = time.monotonic() + 2.0
+            while len(producer) and time.monotonic() < deadline:  # the purged records' reports
+                producer.poll(0.05)
+        self._bulk_used = False
+        self.close()
 
     def close(self) -> None:
         """Flush, then close each producer that holds nothing more, so that its threads and

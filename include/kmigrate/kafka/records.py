@@ -1,4 +1,4 @@
-"""Reading a partition's visible records, and the ordered content digest of docs/DESIGN.md §4.5."""
+"""Reading a partition's visible records, and the ordered content digest of docs/DESIGN.md §4.6."""
 from __future__ import annotations
 
 import hashlib

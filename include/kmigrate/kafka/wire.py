@@ -14,26 +14,33 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterable, Iterator
 
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, OffsetMismatch
+from kmigrate.errors import CopyError, CopyInterrupted, OffsetMismatch
 from kmigrate.kafka.pool import Pool, identity
 from kmigrate.kafka.transport import AuthenticationFailed, Transport
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 17, 36
+PRODUCE, FETCH, LIST_OFFSETS, SASL_HANDSHAKE, INIT_PRODUCER_ID, SASL_AUTHENTICATE = 0, 1, 2, 17, 22, 36
 PRODUCE_VERSION, FETCH_VERSION = 7, 11
 ERRORS = {
-    1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 6: "NOT_LEADER_OR_FOLLOWER",
-    7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 19: "NOT_ENOUGH_REPLICAS", 29: "TOPIC_AUTHORIZATION_FAILED",
-    33: "UNSUPPORTED_SASL_MECHANISM", 58: "SASL_AUTHENTICATION_FAILED", 76: "UNSUPPORTED_COMPRESSION_TYPE",
-    87: "INVALID_RECORD",
+    1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE",
+    6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 13: "NETWORK_EXCEPTION",
+    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    29: "TOPIC_AUTHORIZATION_FAILED", 33: "UNSUPPORTED_SASL_MECHANISM", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    46: "DUPLICATE_SEQUENCE_NUMBER", 47: "INVALID_PRODUCER_EPOCH", 56: "KAFKA_STORAGE_ERROR",
+    58: "SASL_AUTHENTICATION_FAILED", 59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
+    76: "UNSUPPORTED_COMPRESSION_TYPE", 78: "OFFSET_NOT_AVAILABLE", 87: "INVALID_RECORD",
 }
+# Errors that pass (a leader moving, a broker restarting, the ISR shrinking for a while, a write refused
+# because the one before it was): the copy resumes from the target's end (`CopyInterrupted`).
+TRANSIENT = frozenset({3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 59, 74, 75, 78})
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 
 
@@ -79,20 +86,40 @@ class Batch:
         return self.records == self.last_offset - self.base_offset + 1
 
     def for_produce(self) -> memoryview:
-        """The batch as a client may produce it: base offset 0, no partition leader epoch, producer
-        id, epoch or sequence, not transactional; CRC recomputed (it covers attributes onwards, not
-        the base offset). Rewritten in place when the batch's buffer is writable (as fetched, so
-        that its bytes are not copied again), else in a copy."""
-        import crc32c
-
+        """The batch as a client may produce it: base offset 0, no partition leader epoch, not
+        transactional, no producer id (`Idempotence.stamp` gives it one). Rewritten in place when
+        the batch's buffer is writable (as fetched, so that its bytes are not copied again), else
+        in a copy."""
         data = self.data
         if not isinstance(data, memoryview) or data.readonly:
             data = memoryview(bytearray(data))
         struct.pack_into(">q", data, 0, 0)
         struct.pack_into(">i", data, 12, -1)
         struct.pack_into(">h", data, 21, self.attributes & ~0x10)
-        struct.pack_into(">qhi", data, 43, -1, -1, -1)
+        return data
+
+
+@dataclasses.dataclass
+class Idempotence:
+    """An idempotent producer's id, epoch and next sequence number for one partition, given to the
+    raw Produce requests: the broker appends a batch only if it is the next in sequence, so when
+    one batch of a pipeline is refused, none after it can be appended at an offset that was
+    meant for another (they fail with OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+    producer_id: int
+    epoch: int
+    sequence: int = 0
+
+    def stamp(self, batch: bytes | memoryview) -> memoryview:
+        """`batch` with this producer's id, epoch and next sequence, CRC recomputed (it covers the
+        attributes onwards); rewritten in place when writable, else in a copy."""
+        import crc32c
+
+        data = batch if isinstance(batch, memoryview) and not batch.readonly else memoryview(bytearray(batch))
+        (records,) = struct.unpack_from(">i", data, 57)
+        struct.pack_into(">qhi", data, 43, self.producer_id, self.epoch, self.sequence)
         struct.pack_into(">I", data, 17, crc32c.crc32c(data[21:]))
+        self.sequence = (self.sequence + records) % (1 << 31)
         return data
 
 
@@ -204,6 +231,36 @@ class BrokerConnection:
             got += count
         return view
 
+    # ---------------------------------------------------------------- InitProducerId v1, ListOffsets v2
+
+    def idempotence(self) -> Idempotence:
+        """A new idempotent producer id (no transactional id) from this broker."""
+        self.send(INIT_PRODUCER_ID, 1, struct.pack(">hi", -1, 60_000))
+        _, data = self.receive()
+        _throttle, error_code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+        if error_code:
+            raise (CopyInterrupted if error_code in TRANSIENT else CopyError)(
+                f"the target broker gave no producer id: {error_name(error_code)}", topic="", partition=-1)
+        return Idempotence(producer_id, epoch)
+
+    def end_offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        """(error code, log end offset) and (error code, high watermark) of the partition on this
+        broker, as one number pair: the log end offset is what the replica holds, committed or not
+        (ListOffsets as the debugging replica id -2), the high watermark what a consumer sees."""
+        ends = []
+        for replica_id in (-2, -1):
+            self.send(LIST_OFFSETS, 2, struct.pack(">ibi", replica_id, 0, 1) + _string(topic)
+                      + struct.pack(">iiq", 1, partition, -1))
+        for _ in range(2):
+            _, data = self.receive()
+            (name_len,) = struct.unpack_from(">h", data, 8)
+            _index, error_code, _ts, offset = struct.unpack_from(">ihqq", data, 10 + name_len + 4)
+            if error_code:
+                raise CopyInterrupted(f"{topic}[{partition}]: listing the target's end offsets failed: "
+                                      f"{error_name(error_code)}", topic=topic, partition=partition)
+            ends.append(offset)
+        return ends[0], ends[1]
+
     # ---------------------------------------------------------------- Produce v7
 
     def send_produce(self, topic: str, partition: int, batch: bytes | memoryview, timeout_ms: int = 30_000) -> int:
@@ -256,24 +313,33 @@ class BrokerConnection:
 
 
 def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iterable[tuple[bytes | memoryview, int]],
-               what: str, in_flight: int = 8, timeout_ms: int = 30_000) -> None:
-    """Produce each (batch, expected base offset) in order, up to `in_flight` requests pipelined,
-    and check every response: an error fails with its name, and a base offset other than the
-    expected one is an OffsetMismatch (the expected-offset check of docs/DESIGN.md §4.1, per batch)."""
+               what: str, in_flight: int = 5, timeout_ms: int = 30_000, producer: Idempotence | None = None) -> None:
+    """Produce each (batch, expected base offset) in order as one idempotent producer (`producer`,
+    or a producer id of this call), up to `in_flight` requests pipelined (the broker checks sequences
+    over its last 5), and check every response: a transient error (a leader moved, too few in-sync
+    replicas) is CopyInterrupted, any other fails with its name, and a base offset other than the
+    expected one is an OffsetMismatch (the expected-offset check of docs/DESIGN.md §4.1, per batch).
+    A connection that breaks is CopyInterrupted too."""
     pending: dict[int, int] = {}
     batches = iter(batches)
-    item = next(batches, None)
-    while item is not None or pending:
-        while item is not None and len(pending) < in_flight:
-            pending[conn.send_produce(topic, partition, item[0], timeout_ms)] = item[1]
-            item = next(batches, None)
-        correlation_id, error_code, base_offset = conn.receive_produce()
-        want = pending.pop(correlation_id)
-        if error_code:
-            raise CopyError(f"{topic}[{partition}]: writing {what} at offset {want} to the target failed: "
-                            f"{error_name(error_code)}; check the target broker log", topic=topic, partition=partition)
-        if base_offset != want:
-            raise OffsetMismatch(topic, partition, want, base_offset)
+    try:
+        producer = producer or conn.idempotence()
+        item = next(batches, None)
+        while item is not None or pending:
+            while item is not None and len(pending) < in_flight:
+                pending[conn.send_produce(topic, partition, producer.stamp(item[0]), timeout_ms)] = item[1]
+                item = next(batches, None)
+            correlation_id, error_code, base_offset = conn.receive_produce()
+            want = pending.pop(correlation_id)
+            if error_code:
+                raise (CopyInterrupted if error_code in TRANSIENT else CopyError)(
+                    f"{topic}[{partition}]: writing {what} at offset {want} to the target failed: "
+                    f"{error_name(error_code)}; check the target broker log", topic=topic, partition=partition)
+            if base_offset != want:
+                raise OffsetMismatch(topic, partition, want, base_offset)
+    except OSError as exc:
+        raise CopyInterrupted(f"{topic}[{partition}]: the connection to the target broker broke while writing {what}: "
+                              f"{exc}", topic=topic, partition=partition) from exc
 
 
 connections: Pool[BrokerConnection] = Pool(BrokerConnection.close)
@@ -289,9 +355,28 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
     described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
     node = next((p.leader for p in described.partitions if p.id == partition), None)
     if node is None:
-        raise CopyError(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has elected one",
+        raise CopyInterrupted(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has elected one",
                         topic=topic, partition=partition)
     return node.host, node.port
+
+
+def settle(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None,
+           timeout_s: float = 60.0) -> None:
+    """Wait until the partition's leader holds nothing uncommitted (its log end offset is its high
+    watermark). After a leader change the new leader may hold records that an interrupted write
+    sent to the old one, which become visible once the other replicas have them: a copy that
+    resumed from the high watermark before then would write its next records behind them."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with connect_to_leader(cluster, topic, partition, admin=admin) as conn:
+            log_end, high = conn.end_offsets(topic, partition)
+        if log_end == high:
+            return
+        if time.monotonic() > deadline:
+            raise CopyInterrupted(f"{topic}[{partition}]: the target's leader still holds offsets {high}..{log_end - 1} "
+                                  f"uncommitted after {timeout_s:.0f} s (too few in-sync replicas?)",
+                                  topic=topic, partition=partition)
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
