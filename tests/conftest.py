@@ -119,5 +119,5 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "integration" in item.path.parts or "secure" in item.path.parts:
+        if {"integration", "secure", "faults"} & set(item.path.parts):
             item.add_marker(pytest.mark.stack)

@@ -2,15 +2,10 @@
 (a JSON line appended to $KMIGRATE_SECURE_RESULTS; nothing when it is unset)."""
 from __future__ import annotations
 
-import json
-import os
+from tests import results
 
 RESULTS_ENV = "KMIGRATE_SECURE_RESULTS"
 
 
 def record(**facts: object) -> None:
-    path = os.environ.get(RESULTS_ENV)
-    if path:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a") as handle:
-            handle.write(json.dumps(facts) + "\n")
+    results.record(RESULTS_ENV, **facts)

@@ -1,0 +1,139 @@
+"""The multi-broker stack for the fault tests: each cluster three KRaft nodes (broker and controller
+in one process), topics with replication factor 3 and min.insync.replicas 2. Used if running,
+started otherwise; what the fixture starts it stops again, by pid, at the end of the session.
+Brokers a test kills are started again before the next test."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+from kmigrate.config import ClusterConfig
+from kmigrate.kafka import pool, wire
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range
+
+from tests import results
+from tests.conftest import load_stack_module
+
+BROKERS = 3
+RESULTS_ENV = "KMIGRATE_FAULT_RESULTS"
+
+
+@dataclasses.dataclass
+class MultiStack:
+    module: Any
+    clusters: tuple[Any, Any]
+    state_dir: Path
+    source: ClusterConfig
+    target: ClusterConfig
+    killed: list[Any] = dataclasses.field(default_factory=list)
+
+    def config(self, role: str) -> ClusterConfig:
+        return self.source if role == "source" else self.target
+
+    def broker(self, role: str, node: int) -> Any:
+        cluster = self.clusters[0 if role == "source" else 1]
+        return next(s for s in self.module.services(self.clusters, self.state_dir)
+                    if s.kind == "kafka" and s.cluster == cluster and s.node == node)
+
+    def leader(self, role: str, topic: str, partition: int) -> int:
+        admin = AdminClient(self.config(role).admin())
+        described = admin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
+        return next(p.leader.id for p in described.partitions if p.id == partition)
+
+    def kill(self, role: str, node: int) -> None:
+        """SIGKILL one broker (no shutdown, no leadership handed over)."""
+        service = self.broker(role, node)
+        pid = service.pid()
+        assert pid is not None, f"{service.name} is not running"
+        os.killpg(pid, signal.SIGKILL)
+        self.killed.append(service)
+
+    def restart_killed(self) -> None:
+        if self.killed:
+            self.module.up(self.clusters, self.state_dir, timeout_s=180)
+            self.killed.clear()
+        for config in (self.source, self.target):
+            wait_for(lambda c=config: len(AdminClient(c.admin()).list_topics(timeout=10).brokers) == BROKERS,
+                     60, f"{config.name}: {BROKERS} brokers registered")
+
+    def create_topic(self, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+        admin = AdminClient(self.source.admin())
+        for future in admin.create_topics([NewTopic(topic, partitions, BROKERS, config=config or {})],
+                                          operation_timeout=30).values():
+            future.result(timeout=30)
+        wait_for(lambda: all(self.leader("source", topic, p) >= 0 for p in range(partitions)), 30,
+                 f"{topic}: leaders elected")
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if condition():
+                return
+        except Exception:  # noqa: BLE001 - a cluster in the middle of a fault answers with errors for a while
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for: {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def multi_stack() -> Iterator[MultiStack]:
+    module = load_stack_module()
+    state_dir = Path(os.environ.get("KMIGRATE_MULTI_STACK_DIR", module.MULTI_STATE_DIR)).resolve()
+    clusters = module.multi_clusters(BROKERS)
+    started = {s.name for s in module.up(clusters, state_dir, timeout_s=240)}
+    stack = MultiStack(module, clusters, state_dir, ClusterConfig.from_bootstrap("source", clusters[0].bootstrap),
+                       ClusterConfig.from_bootstrap("target", clusters[1].bootstrap))
+    try:
+        yield stack
+    finally:
+        pool.admins.close_all()
+        wire.connections.close_all()
+        module.stop_all([s for s in module.services(clusters, state_dir) if s.name in started])
+
+
+@pytest.fixture
+def faulty(multi_stack: MultiStack) -> Iterator[MultiStack]:
+    """The multi-broker stack with every broker up; brokers the test killed are started again after it."""
+    multi_stack.restart_killed()
+    try:
+        yield multi_stack
+    finally:
+        multi_stack.restart_killed()
+
+
+def visible_records(cluster: ClusterConfig, topic: str, partition: int) -> list[tuple]:
+    """(offset, key, value, headers, timestamp) of every record a read_committed consumer sees."""
+    with ClusterAdmin(cluster) as admin:
+        low, high = admin.watermarks(topic, partition)
+    return [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
+            for m in read_range(cluster, topic, partition, low, high)]
+
+
+def compare(stack: MultiStack, topic: str, partitions: int, fault: str) -> int:
+    """Record-by-record comparison of the topic on both clusters (log start and end, then offset, key,
+    value, headers and timestamp of every read_committed-visible record); records the fault's result
+    and asserts equality. Returns how many records were compared."""
+    compared, mismatches = 0, 0
+    for partition in range(partitions):
+        with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+            marks = source.watermarks(topic, partition), target.watermarks(topic, partition)
+        on_source = visible_records(stack.source, topic, partition)
+        on_target = visible_records(stack.target, topic, partition)
+        compared += len(on_source)
+        mismatches += sum(a != b for a, b in zip(on_source, on_target)) + abs(len(on_source) - len(on_target))
+        mismatches += marks[0] != marks[1]
+    results.record(RESULTS_ENV, fault=fault, passed=mismatches == 0, records_compared=compared, mismatches=mismatches)
+    assert mismatches == 0, f"{topic}: {mismatches} differences between source and target (watermarks {marks})"
+    return compared

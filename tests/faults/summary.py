@@ -1,0 +1,24 @@
+"""One JSON line from what the fault tests recorded (tests/faults/conftest.py `compare`): how many
+faults were shown, how many passed, records compared and mismatches. Exit 1 when none ran or one failed."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(path: str) -> int:
+    file = Path(path)
+    rows = [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+    summary = {
+        "faults": len(rows),
+        "passed": sum(1 for r in rows if r["passed"]),
+        "records_compared": sum(r["records_compared"] for r in rows),
+        "mismatches": sum(r["mismatches"] for r in rows),
+    }
+    print(json.dumps(summary))
+    return 0 if rows and summary["passed"] == summary["faults"] and summary["mismatches"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,156 @@
+"""The copier follows leaders on 3-broker clusters: a partition's leader SIGKILLed in the middle of
+a copy (on the source or the target, whole batches or transactions) and a preferred-leader
+election on the target during a copy each end in a finished copy with every offset preserved,
+shown record by record."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import ElectionType, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.model import WorkUnit
+from kmigrate.run.targets import prepare_target_topic
+
+from tests.faults.conftest import compare, wait_for
+
+RECORDS = 30_000
+SMALL_FETCH = 32 << 10  # many fetches, so that the fault lands in the middle of the copy
+# the records' own timestamps: an hour ago onwards (older ones would fall to the topics' retention)
+BASE_MS = int(time.time() * 1000) - 3_600_000
+TRANSACTIONS = 100
+
+
+def plain_workload(stack, topic: str) -> None:
+    """RECORDS keyed records with headers and their own timestamps, in plain batches (whole-batch path)."""
+    producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 20, "acks": "all"}))
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"k{i % 997}".encode(), value=(b"v%07d" % i) * 20, partition=0,
+                         headers=[("n", str(i).encode())], timestamp=BASE_MS + i)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def transactional_workload(stack, topic: str) -> None:
+    """TRANSACTIONS of 50 records, every fifth aborted: markers and aborted runs all along (record path)."""
+    producer = Producer(stack.source.producer(**{"transactional.id": f"fault-{uuid.uuid4().hex[:8]}",
+                                                  "linger.ms": 5}))
+    producer.init_transactions(30)
+    for txn in range(TRANSACTIONS):
+        producer.begin_transaction()
+        for i in range(50):
+            producer.produce(topic, key=b"t%d" % i, value=b"txn %d record %d" % (txn, i) * 8, partition=0,
+                             timestamp=BASE_MS + txn * 50 + i)
+        if txn % 5 == 4:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    producer.flush(30)
+
+
+def start_copy(stack, topic: str, on_progress=None, fetch_max_bytes: int = SMALL_FETCH):
+    """Copy partition 0 in a thread; returns (thread, outcome dict with "result" or "error")."""
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, topic)
+        end = source.watermarks(topic, 0)[1]
+    outcome: dict = {}
+    options = CopyOptions(run_id=f"faults-{uuid.uuid4().hex[:6]}", fetch_max_bytes=fetch_max_bytes,
+                          progress_hook=on_progress, retry_for_s=120)
+
+    def run():
+        try:
+            outcome["result"] = copy_partition(stack.source, stack.target, WorkUnit(topic, 0, end), options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def once_after(records: int, action):
+    """A progress hook that runs `action` once, the first time the copy has handed `records` on."""
+    fired = threading.Event()
+
+    def hook(copied: int) -> None:
+        if copied >= records and not fired.is_set():
+            fired.set()
+            action()
+    hook.fired = fired
+    return hook
+
+
+def finish(thread, outcome, timeout_s: float = 240):
+    thread.join(timeout_s)
+    assert not thread.is_alive(), f"the copy did not finish within {timeout_s} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+@pytest.mark.parametrize("workload", ["whole-batches", "transactional"])
+def test_leader_killed_mid_copy(faulty, side, workload):
+    topic = f"fault-kill-{side}-{workload}-{uuid.uuid4().hex[:6]}"
+    faulty.create_topic(topic)
+    (plain_workload if workload == "whole-batches" else transactional_workload)(faulty, topic)
+    killed = {}
+
+    def kill_leader():
+        node = faulty.leader(side, topic, 0)
+        faulty.kill(side, node)
+        killed["node"] = node
+
+    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
+        prepare_target_topic(source, target, topic)  # created like the source's: replication 3, min.insync.replicas 2
+        assert len(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas) == 3
+        assert target.topic_configs(topic)["min.insync.replicas"] == "2"
+    hook = once_after(TRANSACTIONS * 10 if workload == "transactional" else RECORDS // 3, kill_leader)
+    thread, outcome = start_copy(faulty, topic, hook)
+    result = finish(thread, outcome)
+    assert hook.fired.is_set(), "the copy ended before the fault"
+    assert faulty.leader(side, topic, 0) != killed["node"]  # the copy went on with another leader
+    if workload == "whole-batches":
+        assert result.whole_batches > 0
+    else:
+        assert result.markers > 0
+    faulty.restart_killed()  # the killed broker comes back and catches up; the copy stays exact
+    compare(faulty, topic, 1, f"{side} leader SIGKILLed mid-copy ({workload})")
+
+
+def test_preferred_leader_election_on_the_target_during_the_copy(faulty):
+    topic = f"fault-elect-{uuid.uuid4().hex[:6]}"
+    faulty.create_topic(topic)
+    plain_workload(faulty, topic)
+    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
+        prepare_target_topic(source, target, topic)
+    # move the target partition's leadership off its preferred replica: stop that broker, bring it back
+    preferred = faulty.leader("target", topic, 0)
+    faulty.kill("target", preferred)
+    wait_for(lambda: faulty.leader("target", topic, 0) not in (preferred, -1), 60, "a new target leader")
+    faulty.restart_killed()
+    admin = AdminClient(faulty.target.admin())
+
+    def in_sync():
+        described = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+        return len(described.partitions[0].isr) == 3
+    wait_for(in_sync, 60, "the preferred replica back in sync")
+    moved = {}
+
+    def elect():
+        moved["from"] = faulty.leader("target", topic, 0)
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=30)
+
+    hook = once_after(RECORDS // 3, elect)
+    thread, outcome = start_copy(faulty, topic, hook)
+    result = finish(thread, outcome)
+    assert hook.fired.is_set(), "the copy ended before the election"
+    assert moved["from"] != preferred and faulty.leader("target", topic, 0) == preferred
+    assert result.whole_batches > 0
+    compare(faulty, topic, 1, "preferred-leader election on the target mid-copy")
