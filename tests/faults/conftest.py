@@ -1,6 +1,6 @@
 """The multi-broker stack for the fault tests: each cluster three KRaft nodes (broker and controller
 in one process), topics with replication factor 3 and min.insync.replicas 2. Used if running,
-started otherwise; what the fixture starts it stops again, by pid, at the end of the session.
+started otherwise; what the fixture starts it stops again, by pid, after the fault tests.
 Brokers a test kills are started again before the next test."""
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def multi_stack() -> Iterator[MultiStack]:
     module = load_stack_module()
     state_dir = Path(os.environ.get("KMIGRATE_MULTI_STACK_DIR", module.MULTI_STATE_DIR)).resolve()
@@ -110,6 +110,8 @@ def faulty(multi_stack: MultiStack) -> Iterator[MultiStack]:
     try:
         yield multi_stack
     finally:
+        pool.admins.close_all()  # the copies' pooled clients of these clusters, which the next test does not use
+        wire.connections.close_all()
         multi_stack.restart_killed()
 
 

@@ -6,10 +6,12 @@ import logging
 import time
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
-from kmigrate.copy.writer import CopyOptions, Writer
+from kmigrate.copy.writer import CopyOptions, Writer, transient
 from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, SourceNotReady
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
@@ -34,7 +36,9 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     while True:
         try:
             return _copy_once(source, target, unit, options, resume_map)
-        except (CopyInterrupted, ClusterUnavailable, OSError) as exc:
+        except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:
+            if isinstance(exc, KafkaException) and not transient(exc.args[0]):
+                raise
             if time.monotonic() > deadline:
                 raise CopyError(f"{unit.topic}[{unit.partition}]: the copy was interrupted {attempt} times over "
                                 f"{options.retry_for_s:.0f} s and gave up; the last time: {exc}. Nothing was written "

@@ -17,7 +17,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator
 
-from confluent_kafka import TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
@@ -352,7 +352,14 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
     client = admin if admin is not None else AdminClient(cluster.admin())  # a client with nothing queued is falsy
     # describe_topics, not list_topics(topic): on a long-lived client that has not seen the topic,
     # librdkafka answers list_topics(topic) after its next metadata refresh (0-100 ms, 37 ms on average)
-    described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
+    try:
+        described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
+    except KafkaException as exc:  # a cluster electing a controller or a leader answers this for a while
+        err = exc.args[0]
+        if not (err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)):
+            raise
+        raise CopyInterrupted(f"{topic}[{partition}]: looking up its leader on {cluster.name} failed: {err.str()}",
+                              topic=topic, partition=partition) from exc
     node = next((p.leader for p in described.partitions if p.id == partition), None)
     if node is None:
         raise CopyInterrupted(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has elected one",
