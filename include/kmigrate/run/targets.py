@@ -88,15 +88,17 @@ def _wanted(source: ClusterAdmin, topic: str) -> dict[str, str]:
     return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
 
 
-def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> tuple[int, dict[str, str]]:
-    """The replication factor and min.insync.replicas of a new target topic: the source topic's,
-    capped by the target's broker count (a warning says when), so that writes with acks=all find
-    as many in-sync replicas on the target as on the source."""
+def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str,
+                         source_effective: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """The replication factor and min.insync.replicas of a new target topic: the source topic's
+    (`source_effective`: its effective configs), capped by the target's broker count (a warning
+    says when), so that writes with acks=all find as many in-sync replicas on the target as on
+    the source."""
     described = source.client.list_topics(topic, timeout=source.timeout_s).topics[topic]
     source_replicas = max(len(p.replicas) for p in described.partitions.values())
     brokers = len(target.client.list_topics(timeout=target.timeout_s).brokers)
     replicas = max(1, min(source_replicas, brokers))
-    min_isr = int(source.topic_configs(topic).get("min.insync.replicas", "1"))
+    min_isr = int(source_effective.get("min.insync.replicas", "1"))
     if replicas < source_replicas:
         log.warning("%s: replication factor %d on the source, %d on the target (it has %d brokers); "
                     "min.insync.replicas %d", topic, source_replicas, replicas, brokers, min(min_isr, replicas))
@@ -109,10 +111,11 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     copy will write to the topic, so the COPY_SETTINGS are set on it (a new topic gets them at
     creation)."""
     partitions = source.require_partition_count(topic)
-    wanted = _wanted(source, topic)
+    source_effective = source.topic_configs(topic)
+    wanted = desired_configs(source.topic_configs(topic, explicit_only=True), source_effective)
     existing = target.partition_count(topic)
     if existing is None:
-        replicas, replication = replication_settings(source, target, topic)
+        replicas, replication = replication_settings(source, target, topic, source_effective)
         created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas)
         if created:
             log.info("created %s on %s with %d partitions, replication factor %d and %s", topic, target.cluster.name,
