@@ -5,8 +5,8 @@ taken. So this module builds one RecordBatch of filler records itself and sends 
 requests to the partition leader, over and over: a batch's bytes do not depend on its base offset
 (the broker assigns it, and the CRC does not cover it), so the same records serve every chunk, each
 sent with its own producer sequence number. Each response carries the batch's base offset, which
-must equal the expected offset (the KAFKA-2260 check, per batch). Used on every cluster the raw connection reaches (`transport.raw_capable`); the others
-take the producer path.
+must equal the expected offset (the KAFKA-2260 check, per batch). Used on every cluster the raw
+connection reaches (`transport.raw_capable`); the others take the producer path.
 
 What the broker spends per offset decides the speed, so the records are as small as they can be
 and the batch is not compressed (the broker would decompress and walk every record): measured on

@@ -134,7 +134,8 @@ class Writer:
             assert self._txn_config is not None, "translate mode writes no transaction markers"
             producer = self._connected(Producer(self._target.producer(**self._txn_config)))
             try:
-                producer.init_transactions(30)
+                with self._transaction("starting the transactional producer"):
+                    producer.init_transactions(30)
             except KafkaException as exc:  # the producer is left to the collector (see close)
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                     raise MissingAcls(
@@ -142,10 +143,6 @@ class Writer:
                         f"{self._txn_config['transactional.id']!r} on the target, which copies the transactions of "
                         f"{self.topic}[{self.partition}]: grant Write and Describe on transactional ids prefixed "
                         "'kmigrate-' (README, Secured clusters) and retry the step") from exc
-                if transient(exc.args[0]):
-                    raise CopyInterrupted(f"{self.topic}[{self.partition}]: starting the transactional producer on "
-                                          f"the target failed: {exc.args[0].str()}", topic=self.topic,
-                                          partition=self.partition) from exc
                 raise
             self._txn = producer
         return self._txn

@@ -17,7 +17,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
@@ -32,8 +32,8 @@ PRODUCE_VERSION, FETCH_VERSION = 7, 11
 ERRORS = {
     1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE",
     6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE", 13: "NETWORK_EXCEPTION",
-    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
-    29: "TOPIC_AUTHORIZATION_FAILED", 33: "UNSUPPORTED_SASL_MECHANISM", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS",
+    20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 29: "TOPIC_AUTHORIZATION_FAILED", 33: "UNSUPPORTED_SASL_MECHANISM", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
     46: "DUPLICATE_SEQUENCE_NUMBER", 47: "INVALID_PRODUCER_EPOCH", 56: "KAFKA_STORAGE_ERROR",
     58: "SASL_AUTHENTICATION_FAILED", 59: "UNKNOWN_PRODUCER_ID", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
     76: "UNSUPPORTED_COMPRESSION_TYPE", 78: "OFFSET_NOT_AVAILABLE", 87: "INVALID_RECORD",
@@ -352,18 +352,12 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
     client = admin if admin is not None else AdminClient(cluster.admin())  # a client with nothing queued is falsy
     # describe_topics, not list_topics(topic): on a long-lived client that has not seen the topic,
     # librdkafka answers list_topics(topic) after its next metadata refresh (0-100 ms, 37 ms on average)
-    try:
-        described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
-    except KafkaException as exc:  # a cluster electing a controller or a leader answers this for a while
-        err = exc.args[0]
-        if not (err.retriable() or err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)):
-            raise
-        raise CopyInterrupted(f"{topic}[{partition}]: looking up its leader on {cluster.name} failed: {err.str()}",
-                              topic=topic, partition=partition) from exc
+    # (a cluster electing a controller answers with a timeout for a while: the copy's retry takes it)
+    described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
     node = next((p.leader for p in described.partitions if p.id == partition), None)
     if node is None:
-        raise CopyInterrupted(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has elected one",
-                        topic=topic, partition=partition)
+        raise CopyInterrupted(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has "
+                              "elected one", topic=topic, partition=partition)
     return node.host, node.port
 
 
