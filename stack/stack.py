@@ -863,16 +863,7 @@ def stop(service: Service, timeout_s: float = 30.0, pid: int | None = None) -> b
     pid = pid if pid is not None else service.pid()
     if pid is None:
         return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while Path(f"/proc/{pid}").exists() and "\nState:\tZ" not in _status(pid):
-            if time.monotonic() > deadline:
-                os.killpg(pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10
-            time.sleep(0.2)
-    except ProcessLookupError:
-        pass
+    _terminate([pid], timeout_s)
     service.pid_file.unlink(missing_ok=True)
     return True
 
@@ -884,19 +875,31 @@ def stop_all(services_: list[Service], timeout_s: float = 30.0) -> list[Service]
     for kind in ("connect", "kafka"):
         group = [(s, s.pid()) for s in services_ if s.kind == kind]
         group = [(s, pid) for s, pid in group if pid is not None]
-        for _, pid in group:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for service, pid in group:
-            while Path(f"/proc/{pid}").exists() and "\nState:\tZ" not in _status(pid):
-                if time.monotonic() > deadline:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(pid, signal.SIGKILL)
-                time.sleep(0.1)
+        _terminate([pid for _, pid in group], timeout_s)
+        for service, _ in group:
             service.pid_file.unlink(missing_ok=True)
             stopped.append(service)
     return stopped
+
+
+def _terminate(pids: list[int], timeout_s: float) -> None:
+    """SIGTERM each process group, SIGKILL those still there after `timeout_s` (again every 10 s);
+    wait until every one is gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    alive = list(pids)
+    while True:
+        alive = [pid for pid in alive if Path(f"/proc/{pid}").exists() and "\nState:\tZ" not in _status(pid)]
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            for pid in alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+        time.sleep(0.1)
 
 
 def _status(pid: int) -> str:
