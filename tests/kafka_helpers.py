@@ -17,9 +17,10 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 
 
-def create_topic(cluster: ClusterConfig, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+def create_topic(cluster: ClusterConfig, topic: str, partitions: int = 1, config: dict[str, str] | None = None,
+                 replicas: int = 1) -> None:
     admin = AdminClient(cluster.admin())
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
+    futures = admin.create_topics([NewTopic(topic, partitions, replicas, config=config or {})], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)
     deadline = time.monotonic() + 30

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 
 def record(env: str, **facts: object) -> None:
@@ -14,7 +13,3 @@ def record(env: str, **facts: object) -> None:
         with open(path, "a") as handle:
             handle.write(json.dumps(facts) + "\n")
 
-
-def read(path: str) -> list[dict]:
-    file = Path(path)
-    return [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []

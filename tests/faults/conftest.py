@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import pool, wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import read_range
 
 from tests import results
 from tests.conftest import load_stack_module
+from tests.integration.test_copier import records_of
+from tests.kafka_helpers import create_topic
 
 BROKERS = 3
 RESULTS_ENV = "KMIGRATE_FAULT_RESULTS"
@@ -66,10 +67,7 @@ class MultiStack:
                      60, f"{config.name}: {BROKERS} brokers registered")
 
     def create_topic(self, topic: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-        admin = AdminClient(self.source.admin())
-        for future in admin.create_topics([NewTopic(topic, partitions, BROKERS, config=config or {})],
-                                          operation_timeout=30).values():
-            future.result(timeout=30)
+        create_topic(self.source, topic, partitions, config, replicas=BROKERS)
         wait_for(lambda: all(self.leader("source", topic, p) >= 0 for p in range(partitions)), 30,
                  f"{topic}: leaders elected")
 
@@ -115,14 +113,6 @@ def faulty(multi_stack: MultiStack) -> Iterator[MultiStack]:
         multi_stack.restart_killed()
 
 
-def visible_records(cluster: ClusterConfig, topic: str, partition: int) -> list[tuple]:
-    """(offset, key, value, headers, timestamp) of every record a read_committed consumer sees."""
-    with ClusterAdmin(cluster) as admin:
-        low, high = admin.watermarks(topic, partition)
-    return [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
-            for m in read_range(cluster, topic, partition, low, high)]
-
-
 def compare(stack: MultiStack, topic: str, partitions: int, fault: str) -> int:
     """Record-by-record comparison of the topic on both clusters (log start and end, then offset, key,
     value, headers and timestamp of every read_committed-visible record); records the fault's result
@@ -131,8 +121,8 @@ def compare(stack: MultiStack, topic: str, partitions: int, fault: str) -> int:
     for partition in range(partitions):
         with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
             marks = source.watermarks(topic, partition), target.watermarks(topic, partition)
-        on_source = visible_records(stack.source, topic, partition)
-        on_target = visible_records(stack.target, topic, partition)
+        on_source = records_of(stack.source, topic, partition)
+        on_target = records_of(stack.target, topic, partition)
         compared += len(on_source)
         mismatches += sum(a != b for a, b in zip(on_source, on_target)) + abs(len(on_source) - len(on_target))
         mismatches += marks[0] != marks[1]
