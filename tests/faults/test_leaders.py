@@ -110,7 +110,11 @@ def test_leader_killed_mid_copy(faulty, side, workload):
     with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
         prepare_target_topic(source, target, topic)  # created like the source's: replication 3, min.insync.replicas 2
         assert len(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas) == 3
-        assert target.topic_configs(topic)["min.insync.replicas"] == "2"
+        # a broker restarted by the test before may answer DescribeConfigs before it knows the new topic
+        configs = {}
+        wait_for(lambda: configs.update(target.topic_configs(topic)) or "min.insync.replicas" in configs, 30,
+                 f"{topic}: the target's configs")
+        assert configs["min.insync.replicas"] == "2"
     hook = once_after(TRANSACTIONS * 10 if workload == "transactional" else RECORDS // 3, kill_leader)
     thread, outcome = start_copy(faulty, topic, hook)
     result = finish(thread, outcome)
