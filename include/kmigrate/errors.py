@@ -119,3 +119,15 @@ class SourceMoved(KmigrateError):
 
 class MissingAcls(ConfigError):
     """The migration's principal lacks rights it needs on a cluster; every missing one is named."""
+
+
+class TopicsHeld(KmigrateError):
+    """Another run holds some of the run's topics on the target; the message names it and the way out."""
+
+    def __init__(self, message: str, *, holders: list[str]) -> None:
+        super().__init__(message)
+        self.holders = holders
+
+
+class PartitionHeld(CopyError):
+    """Another copier holds the lease on the target partition and did not release it in time."""

@@ -1,0 +1,352 @@
+"""Claims kept on the target cluster: which run holds which topics, and which copier writes which
+partition (docs/DESIGN.md §4.7).
+
+The claims are records of one single-partition topic on the target, `kmigrate-claims`, stamped by
+the broker (LogAppendTime). Every claim is appended first and decided after: each reader folds the
+same records in the same log order with the same rule (`Claims.apply`), so all agree on which claim
+took effect, with no coordinator and no clock but the partition leader's.
+
+- A run claims its topics before its first write. The claim takes effect unless another run holds
+  one of them; it stays through failures and retries, and is released when the run ends (the
+  report) or by hand (`python -m kmigrate.claims release RUN`).
+- A copier leases the partition it writes. A lease takes effect when the partition is free, its
+  lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process is gone
+  (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops writing
+  when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ClusterUnavailable, CopyInterrupted, PartitionHeld, TopicsHeld
+from kmigrate.kafka.pool import identity, shared_admin
+
+log = logging.getLogger(__name__)
+
+CLAIMS_TOPIC = "kmigrate-claims"
+CLAIMS_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
+                  "message.timestamp.type": "LogAppendTime"}
+LEASE_S = 30.0
+
+
+class Claims:
+    """The state the claims log describes, folded record by record in log order."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, dict[str, Any]] = {}   # run -> its claim (topics, dag, host, ts)
+        self.parts: dict[str, dict[str, Any]] = {}  # "topic:partition" -> the lease (holder, ts, lease_ms)
+
+    def conflicts(self, run: str, topics: Collection[str]) -> dict[str, list[str]]:
+        """The other runs holding any of `topics`, with those topics."""
+        wanted = set(topics)
+        return {other: sorted(wanted & set(claim["topics"])) for other, claim in self.runs.items()
+                if other != run and wanted & set(claim["topics"])}
+
+    def apply(self, ts_ms: int, record: dict[str, Any]) -> bool:
+        """Fold one record (broker timestamp `ts_ms`); True when it took effect."""
+        kind = record.get("kind")
+        if kind == "run":
+            if self.conflicts(record["run"], record["topics"]):
+                return False
+            held = self.runs.get(record["run"], {"topics": []})
+            self.runs[record["run"]] = {**record, "topics": sorted(set(held["topics"]) | set(record["topics"])),
+                                        "ts": ts_ms}
+            return True
+        if kind == "run-release":
+            return self.runs.pop(record["run"], None) is not None
+        if kind == "lease":
+            held = self.parts.get(record["scope"])
+            if (held and held["holder"] != record["holder"] and ts_ms - held["ts"] <= held["lease_ms"]
+                    and record.get("breaks") != held["holder"]):
+                return False
+            self.parts[record["scope"]] = {**record, "ts": ts_ms}
+            return True
+        if kind == "lease-release":
+            held = self.parts.get(record["scope"])
+            if held and held["holder"] == record["holder"]:
+                del self.parts[record["scope"]]
+                return True
+            return False
+        return False  # a kind this version does not know changes nothing
+
+
+class ClaimLog:
+    """The claims topic of one cluster, read and written by this process (one per cluster, shared)."""
+
+    def __init__(self, cluster: ClusterConfig, timeout_s: float = 30.0) -> None:
+        self.cluster, self.timeout_s = cluster, timeout_s
+        self.state = Claims()
+        self._lock = threading.Lock()
+        self._next = 0  # the next offset to fold
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+
+    def _open(self, create: bool) -> bool:
+        if self._consumer is not None:
+            return True
+        with shared_admin(self.cluster) as admin:
+            if CLAIMS_TOPIC not in admin.list_topics():
+                if not create:
+                    return False
+                replicas = min(3, len(admin.client.list_topics(timeout=admin.timeout_s).brokers))
+                admin.create_topic(CLAIMS_TOPIC, 1, {**CLAIMS_CONFIGS, "min.insync.replicas": str(min(2, replicas))},
+                                   replicas=replicas)
+        self._producer = Producer(self.cluster.producer(**{"acks": "all", "enable.idempotence": True,
+                                                            "linger.ms": 0}))
+        consumer = Consumer(self.cluster.consumer("kmigrate-claims-reader", **{"enable.partition.eof": False}))
+        consumer.assign([TopicPartition(CLAIMS_TOPIC, 0, self._next or OFFSET_BEGINNING)])
+        self._consumer = consumer
+        return True
+
+    def _append(self, record: dict[str, Any]) -> int:
+        delivered: list[Any] = []
+        self._producer.produce(CLAIMS_TOPIC, key=record.get("scope", record.get("run", "")).encode(),
+                               value=json.dumps(record, sort_keys=True).encode(), partition=0,
+                               on_delivery=lambda err, msg: delivered.append((err, msg)))
+        self._producer.flush(self.timeout_s)
+        if not delivered or delivered[0][0] is not None:
+            why = delivered[0][0].str() if delivered else f"no answer in {self.timeout_s:.0f} s"
+            raise ClusterUnavailable(f"{self.cluster.name}: could not write to {CLAIMS_TOPIC} ({why}); the run's "
+                                     "claims are kept there. Check the target cluster, then retry the step")
+        return delivered[0][1].offset()
+
+    def _fold_through(self, offset: int) -> bool | None:
+        """Fold records up to and including `offset`; the outcome of the one at `offset`."""
+        outcome = None
+        deadline = time.monotonic() + self.timeout_s
+        while self._next <= offset:
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable(f"{self.cluster.name}: {CLAIMS_TOPIC} could not be read up to offset "
+                                         f"{offset} in {self.timeout_s:.0f} s; check the target cluster and retry")
+            msg = self._consumer.poll(0.5)
+            if msg is None or (msg.error() and msg.error().code() == KafkaError._PARTITION_EOF):
+                continue
+            if msg.error():
+                raise ClusterUnavailable(f"{self.cluster.name}: reading {CLAIMS_TOPIC} failed: {msg.error().str()}")
+            try:
+                record = json.loads(msg.value())
+            except ValueError:
+                record = {}  # not ours: changes nothing
+            effective = self.state.apply(msg.timestamp()[1], record)
+            if msg.offset() == offset:
+                outcome = effective
+            self._next = msg.offset() + 1
+        return outcome
+
+    def submit(self, record: dict[str, Any]) -> bool:
+        """Append `record` and read the log up to it: True when it took effect."""
+        with self._lock:
+            self._open(create=True)
+            return bool(self._fold_through(self._append(record)))
+
+    def close(self) -> None:
+        """Close its clients (opened again when next used; what was read is kept)."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+            self._producer = self._consumer = None
+
+    def current(self) -> Claims:
+        """The claims as of now (read only: no topic is created; none means nothing is held)."""
+        with self._lock:
+            if self._open(create=False):
+                _, high = self._consumer.get_watermark_offsets(TopicPartition(CLAIMS_TOPIC, 0),
+                                                                timeout=self.timeout_s)
+                if high > self._next:
+                    self._fold_through(high - 1)
+            return self.state
+
+
+_logs: dict[tuple, ClaimLog] = {}
+_logs_lock = threading.Lock()
+
+
+def claim_log(cluster: ClusterConfig) -> ClaimLog:
+    with _logs_lock:
+        return _logs.setdefault(identity(cluster), ClaimLog(cluster))
+
+
+def close_all() -> None:
+    """Close this process's claim log clients (like kmigrate.kafka.pool's close_all)."""
+    with _logs_lock:
+        logs = list(_logs.values())
+    for claims_log in logs:
+        claims_log.close()
+
+
+def _held_error(run: str, conflicts: dict[str, list[str]], claims: Claims) -> TopicsHeld:
+    holders = "; ".join(
+        f"run {other!r}" + (f" of DAG {claims.runs[other].get('dag')!r}" if claims.runs[other].get("dag") else "")
+        + f" (claimed {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(claims.runs[other]['ts'] / 1000))}"
+        + f" on {claims.runs[other].get('host')}) holds {', '.join(topics)}"
+        for other, topics in sorted(conflicts.items()))
+    first = sorted(conflicts)[0]
+    return TopicsHeld(f"run {run!r} is refused before writing anything: {holders}. Let that run finish (its report "
+                      "releases its topics) or, if it was abandoned, release them with `python -m "
+                      f"kmigrate.claims release {first} --bootstrap-servers <target>`, then retry",
+                      holders=sorted(conflicts))
+
+
+def check_topics_free(target: ClusterConfig, run: str, topics: Collection[str]) -> None:
+    """Read only (a dry run, the preflight): TopicsHeld when another run holds one of `topics`."""
+    claims = claim_log(target).current()
+    conflicts = claims.conflicts(run, topics)
+    if conflicts:
+        raise _held_error(run, conflicts, claims)
+
+
+def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: str | None = None) -> None:
+    """The run's claim on `topics` (again: no change); TopicsHeld, naming the holders, when another
+    run holds one of them."""
+    claims_log = claim_log(target)
+    record = {"kind": "run", "run": run, "topics": sorted(topics), "dag": dag, "host": socket.gethostname()}
+    if not claims_log.submit(record):
+        raise _held_error(run, claims_log.state.conflicts(run, topics), claims_log.state)
+    log.info("%s: run %s holds %d topics", target.name, run, len(topics))
+
+
+def release_topics(target: ClusterConfig, run: str) -> bool:
+    """Release the run's topics; False when it held none."""
+    return claim_log(target).submit({"kind": "run-release", "run": run})
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), to tell a reused process id apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether the lease's holder process has ended (known only on the same host)."""
+    if holder.get("host") != socket.gethostname() or not holder.get("pid"):
+        return False
+    return _started(holder["pid"]) != holder.get("started")
+
+
+class PartitionLease:
+    """One copier's lease on one target partition. `acquire` before writing, `check` before each
+    write (raises CopyInterrupted when the lease is not known to be held), `release` at the end."""
+
+    def __init__(self, target: ClusterConfig, run: str, topic: str, partition: int, lease_s: float = LEASE_S) -> None:
+        self.log = claim_log(target)
+        self.run, self.topic, self.partition, self.lease_s = run, topic, partition, lease_s
+        self.scope = f"{topic}:{partition}"
+        pid = os.getpid()
+        self.holder = f"{run}/{socket.gethostname()}/{pid}/{uuid.uuid4().hex[:8]}"
+        self._base = {"scope": self.scope, "holder": self.holder, "run": run, "host": socket.gethostname(),
+                      "pid": pid, "started": _started(pid), "lease_ms": int(lease_s * 1000)}
+        self._confirmed = -float("inf")  # monotonic time a confirmed claim or renewal was sent
+        self._lost = False
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def held(self) -> bool:
+        return not self._lost and time.monotonic() - self._confirmed < self.lease_s / 2
+
+    def check(self) -> None:
+        if not self.held():
+            raise CopyInterrupted(f"{self.topic}[{self.partition}]: this copier's lease on the partition is not "
+                                  "confirmed (the claims topic did not answer, or the lease was taken over); it stops "
+                                  "writing until it holds the lease again", topic=self.topic, partition=self.partition)
+
+    def acquire(self, wait_s: float | None = None) -> None:
+        """Hold the lease, waiting up to `wait_s` (default: twice the lease) for another holder to end;
+        PartitionHeld naming the holder after that."""
+        if self.held():
+            return
+        self._stop_renewer()
+        deadline = time.monotonic() + (2 * self.lease_s if wait_s is None else wait_s)
+        while True:
+            sent = time.monotonic()
+            other = self.log.state.parts.get(self.scope)
+            breaks = other["holder"] if other and other["holder"] != self.holder and _gone(other) else None
+            if self.log.submit({**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {})}):
+                if breaks:
+                    log.info("%s: lease of %s taken over: its holder %s has ended", self.scope, self.holder, breaks)
+                self._confirmed, self._lost = sent, False
+                self._stop = threading.Event()
+                self._renewer = threading.Thread(target=self._renew, name=f"lease {self.scope}", daemon=True)
+                self._renewer.start()
+                return
+            other = self.log.state.parts.get(self.scope, {})
+            if time.monotonic() > deadline:
+                raise PartitionHeld(
+                    f"{self.topic}[{self.partition}]: another copier holds the target partition: {other.get('holder')} "
+                    f"(run {other.get('run')!r}, host {other.get('host')}, pid {other.get('pid')}); it was not "
+                    f"released in {2 * self.lease_s:.0f} s. Two copies of one partition never write at once: let that "
+                    f"one end (a dead holder's lease runs out {self.lease_s:.0f} s after its last renewal), then "
+                    "retry; the copy resumes from the target's end", topic=self.topic, partition=self.partition)
+            time.sleep(min(1.0, self.lease_s / 10))
+
+    def _renew(self) -> None:
+        stop = self._stop
+        while not stop.wait(self.lease_s / 5):
+            sent = time.monotonic()
+            try:
+                effective = self.log.submit({**self._base, "kind": "lease"})
+            except Exception as exc:  # noqa: BLE001 (the lease lapses; check() says so to the writer)
+                log.warning("%s: lease renewal failed: %s", self.scope, exc)
+                continue
+            if not effective:
+                log.warning("%s: the lease of %s was taken over; this copier stops writing", self.scope, self.holder)
+                self._lost = True
+                return
+            self._confirmed = sent
+
+    def _stop_renewer(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+
+    def release(self) -> None:
+        self._stop_renewer()
+        if self._confirmed == -float("inf"):
+            return
+        try:
+            self.log.submit({**self._base, "kind": "lease-release"})
+        except Exception as exc:  # noqa: BLE001 (it runs out after lease_s)
+            log.warning("%s: lease release failed (%s): it runs out after %.0f s", self.scope, exc, self.lease_s)
+        self._confirmed = -float("inf")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kmigrate.claims",
+                                     description="Show or release the runs' claims on a target cluster.")
+    parser.add_argument("action", choices=("show", "release"))
+    parser.add_argument("run", nargs="?", help="the run whose topics are released")
+    parser.add_argument("--bootstrap-servers", required=True, help="the target cluster")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a client setting (security.protocol, sasl.*, ssl.*), repeatable")
+    args = parser.parse_args(argv)
+    settings = dict(item.split("=", 1) for item in args.config)
+    target = ClusterConfig.from_bootstrap("target", args.bootstrap_servers, **settings)
+    if args.action == "show":
+        claims = claim_log(target).current()
+        print(json.dumps({"runs": claims.runs, "leases": claims.parts}, indent=1, sort_keys=True))
+        return 0
+    if not args.run:
+        parser.error("release needs the run's name")
+    released = release_topics(target, args.run)
+    print(f"run {args.run!r}: " + ("its topics are released" if released else "it held no topics"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
