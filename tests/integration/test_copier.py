@@ -12,6 +12,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from kmigrate import claims
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import ForeignTarget, OffsetMismatch, TargetDiverged, TopicMismatch
@@ -64,7 +65,7 @@ def rdkafka_threads() -> set[str]:
 def leaves_no_client_running():
     """Asserts that the block, run with the garbage collector off, leaves no librdkafka client's
     threads behind but the process's pooled admin clients (one a cluster, reused from partition
-    to partition): the copier closes the clients it opened, where a reference cycle (a
+    to partition) and its claims log clients: the copier closes the clients it opened, where a reference cycle (a
     producer's callback refers to its writer) would keep them until a full collection."""
     gc.collect()
     before = rdkafka_threads()
@@ -73,6 +74,7 @@ def leaves_no_client_running():
         yield
         pooled = pool.admins.idle()
         pool.admins.close_all()
+        claims.close_all()  # the claims log's reader and writer, kept per process like the pool
         left = rdkafka_threads() - before
     finally:
         gc.enable()

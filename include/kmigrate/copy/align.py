@@ -27,6 +27,7 @@ def align(source_low: int, target_low: int, target_high: int, topic: str, partit
     plain_until = source_low - 1 if lone_marker else source_low
     if target_high < plain_until:
         count = plain_until - target_high
+        writer.options.may_write()
         if writer.options.fast_alignment and transport.raw_capable(target, "fast alignment"):
             configs = writer.topic_configs
             fastfill.write_fillers(target, topic, partition, target_high, count,
@@ -49,6 +50,8 @@ def align(source_low: int, target_low: int, target_high: int, topic: str, partit
                 "so the marker cannot be put there. Nothing more was written. Migrate this topic to a target where "
                 "it does not exist yet", topic=topic, partition=partition)
     if source_low > target_low:
+        writer.options.reached("fillers-written")
+        writer.options.may_write()
         target_admin.delete_records(topic, partition, source_low)
     expected = (source_low, source_low + 1 if lone_marker else source_low)
     low, high = target_admin.watermarks(topic, partition)

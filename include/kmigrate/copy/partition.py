@@ -2,12 +2,14 @@
 preserve or translate mode."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
 
+from kmigrate.claims import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
@@ -29,12 +31,24 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     too few in-sync replicas for a while; `CopyInterrupted`, a broken connection, a cluster not
     answering) resumes from the target's end, with new connections to the leaders of then, for up
     to `options.retry_for_s`; the resume checks of every attempt apply (docs/DESIGN.md §4.3)."""
-    if unit.mode == TRANSLATE:
-        return _copy_once(source, target, unit, options, resume_map)
+    lease = PartitionLease(target, options.run_id, unit.topic, unit.partition, options.lease_s)
+    lease.acquire()  # one copier per target partition, whatever its path (docs/DESIGN.md §4.7)
+    options = dataclasses.replace(options, guard=lease.check)
+    try:
+        if unit.mode == TRANSLATE:
+            return _copy_once(source, target, unit, options, resume_map)
+        return _copy_resuming(source, target, unit, options, resume_map, lease)
+    finally:
+        lease.release()
+
+
+def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
+                   resume_map: Sequence[OffsetRun], lease: PartitionLease) -> PartitionResult:
     deadline = time.monotonic() + options.retry_for_s
     attempt = 1
     while True:
         try:
+            lease.acquire()  # again, if it lapsed while the clusters misbehaved
             return _copy_once(source, target, unit, options, resume_map)
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:
             if isinstance(exc, KafkaException) and not transient(exc.args[0]):
@@ -49,7 +63,6 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                         unit.topic, unit.partition, attempt, exc, pause)
             attempt += 1
             time.sleep(pause)
-
 
 def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
                resume_map: Sequence[OffsetRun]) -> PartitionResult:

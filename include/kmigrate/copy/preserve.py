@@ -56,6 +56,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
         compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
                                        options, compacted="compact" in writer.topic_configs.get("cleanup.policy", ""))
         if target_low < source_low:
+            options.may_write()
             trim_below(source_low, target_low, compared, topic, partition, target, target_admin)
     result.align_seconds = time.monotonic() - started
     writer.next_offset = target_high
@@ -220,6 +221,7 @@ class PreserveCopy:
         topic, partition = self.result.topic, self.result.partition
         self._next_visible(batches[0].base_offset)
         writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
+        writer.options.may_write()
         wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
                         "a copied record batch", producer=producer)
         writer.next_offset = batches[-1].last_offset + 1

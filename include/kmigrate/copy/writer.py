@@ -45,10 +45,25 @@ class CopyOptions:
     fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
     max_message_bytes: int = 1_048_576 + 65_536
     producer_overrides: tuple[tuple[str, Any], ...] = ()
-    # test hook: called with the count of records handed to the producer so far
+    # test hooks: called with the count of records handed to the producer so far; with the name of
+    # a step about to happen ("gap-transaction-open": fillers written in a transaction not ended
+    # yet; "fillers-written": alignment fillers written, DeleteRecords next)
     progress_hook: Callable[[int], None] | None = None
+    step_hook: Callable[[str], None] | None = None
     # how long a copy keeps resuming after transient errors (leaders moving, brokers restarting)
     retry_for_s: float = 180.0
+    # the copier's lease on the target partition (kmigrate.claims): its length, and its check,
+    # called before each write; it raises CopyInterrupted when the lease is not known to be held
+    lease_s: float = 30.0
+    guard: Callable[[], None] | None = None
+
+    def may_write(self) -> None:
+        if self.guard is not None:
+            self.guard()
+
+    def reached(self, step: str) -> None:
+        if self.step_hook is not None:
+            self.step_hook(step)
 
 
 BULK_BATCH_BYTES = 4 * 1024 * 1024
@@ -204,12 +219,14 @@ class Writer:
 
     def write_one(self, msg: Any) -> None:
         """Bulk-write one record, delivery checked."""
+        self.options.may_write()
         self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
 
     def write_run(self, msgs: list[Any]) -> int:
         """Bulk-write records that take consecutive offsets from `next_offset`; returns their key +
         value bytes. The hot loop of the copy: the first and last delivery of each slice of
         `check_every` records are checked, the rest carry no callback."""
+        self.options.may_write()
         produce, topic, partition = self.bulk.produce, self.topic, self.partition
         check_every = self.options.check_every
         count, nbytes, i = len(msgs), 0, 0
@@ -234,6 +251,7 @@ class Writer:
 
     def write_fillers(self, count: int) -> None:
         """Non-transactional fillers (alignment); every 'check_every'th and the last are checked."""
+        self.options.may_write()
         for i in range(count):
             check = i % self.options.check_every == 0 or i == count - 1
             self._produce(self.bulk, FILLER_KEY, None, FILLER_HEADERS, 0, check)
@@ -263,12 +281,14 @@ class Writer:
 
     def _commit_one(self, key: bytes | None, value: bytes | None, headers: Any, timestamp: int) -> None:
         self.flush_bulk()
+        self.options.may_write()
         with self._transaction("committing a transaction"):
             self.txn.begin_transaction()
             self._txn_open = True
             self._produce(self.txn, key, value, headers, timestamp, True)
             self.txn.flush(30)
             self.raise_if_failed()
+            self.options.may_write()  # the marker takes an offset too
             self.txn.commit_transaction(30)
             self._txn_open = False
         self._after_marker()
@@ -290,6 +310,7 @@ class Writer:
         """Render the gap [start, end), end - start >= 2: end-start-1 aborted fillers and the abort marker."""
         assert end - start >= 2 and start == self.next_offset
         self.flush_bulk()
+        self.options.may_write()
         count = end - start - 1
         with self._transaction("aborting a transaction of fillers"):
             self.txn.begin_transaction()
@@ -300,6 +321,8 @@ class Writer:
             # librdkafka purges unsent messages on abort: make sure the fillers are written first
             self.txn.flush(30)
             self.raise_if_failed()
+            self.options.reached("gap-transaction-open")
+            self.options.may_write()  # the marker takes an offset too
             self.txn.abort_transaction(30)
             self._txn_open = False
         self.fillers += count
