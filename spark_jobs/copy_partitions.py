@@ -20,10 +20,12 @@ checks) so that no second job starts inside the cutover window.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 
 from driver import job_arguments
+from kmigrate.claims import claim_topics
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run import events, timeline
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.catch_up:
             units = source_ends_now(clients[0], units)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
+            # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
+            claim_topics(clients[1], args.run_id, {u.topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"))
             prepare_targets(*clients, units, manifest=manifest)
             say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
                      f"({time.monotonic() - session.begun:.1f}s)")

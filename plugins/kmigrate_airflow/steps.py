@@ -10,7 +10,8 @@ from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
-from kmigrate.errors import GroupActive, KmigrateError
+from kmigrate.claims import check_topics_free, claim_topics, release_topics
+from kmigrate.errors import GroupActive, KmigrateError, TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run import connectors as connector_steps
 from kmigrate.run import events, targets, timeline
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 
 def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
     return Manifest(params["state_location"], params.get("run_name") or run_id)
+
+
+def _run_name(params: dict[str, Any], run_id: str) -> str:
+    return params.get("run_name") or run_id
 
 
 def _selection(params: dict[str, Any]) -> Selection:
@@ -67,6 +72,10 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
     source, target = _clusters(params)
     source_connect, target_connect = _connect(params)
     plan = check_run(source, target, source_connect, target_connect, _selection(params))
+    try:  # another run over the same topics: refused here already (the claim itself comes next)
+        check_topics_free(target, _run_name(params, run_id), plan["topics"])
+    except TopicsHeld as exc:
+        raise AirflowFailException(str(exc)) from exc
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
@@ -81,6 +90,11 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
         log.info("dry run: the plan above is what a run would do; nothing was written")
         return False
     record_request(_manifest(params, run_id), params)
+    _, target = _clusters(params)
+    try:  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
+        claim_topics(target, _run_name(params, run_id), plan["topics"], dag=get_current_context()["dag"].dag_id)
+    except TopicsHeld as exc:
+        raise AirflowFailException(str(exc)) from exc
     return True
 
 
@@ -277,6 +291,9 @@ def measure_drill(params: dict[str, Any] | None = None, run_id: str | None = Non
 @task
 def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     path, summary = write_report(_manifest(params, run_id))
+    _, target = _clusters(params)
+    if release_topics(target, _run_name(params, run_id)):
+        log.info("the run's topics on the target are released: another run may take them")
     log.info("report: %s", path)
     if summary.get("chart_path"):
         log.info("chart of the copy time per partition: %s", summary["chart_path"])
