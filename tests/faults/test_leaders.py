@@ -48,6 +48,7 @@ def transactional_workload(stack, topic: str) -> None:
             producer.produce(topic, key=b"t%d" % i, value=b"txn %d record %d" % (txn, i) * 8, partition=0,
                              timestamp=BASE_MS + txn * 50 + i)
         if txn % 5 == 4:
+            producer.flush(30)  # written before the abort (librdkafka drops what it still holds)
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
