@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import NewTopic
 
+from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
 
@@ -22,7 +23,8 @@ log = logging.getLogger(__name__)
 NEEDS = {
     "source": {"topic": ("DESCRIBE", "READ", "DESCRIBE_CONFIGS"), "group": ("DESCRIBE",), "cluster": ("DESCRIBE",)},
     "target": {"topic": ("DESCRIBE", "READ", "WRITE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"),
-               "group": ("DESCRIBE", "READ"), "cluster": ("DESCRIBE",)},
+               "group": ("DESCRIBE", "READ"), "cluster": ("DESCRIBE",),
+               "claims": ("DESCRIBE", "READ", "WRITE")},  # the claims topic (kmigrate.claims)
 }
 
 
@@ -37,6 +39,7 @@ class Missing:
 
     def __str__(self) -> str:
         what = "the cluster" if self.resource == "cluster" else f"{self.resource} {self.name!r}"
+        what = f"topic {self.name!r}" if self.resource == "claims" else what
         return f"{self.side}: {', '.join(self.operations)} on {what}"
 
 
@@ -99,6 +102,22 @@ def cluster_rights(admin: ClusterAdmin, side: str) -> list[Missing]:
     return _lacking(side, "cluster", "", described.result(timeout=admin.timeout_s).authorized_operations)
 
 
+def claims_rights(target: ClusterAdmin) -> list[Missing]:
+    """Describe, Read and Write on the claims topic (Create while the target does not have it)."""
+    future = target.client.describe_topics(TopicCollection([CLAIMS_TOPIC]), include_authorized_operations=True,
+                                           request_timeout=target.timeout_s)[CLAIMS_TOPIC]
+    try:
+        return _lacking("target", "claims", CLAIMS_TOPIC, future.result(timeout=target.timeout_s).authorized_operations)
+    except KafkaException as exc:
+        code = _failure(exc).code()
+        if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return [dataclasses.replace(m, operations=("CREATE", *NEEDS["target"]["claims"]))
+                    for m in create_rights(target, [CLAIMS_TOPIC])]
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return [Missing("target", "claims", CLAIMS_TOPIC, NEEDS["target"]["claims"])]
+        raise
+
+
 def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]:
     """CREATE on each of `topics`, asked with a validate-only CreateTopics (nothing is created)."""
     if not topics:
@@ -124,7 +143,7 @@ def missing_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collectio
     missing += source_topics
     missing += cluster_rights(target, "target") + group_rights(target, "target", groups)
     target_topics, absent = topic_rights(target, "target", topics)
-    return missing + target_topics + create_rights(target, absent), absent
+    return missing + target_topics + create_rights(target, absent) + claims_rights(target), absent
 
 
 def refuse(missing: list[Missing], when: str) -> None:
