@@ -31,6 +31,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run import events, timeline
 from kmigrate.run.clients import load_clients_from
 from kmigrate.run.plan import (
+    copied_ends,
     copy_progress,
     read_plan,
     source_ends_now,
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                     session, round_units,
                     # a partial of a library function: executors import it by name, nothing from this file
                     functools.partial(copy_task, clients=clients, run_id=args.run_id,
-                                      resume_maps=translate_maps(manifest), fetch_max_bytes=args.fetch_max_bytes,
+                                      resume_maps=translate_maps(manifest), copied_ends=copied_ends(manifest),
+                                      fetch_max_bytes=args.fetch_max_bytes,
                                       verify=not args.no_verify),
                     job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
                     progress=copy_progress(clients[1], round_units),

@@ -2,6 +2,8 @@
 trim of a resumed target whose log start is below it (§4.3)."""
 from __future__ import annotations
 
+import logging
+
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import fastfill
 from kmigrate.copy.writer import Writer
@@ -10,16 +12,22 @@ from kmigrate.kafka import transport
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import is_filler, read_range
 
+log = logging.getLogger(__name__)
+
 
 def align(source_low: int, target_low: int, target_high: int, topic: str, partition: int,
-           target: ClusterConfig, target_admin: ClusterAdmin, writer: Writer, lone_marker: bool) -> int:
+           target: ClusterConfig, target_admin: ClusterAdmin, writer: Writer, lone_marker: bool,
+           own_end: int | None = None) -> int:
     """Make the target's log start and end both equal the source's log start (docs/DESIGN.md §4.2); returns
     the target's end. `lone_marker`: the source's log start is a lone transaction marker, so the
     last filler goes in a committed transaction whose marker takes that offset, and the target
     ends one past the log start, like the source's invisible offset."""
     if target_high > target_low:
         last = read_range(target, topic, partition, target_high - 1, target_high)
-        if not last or not is_filler(last[-1]):
+        if target_high == own_end:  # this run's copy, all below the source's log start now
+            log.info("%s[%d]: the source's log start %d moved past the end of this run's earlier copy (%d): "
+                     "the target is aligned up to it and trimmed", topic, partition, source_low, target_high)
+        elif not last or not is_filler(last[-1]):
             raise ForeignTarget(
                 f"{topic}[{partition}]: the target holds records below the source's log start {source_low} that "
                 "this migration did not write (another copy or another producer); nothing was written. Migrate this "

@@ -22,10 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
-                   options: CopyOptions = CopyOptions(), resume_map: Sequence[OffsetRun] = ()) -> PartitionResult:
+                   options: CopyOptions = CopyOptions(), resume_map: Sequence[OffsetRun] = (),
+                   own_end: int | None = None) -> PartitionResult:
     """Copy `unit` and return its result. Safe to re-run: preserve mode resumes from the target's
     end. Translate mode resumes from `resume_map`, the offset map of the earlier runs of this
     partition (from the run manifest); without it the target's data counts as an unrelated prefix.
+    `own_end`: where this run's earlier copy of the partition left the target's end (from the run
+    manifest): a target ending there is this run's copy even when the source has since dropped
+    all of it (retention moved the log start past it).
 
     A preserve-mode copy cut off by something that passes (a leader moving, a broker going away,
     too few in-sync replicas for a while; `CopyInterrupted`, a broken connection, a cluster not
@@ -36,20 +40,20 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     options = dataclasses.replace(options, guard=lease.check)
     try:
         if unit.mode == TRANSLATE:
-            return _copy_once(source, target, unit, options, resume_map)
-        return _copy_resuming(source, target, unit, options, resume_map, lease)
+            return _copy_once(source, target, unit, options, resume_map, own_end)
+        return _copy_resuming(source, target, unit, options, resume_map, lease, own_end)
     finally:
         lease.release()
 
 
 def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
-                   resume_map: Sequence[OffsetRun], lease: PartitionLease) -> PartitionResult:
+                   resume_map: Sequence[OffsetRun], lease: PartitionLease, own_end: int | None) -> PartitionResult:
     deadline = time.monotonic() + options.retry_for_s
     attempt = 1
     while True:
         try:
             lease.acquire()  # again, if it lapsed while the clusters misbehaved
-            return _copy_once(source, target, unit, options, resume_map)
+            return _copy_once(source, target, unit, options, resume_map, own_end)
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:
             if isinstance(exc, KafkaException) and not transient(exc.args[0]):
                 raise
@@ -65,7 +69,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             time.sleep(pause)
 
 def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
-               resume_map: Sequence[OffsetRun]) -> PartitionResult:
+               resume_map: Sequence[OffsetRun], own_end: int | None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     with shared_admin(source) as source_admin, shared_admin(target) as target_admin:
         source_low, source_high = source_admin.watermarks(topic, partition)
@@ -82,7 +86,8 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
             return copy_translate(source, target, unit, options, source_low, target_admin, resume_map)
         writer = Writer(target, topic, partition, target_admin, options, transactional=True)
         try:
-            result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer)
+            result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer,
+                                   own_end)
         except BaseException:
             writer.abandon()
             raise

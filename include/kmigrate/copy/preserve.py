@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
                    source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
-                   writer: Writer) -> PartitionResult:
+                   writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     if transport.raw_capable(target):
         wire.settle(target, topic, partition, target_admin.client)
@@ -45,7 +45,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     if target_high <= source_low:
         lone_marker = source_low > 0 and invisible_run_at(source, source_admin, topic, partition, source_low) == 1
         target_high = align(source_low, target_low, target_high, topic, partition, target, target_admin, writer,
-                             lone_marker)
+                             lone_marker, own_end)
     elif target_low > source_low:
         raise ForeignTarget(
             f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; records "

@@ -78,6 +78,12 @@ def translate_maps(manifest: Manifest) -> dict[tuple[str, int], list[OffsetRun]]
     return {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
 
 
+def copied_ends(manifest: Manifest) -> dict[tuple[str, int], int]:
+    """Where this run's newest copy of each preserve-mode partition left the target's end: the
+    target holds this run's records up to there, even once the source no longer has them."""
+    return {key: row["target_end"] for key, row in latest_copy_rows(manifest).items() if row["mode"] != TRANSLATE}
+
+
 def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:
     """A status line for the copy job's driver: how many partitions the target holds up to their
     snapshot end, and how many offsets are still to go (read from the target, so it counts every

@@ -61,9 +61,10 @@ def _kill_hook(unit: WorkUnit):
 def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
               resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
               fetch_max_bytes: int | None = None, progress_every_s: float = 10.0,
-              verify: bool = True) -> dict[str, Any]:
+              verify: bool = True, copied_ends: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
     """Copy one unit; returns its result row with "ok". `resume_maps`: the offset maps of earlier
-    runs of translate-mode partitions, by (topic, partition). Data errors (foreign target, offset
+    runs of translate-mode partitions, by (topic, partition); `copied_ends`: where this run's
+    earlier copies left each preserve-mode partition's end (copy_partition's `own_end`). Data errors (foreign target, offset
     mismatch, ...) become a failed row naming the partition; anything else propagates so that
     Spark retries the task, whose copier resumes from the target's end."""
     _setup_logging()
@@ -87,7 +88,8 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
     try:
         result = copy_partition(source, target, unit, options,
-                                (resume_maps or {}).get((unit.topic, unit.partition), ()))
+                                (resume_maps or {}).get((unit.topic, unit.partition), ()),
+                                (copied_ends or {}).get((unit.topic, unit.partition)))
     except KmigrateError as exc:
         log.info("copy %s: FAILED: %s", name, exc)
         return {"ok": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "error": str(exc)}
