@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,6 +71,41 @@ class MultiStack:
         create_topic(self.source, topic, partitions, config, replicas=BROKERS)
         wait_for(lambda: all(self.leader("source", topic, p) >= 0 for p in range(partitions)), 30,
                  f"{topic}: leaders elected")
+
+
+def reassign(cluster: ClusterConfig, topic: str, partition: int, replicas: list[int]) -> None:
+    """Start moving the partition's replicas to `replicas` (AlterPartitionReassignments v0, over the
+    project's raw connection: the stack installs no Kafka command-line tools). The cluster moves them
+    in the background; the call returns once the controller accepted the plan."""
+    def uvarint(n: int) -> bytes:
+        out = b""
+        while True:
+            low, n = n & 0x7F, n >> 7
+            if not n:
+                return out + bytes([low])
+            out += bytes([low | 0x80])
+
+    name = topic.encode()
+    body = (b"\x00"  # the request header's tagged fields (a flexible request)
+            + struct.pack(">i", 30_000) + uvarint(2) + uvarint(len(name) + 1) + name
+            + uvarint(2) + struct.pack(">i", partition) + uvarint(len(replicas) + 1)
+            + b"".join(struct.pack(">i", r) for r in replicas) + b"\x00" + b"\x00" + b"\x00")
+    host, port = cluster.bootstrap_servers.split(",")[0].split(":")
+    with wire.BrokerConnection(host, int(port)) as conn:
+        conn.send(45, 0, body)  # ALTER_PARTITION_REASSIGNMENTS
+        _, data = conn.receive()
+    # response: header tagged fields, throttle, error code, message, [topic [partition, error code, ...]]
+    at = 1 + 4
+    (error,) = struct.unpack_from(">h", data, at)
+    assert error == 0, f"AlterPartitionReassignments refused: error {wire.error_name(error)}"
+    at += 2
+    length = data[at] - 1  # a short error message (or null): one-byte length
+    at += 1 + max(length, 0)
+    at += 1  # responses: one topic
+    at += 1 + data[at] - 1  # topic name
+    at += 1  # partitions: one
+    (_, partition_error) = struct.unpack_from(">ih", data, at)
+    assert partition_error == 0, f"reassignment of {topic}[{partition}] refused: {wire.error_name(partition_error)}"
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

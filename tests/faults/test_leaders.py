@@ -17,7 +17,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
 
-from tests.faults.conftest import compare, wait_for
+from tests.faults.conftest import compare, reassign, wait_for
+from tests.kafka_helpers import create_topic
 
 RECORDS = 30_000
 SMALL_FETCH = 32 << 10  # many fetches, so that the fault lands in the middle of the copy
@@ -159,3 +160,36 @@ def test_preferred_leader_election_on_the_target_during_the_copy(faulty):
     assert moved["from"] != preferred and faulty.leader("target", topic, 0) == preferred
     assert result.whole_batches > 0
     compare(faulty, topic, 1, "preferred-leader election on the target mid-copy")
+
+
+def test_partition_reassignment_on_the_target_during_the_copy(faulty):
+    """Replication factor 2 on both sides: the target partition's replicas are moved off its leader
+    (AlterPartitionReassignments) while the copy runs, so a new replica catches up and the leader moves."""
+    topic = f"fault-reassign-{uuid.uuid4().hex[:6]}"
+    create_topic(faulty.source, topic, 1, replicas=2)
+    wait_for(lambda: faulty.leader("source", topic, 0) >= 0, 30, f"{topic}: a leader")
+    plain_workload(faulty, topic)
+    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
+        prepare_target_topic(source, target, topic)
+        before = list(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas)
+    assert len(before) == 2  # the source's replication factor
+    leader = faulty.leader("target", topic, 0)
+    spare = next(n for n in faulty.clusters[1].nodes if n not in before)
+    after = [spare, *(n for n in before if n != leader)]
+    admin = AdminClient(faulty.target.admin())
+
+    def reassigned():
+        described = admin.describe_topics(TopicCollection([topic]))[topic].result(10).partitions[0]
+        return [r.id for r in described.replicas] == after and len(described.isr) == 2 and described.leader.id != leader
+
+    def move():  # the copy pauses, its connections open, until the replicas moved and the leader left
+        reassign(faulty.target, topic, 0, after)
+        wait_for(reassigned, 120, f"{topic}: replicas {after}, both in sync, a new leader")
+
+    hook = once_after(RECORDS // 4, move)
+    thread, outcome = start_copy(faulty, topic, hook)
+    result = finish(thread, outcome)
+    assert hook.fired.is_set(), "the copy ended before the reassignment"
+    assert faulty.leader("target", topic, 0) != leader
+    assert result.whole_batches > 0
+    compare(faulty, topic, 1, "partition reassignment on the target mid-copy (the leader moved off)")
