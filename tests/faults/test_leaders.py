@@ -13,6 +13,7 @@ from confluent_kafka import ElectionType, Producer, TopicCollection, TopicPartit
 from confluent_kafka.admin import AdminClient
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
+from kmigrate.errors import CopyError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
@@ -193,3 +194,35 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
     assert faulty.leader("target", topic, 0) != leader
     assert result.whole_batches > 0
     compare(faulty, topic, 1, "partition reassignment on the target mid-copy (the leader moved off)")
+
+
+def test_brokers_that_do_not_come_back_in_time_fail_the_copy_which_a_rerun_resumes(faulty):
+    """Two of the target's three brokers SIGKILLed mid-copy (and with them the controller quorum): no
+    write can be acknowledged, so the copy gives up after retry_for_s naming the partition, with
+    nothing at a wrong offset; once they are back, a re-run resumes from the target's end."""
+    topic = f"fault-gone-{uuid.uuid4().hex[:6]}"
+    faulty.create_topic(topic)
+    plain_workload(faulty, topic)
+    end = None
+    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
+        prepare_target_topic(source, target, topic)
+        end = source.watermarks(topic, 0)[1]
+
+    def kill_two():
+        leader = faulty.leader("target", topic, 0)
+        faulty.kill("target", leader)
+        faulty.kill("target", next(n for n in faulty.clusters[1].nodes if n != leader))
+
+    hook = once_after(RECORDS // 3, kill_two)
+    options = CopyOptions(run_id=f"faults-{uuid.uuid4().hex[:6]}", fetch_max_bytes=SMALL_FETCH, progress_hook=hook,
+                          retry_for_s=15)
+    began = time.monotonic()
+    gave_up = rf"{topic}\[0\]: the copy was interrupted \d+ times in \d+ s \(retry_for_s 15\) and gave up"
+    with pytest.raises(CopyError, match=gave_up):
+        copy_partition(faulty.source, faulty.target, WorkUnit(topic, 0, end), options)
+    print(f"gave up after {time.monotonic() - began:.1f} s")
+    faulty.restart_killed()
+    result = copy_partition(faulty.source, faulty.target, WorkUnit(topic, 0, end),
+                            CopyOptions(run_id=options.run_id))
+    assert 0 < result.target_start < end and result.digests_equal
+    compare(faulty, topic, 1, "two target brokers down past retry_for_s, then a re-run")

@@ -48,7 +48,8 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
 
 def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
                    resume_map: Sequence[OffsetRun], lease: PartitionLease, own_end: int | None) -> PartitionResult:
-    deadline = time.monotonic() + options.retry_for_s
+    began = time.monotonic()
+    deadline = began + options.retry_for_s
     attempt = 1
     while True:
         try:
@@ -58,8 +59,9 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             if isinstance(exc, KafkaException) and not transient(exc.args[0]):
                 raise
             if time.monotonic() > deadline:
-                raise CopyError(f"{unit.topic}[{unit.partition}]: the copy was interrupted {attempt} times over "
-                                f"{options.retry_for_s:.0f} s and gave up; the last time: {exc}. Nothing was written "
+                raise CopyError(f"{unit.topic}[{unit.partition}]: the copy was interrupted {attempt} times in "
+                                f"{time.monotonic() - began:.0f} s (retry_for_s {options.retry_for_s:.0f}) and gave "
+                                f"up; the last time: {exc}. Nothing was written "
                                 "at a wrong offset; re-run the copy once the clusters are healthy (it resumes from "
                                 "the target's end)", topic=unit.topic, partition=unit.partition) from exc
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
