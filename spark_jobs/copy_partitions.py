@@ -90,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
-        if args.catch_up:
-            units = source_ends_now(clients[0], units)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
             claim_topics(clients[1], args.run_id, {u.topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"))
             prepare_targets(*clients, units, manifest=manifest)
+            if args.catch_up:  # up to the source's ends now: read just before the round begins
+                units = source_ends_now(clients[0], units)
             say(JOB, f"both clusters answer, {len(units)} partitions planned, target topics ready "
                      f"({time.monotonic() - session.begun:.1f}s)")
 

@@ -3,6 +3,7 @@ with every record at its offset, consumer groups and connectors continue exactly
 mid-way is retried by Airflow, and bad parameters are refused before anything is written."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -319,6 +320,16 @@ def test_a_group_still_consuming_on_the_source_fails_the_run_before_resuming_and
         stop.set()
         consumer.join(30)
     assert not consumer.is_alive()
+
+    # another run over the same topics: refused in its preflight while the failed run holds them
+    capfd.readouterr()
+    refused = run_dag(dagbag, run_name="stopped", **conf)
+    out = "".join(capfd.readouterr())
+    assert str(refused.state) == "failed" and task_states(refused)["preflight"] == "failed"
+    assert "run 'live' of DAG 'kafka_migration'" in out and f"holds {topic}" in out
+    released = subprocess.run([sys.executable, "-m", "kmigrate.claims", "release", "live", "--bootstrap-servers",
+                               stack.target.bootstrap_servers], capture_output=True, text=True, timeout=60)
+    assert released.returncode == 0 and "its topics are released" in released.stdout, released.stderr[-2000:]
 
     run = run_dag(dagbag, run_name="stopped", **conf)  # the same group, its consumer stopped in time
     assert str(run.state) == "success", task_states(run)
