@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-unit demo bench-copy bench-spark bench-mm2 bench-cutover constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -128,6 +128,11 @@ demo: install stack-up spark-connect-up
 bench-copy: install stack-up
 	@$(MAKE) --no-print-directory stack-up SECURE=1
 	$(VPY) bench/bench_copy.py
+
+# What the one-writer lease costs a partition copy, and a new process's read of the claims log
+# (bench/bench_claims.py); the last line is JSON.
+bench-claims: install stack-up
+	$(VPY) bench/bench_claims.py $(BENCH_ARGS)
 
 # The Spark copy job against the bare copier, sequential and in a process pool (bench/bench_spark.py).
 bench-spark: install stack-up
