@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 
+from common import delete_topics, median_interval
 from confluent_kafka import Producer
 from kmigrate import claims
 from kmigrate.config import ClusterConfig
@@ -28,8 +29,6 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
-
-from common import delete_topics, median_interval
 
 SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
 TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
