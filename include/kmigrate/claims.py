@@ -53,11 +53,18 @@ class Claims:
         return {other: sorted(wanted & set(claim["topics"])) for other, claim in self.runs.items()
                 if other != run and wanted & set(claim["topics"])}
 
-    def apply(self, ts_ms: int, record: dict[str, Any]) -> bool:
-        """Fold one record (broker timestamp `ts_ms`); True when it took effect."""
+    def apply(self, ts_ms: int, record: Any) -> bool:
+        """Fold one record (broker timestamp `ts_ms`); True when it took effect. A record this rule
+        cannot read (another version's, or not ours) changes nothing, for every reader alike."""
+        try:
+            return self._apply(ts_ms, record)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return False
+
+    def _apply(self, ts_ms: int, record: dict[str, Any]) -> bool:
         kind = record.get("kind")
         if kind == "run":
-            if self.conflicts(record["run"], record["topics"]):
+            if not isinstance(record["topics"], list) or self.conflicts(record["run"], record["topics"]):
                 return False
             held = self.runs.get(record["run"], {"topics": []})
             self.runs[record["run"]] = {**record, "topics": sorted(set(held["topics"]) | set(record["topics"])),
@@ -67,10 +74,11 @@ class Claims:
             return self.runs.pop(record["run"], None) is not None
         if kind == "lease":
             held = self.parts.get(record["scope"])
+            lease_ms = int(record["lease_ms"])  # stored as a number: a later record is compared with it
             if (held and held["holder"] != record["holder"] and ts_ms - held["ts"] <= held["lease_ms"]
                     and record.get("breaks") != held["holder"]):
                 return False
-            self.parts[record["scope"]] = {**record, "ts": ts_ms}
+            self.parts[record["scope"]] = {**record, "lease_ms": lease_ms, "ts": ts_ms}
             return True
         if kind == "lease-release":
             held = self.parts.get(record["scope"])

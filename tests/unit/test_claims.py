@@ -65,11 +65,16 @@ def test_only_the_holder_releases_a_lease():
     assert state.apply(4, lease("y"))
 
 
-def test_records_of_unknown_kinds_change_nothing():
+def test_records_of_unknown_kinds_or_shapes_change_nothing():
     state = Claims()
     assert not state.apply(1, {"kind": "from-a-later-version", "run": "a"})
     assert not state.apply(2, {})
+    assert not state.apply(3, ["not", "a", "claim"])
+    assert not state.apply(4, {"kind": "run", "run": "a"})                 # no topics
+    assert not state.apply(5, {"kind": "run", "run": "a", "topics": "orders"})  # not a list
+    assert not state.apply(6, {"kind": "lease", "scope": "t:0", "holder": "x"})  # no lease length
     assert state.runs == {} and state.parts == {}
+    assert state.apply(7, run_claim("a", "orders"))  # and the fold goes on
 
 
 def test_the_refusal_names_the_holding_run_its_dag_and_the_way_out():
