@@ -17,6 +17,12 @@ BROKERS ?= 1
 ifneq ($(BROKERS),1)
 STACK := $(PYTHON) stack/stack.py --brokers $(BROKERS)
 endif
+# SOURCE_VERSION=3.9.1 (or 2.8.2): the stack targets act on the compat profile, the source that Kafka
+# version with ZooKeeper and a Connect worker of that version, the target 4.3.1 KRaft (.stack-compat-V/)
+SOURCE_VERSION ?=
+ifneq ($(SOURCE_VERSION),)
+STACK := $(PYTHON) stack/stack.py --source-version $(SOURCE_VERSION)
+endif
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
 

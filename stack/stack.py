@@ -46,6 +46,10 @@ POM = PROJECT_DIR / "stack" / "pom.xml"
 KAFKA_VERSION = "4.3.1"
 CACHE_DIR = Path(os.environ.get("KMIGRATE_CACHE_DIR", PROJECT_DIR / ".cache"))
 KAFKA_HOME = CACHE_DIR / f"kafka-{KAFKA_VERSION}"
+# Older sources the compat profile starts (`--source-version`): ZooKeeper-era brokers and Connect of
+# that version, from Maven Central like the rest; the target stays KAFKA_VERSION on KRaft.
+SOURCE_VERSIONS = ("4.3.1", "3.9.1", "2.8.2")
+COMPAT_STATE_DIR = PROJECT_DIR / ".stack-compat"  # + "-<version>"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack"
 SECURE_STATE_DIR = PROJECT_DIR / ".stack-secure"
@@ -100,6 +104,15 @@ class Cluster:
     controller_port: int
     connect_port: int
     brokers: int = 1  # combined broker+controller nodes; node n listens on kafka_port + 10 * (n - 1)
+    version: str = KAFKA_VERSION  # before 4.0: a ZooKeeper cluster (ZooKeeper on controller_port)
+
+    @property
+    def zookeeper(self) -> bool:
+        return int(self.version.split(".")[0]) < 4
+
+    @property
+    def home(self) -> Path:
+        return kafka_home(self.version)
 
     def broker_port(self, node: int) -> int:
         return self.kafka_port + BROKER_PORT_STEP * (node - 1)
@@ -131,6 +144,16 @@ SECURE_CLUSTERS = (
 )
 BROKER_PORT_STEP = 10
 MULTI_STATE_DIR = PROJECT_DIR / ".stack-multi"
+
+
+def kafka_home(version: str) -> Path:
+    return CACHE_DIR / f"kafka-{version}"
+
+
+def compat_clusters(version: str) -> tuple[Cluster, Cluster]:
+    """The compat profile (`--source-version V`): a source of Kafka V (with ZooKeeper before 4.0) on
+    19392 (ZooKeeper 19393, Connect 18383) and a KAFKA_VERSION KRaft target on 29392 (Connect 28383)."""
+    return (Cluster("source", 19392, 19393, 18383, version=version), Cluster("target", 29392, 29393, 28383))
 
 
 def multi_clusters(brokers: int) -> tuple[Cluster, Cluster]:
@@ -219,8 +242,9 @@ def installed_marker(home: Path = KAFKA_HOME) -> Path:
     return home / ".complete"
 
 
-def install(home: Path = KAFKA_HOME) -> Path:
-    """Resolve the broker, Connect runtime and plugins into `home`; a no-op once complete."""
+def install(home: Path = KAFKA_HOME, version: str = KAFKA_VERSION) -> Path:
+    """Resolve the broker (with ZooKeeper before 4.0), Connect runtime and plugins of Kafka `version`
+    into `home`; a no-op once complete."""
     if installed_marker(home).exists():
         return home
     check_java()
@@ -231,15 +255,16 @@ def install(home: Path = KAFKA_HOME) -> Path:
     partial = home.with_name(home.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    print(f"stack: resolving Apache Kafka {KAFKA_VERSION} from Maven Central into {home} ...", flush=True)
-    base = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={repo}", *maven_settings_args(partial)]
+    print(f"stack: resolving Apache Kafka {version} from Maven Central into {home} ...", flush=True)
+    base = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={repo}", f"-Dkafka.version={version}",
+            *maven_settings_args(partial)]
     steps = [
         [*base, f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={partial / 'libs'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-file:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-file:{version}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-file'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{version}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{KAFKA_VERSION}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{version}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
     ]
     for step in steps:
@@ -259,10 +284,15 @@ def install(home: Path = KAFKA_HOME) -> Path:
                     "or set KMIGRATE_MAVEN_MIRROR to a reachable mirror, then run again "
                     f"(mvn output in {log})"
                 )
-            raise StackError(f"mvn failed resolving Kafka {KAFKA_VERSION}: {detail.strip()} (full output in {log})")
+            raise StackError(f"mvn failed resolving Kafka {version}: {detail.strip()} (full output in {log})")
+    # older versions bring their own log4j 1 binding of SLF4J; the stack logs through log4j2 (the POM's)
+    for binding in (partial / "libs").glob("slf4j-*log4j12-*.jar"):
+        binding.unlink()
+    for binding in (partial / "libs").glob("slf4j-reload4j-*.jar"):
+        binding.unlink()
     shutil.rmtree(home, ignore_errors=True)
     partial.rename(home)
-    installed_marker(home).write_text(KAFKA_VERSION + "\n")
+    installed_marker(home).write_text(version + "\n")
     return home
 
 
@@ -561,7 +591,7 @@ def connect_answers(port: int, security: Security | None = None) -> bool:
 @dataclasses.dataclass
 class Service:
     name: str
-    kind: str  # "kafka" or "connect"
+    kind: str  # "zookeeper", "kafka" or "connect"
     cluster: Cluster
     state_dir: Path
     security: Security | None = None
@@ -577,20 +607,24 @@ class Service:
 
     @property
     def port(self) -> int:
+        if self.kind == "zookeeper":
+            return self.cluster.controller_port
         return self.cluster.broker_port(self.node) if self.kind == "kafka" else self.cluster.connect_port
 
     @property
     def ports(self) -> list[int]:
-        if self.kind == "kafka":
+        if self.kind == "kafka" and not self.cluster.zookeeper:
             extra = [self.cluster.kafka_port + 2] if self.security else []
             return [self.port, self.cluster.controller_port_of(self.node), *extra]
-        return [self.cluster.connect_port]
+        return [self.port]
 
     @property
     def log_file(self) -> Path:
         return self.dir / "logs" / "server.log"
 
     def answers(self) -> bool:
+        if self.kind == "zookeeper":
+            return port_open(self.port)
         if self.kind == "kafka":
             return kafka_answers(self.port, self.security.ssl_context() if self.security else None)
         return connect_answers(self.port, self.security)
@@ -638,9 +672,10 @@ def broker_name(cluster: Cluster, node: int) -> str:
 
 
 def services(clusters: tuple[Cluster, ...], state_dir: Path, security: Security | None = None) -> list[Service]:
+    ensembles = [Service(f"{c.name}-zookeeper", "zookeeper", c, state_dir) for c in clusters if c.zookeeper]
     brokers = [Service(broker_name(c, n), "kafka", c, state_dir, security, n) for c in clusters for n in c.nodes]
     workers = [Service(f"{c.name}-connect", "connect", c, state_dir, security) for c in clusters]
-    return brokers + workers
+    return ensembles + brokers + workers
 
 
 def write_properties(path: Path, settings: dict[str, str]) -> None:
@@ -684,7 +719,7 @@ def new_cluster_id() -> str:
 def java_command(java: str, service: Service, heap: str, main_class: str, *args: str,
                  jvm: tuple[str, ...] = ()) -> list[str]:
     log4j = write_log4j(service)
-    classpath = str(KAFKA_HOME / "libs" / "*")
+    classpath = str(service.cluster.home / "libs" / "*")
     return [
         java, *heap.split(), *JVM_FLAGS.split(), *jvm,
         f"-Dlog4j2.configurationFile={log4j}",
@@ -694,8 +729,37 @@ def java_command(java: str, service: Service, heap: str, main_class: str, *args:
     ]
 
 
+# A ZooKeeper-era broker (the compat profile's source): BROKER_SETTINGS without the KRaft ones.
+ZK_BROKER_SETTINGS = {k: v for k, v in BROKER_SETTINGS.items()
+                      if k not in ("process.roles", "node.id", "controller.listener.names") and not k.startswith("share.")}
+
+
+def prepare_zookeeper(java: str, service: Service) -> list[str]:
+    config = service.dir / "zookeeper.properties"
+    write_properties(config, {"dataDir": str(service.dir / "data"), "clientPort": str(service.port),
+                              "clientPortAddress": "localhost", "tickTime": "2000", "maxClientCnxns": "0",
+                              "admin.enableServer": "false", "4lw.commands.whitelist": "ruok,stat"})
+    return java_command(java, service, "-Xmx256m", "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config))
+
+
+def prepare_zk_kafka(java: str, service: Service) -> list[str]:
+    props = service.dir / "server.properties"
+    write_properties(props, {
+        **ZK_BROKER_SETTINGS,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+        "broker.id": str(service.node),
+        "zookeeper.connect": f"localhost:{service.cluster.controller_port}",
+        "listeners": f"PLAINTEXT://localhost:{service.port}",
+        "advertised.listeners": f"PLAINTEXT://localhost:{service.port}",
+        "log.dirs": str(service.dir / "data"),
+    })
+    return java_command(java, service, BROKER_HEAP, "kafka.Kafka", str(props))
+
+
 def prepare_kafka(java: str, service: Service) -> list[str]:
     cluster, node = service.cluster, service.node
+    if cluster.zookeeper:
+        return prepare_zk_kafka(java, service)
     data_dir = service.dir / "data"
     props = service.dir / "server.properties"
     settings = {
@@ -738,7 +802,7 @@ def prepare_connect(java: str, service: Service) -> list[str]:
         "listeners": f"http://localhost:{cluster.connect_port}",
         "rest.advertised.host.name": "localhost",
         "rest.advertised.port": str(cluster.connect_port),
-        "plugin.path": str(KAFKA_HOME / "plugins"),
+        "plugin.path": str(cluster.home / "plugins"),
     }
     if cluster.brokers > 1:
         replicas = str(min(3, cluster.brokers))
@@ -762,7 +826,8 @@ def launch(java: str, service: Service) -> subprocess.Popen:
                 f"{service.name}: port {port} is already taken by another process; stop it "
                 f"(e.g. `ss -ltnp 'sport = :{port}'` shows which) or free the port, then run `make stack-up` again"
             )
-    command = prepare_kafka(java, service) if service.kind == "kafka" else prepare_connect(java, service)
+    prepare = {"zookeeper": prepare_zookeeper, "kafka": prepare_kafka, "connect": prepare_connect}[service.kind]
+    command = prepare(java, service)
     with open(service.dir / "stdout.log", "ab") as out:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=service.dir)
@@ -803,8 +868,9 @@ def wait_until_answering(pending: list[Service], launched: dict[str, subprocess.
 def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float, secure: bool = False) -> list[Service]:
     """Start every service that is not running and wait until all answer; returns those it started.
     `secure`: the secure profile (see the module's doc), its ACLs created once the brokers answer."""
-    if not installed_marker().exists():
-        install()
+    for version in sorted({c.version for c in clusters}):
+        if not installed_marker(kafka_home(version)).exists():
+            install(kafka_home(version), version)
     java = check_java()
     security = None
     if secure:
@@ -814,7 +880,7 @@ def up(clusters: tuple[Cluster, ...], state_dir: Path, timeout_s: float, secure:
     started: list[Service] = []
     launched: dict[str, subprocess.Popen] = {}
     try:
-        for kind in ("kafka", "connect"):
+        for kind in ("zookeeper", "kafka", "connect"):
             group = [s for s in all_services if s.kind == kind]
             to_wait = []
             for service in group:
@@ -870,9 +936,10 @@ def stop(service: Service, timeout_s: float = 30.0, pid: int | None = None) -> b
 
 def stop_all(services_: list[Service], timeout_s: float = 30.0) -> list[Service]:
     """Stop services together: workers first (in parallel), then every broker at once, so that a
-    cluster's brokers do not each wait for controllers that are already gone. Returns those stopped."""
+    cluster's brokers do not each wait for controllers that are already gone, then ZooKeeper.
+    Returns those stopped."""
     stopped = []
-    for kind in ("connect", "kafka"):
+    for kind in ("connect", "kafka", "zookeeper"):
         group = [(s, s.pid()) for s in services_ if s.kind == kind]
         group = [(s, pid) for s, pid in group if pid is not None]
         _terminate([pid for _, pid in group], timeout_s)
@@ -943,6 +1010,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="brokers per cluster; N >= 2 is the multi-broker profile: replication factor 3, "
                              "min.insync.replicas 2 (default state dir .stack-multi/, ports 19292, 19302, ... and 29292, "
                              "29302, ..., Connect 18283 and 28283)")
+    parser.add_argument("--source-version", choices=SOURCE_VERSIONS, default=None,
+                        help="the compat profile: the source as this Kafka version (with ZooKeeper before 4.0, and a "
+                             f"Connect worker of that version), the target {KAFKA_VERSION} on KRaft (default state dir "
+                             ".stack-compat-VERSION/, ports 19392-19393/18383 and 29392-29393/28383)")
     parser.add_argument("--wipe", action="store_true", help="with down: delete data and logs too")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each group of services")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -950,21 +1021,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     secure = args.secure or os.environ.get("KMIGRATE_STACK_SECURE", "") == "1"
     multi = args.brokers > 1
+    compat = args.source_version is not None
     clusters = tuple(args.clusters or (SECURE_CLUSTERS if secure else multi_clusters(args.brokers) if multi
-                                       else DEFAULT_CLUSTERS))
+                                       else compat_clusters(args.source_version) if compat else DEFAULT_CLUSTERS))
     if args.clusters and multi:
         clusters = tuple(dataclasses.replace(c, brokers=args.brokers) for c in clusters)
     default_dir = os.environ.get("KMIGRATE_SECURE_STACK_DIR", SECURE_STATE_DIR) if secure else \
         os.environ.get("KMIGRATE_MULTI_STACK_DIR", MULTI_STATE_DIR) if multi else \
+        Path(f"{COMPAT_STATE_DIR}-{args.source_version}") if compat else \
         os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)
     state_dir = Path(args.state_dir or default_dir).resolve()
     try:
-        if secure and multi:
-            raise StackError("--secure and --brokers N are separate profiles for now: start one of them")
+        if sum((secure, multi, compat)) > 1:
+            raise StackError("--secure, --brokers N and --source-version are separate profiles for now: start one "
+                             "of them")
         if not 1 <= args.brokers <= 5:
             raise StackError(f"--brokers {args.brokers}: use 1 to 5 (each broker takes up to 512 MB of heap)")
         if args.command == "install":
-            print(f"stack: Kafka {KAFKA_VERSION} jars in {install()}")
+            for version in sorted({c.version for c in clusters}):
+                print(f"stack: Kafka {version} jars in {install(kafka_home(version), version)}")
         elif args.command == "up":
             up(clusters, state_dir, args.timeout, secure)
         elif args.command == "run":

@@ -36,4 +36,4 @@ def test_multi_broker_settings_replicate_like_production():
 
 def test_secure_and_multi_broker_profiles_are_not_mixed(capsys):
     assert stack.main(["status", "--secure", "--brokers", "3"]) == 2
-    assert "--secure and --brokers" in capsys.readouterr().err
+    assert "--secure, --brokers N and --source-version are separate profiles" in capsys.readouterr().err
