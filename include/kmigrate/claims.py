@@ -154,11 +154,24 @@ class ClaimLog:
             self._next = msg.offset() + 1
         return outcome
 
+    def _restart_if_behind(self, end: int) -> None:
+        """The log ends below what was read: the topic was deleted and created again (or the cluster
+        behind the address replaced). What was read belonged to the old one: read the new one anew."""
+        if end < self._next:
+            log.warning("%s: %s ends at %d, below the %d records read before: it was created again; reading "
+                        "it from the start", self.cluster.name, CLAIMS_TOPIC, end, self._next)
+            self._consumer.close()
+            self._producer = self._consumer = None
+            self.state, self._next = Claims(), 0
+            self._open(create=True)
+
     def submit(self, record: dict[str, Any]) -> bool:
         """Append `record` and read the log up to it: True when it took effect."""
         with self._lock:
             self._open(create=True)
-            return bool(self._fold_through(self._append(record)))
+            offset = self._append(record)
+            self._restart_if_behind(offset + 1)
+            return bool(self._fold_through(offset))
 
     def close(self) -> None:
         """Close its clients (opened again when next used; what was read is kept)."""
@@ -173,6 +186,7 @@ class ClaimLog:
             if self._open(create=False):
                 _, high = self._consumer.get_watermark_offsets(TopicPartition(CLAIMS_TOPIC, 0),
                                                                 timeout=self.timeout_s)
+                self._restart_if_behind(high)
                 if high > self._next:
                     self._fold_through(high - 1)
             return self.state
