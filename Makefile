@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -112,6 +112,16 @@ test-secure: install
 	@KMIGRATE_SECURE_RESULTS=$(CURDIR)/test-artifacts/secure-results.jsonl $(VPY) -m pytest tests/secure \
 	  tests/dags/test_secure_migration.py $(PYTEST_ARGS); status=$$?; \
 	  $(VPY) tests/secure/summary.py test-artifacts/secure-results.jsonl || status=1; exit $$status
+
+# Whole migrations through the kafka_migration DAG from older sources (tests/dags/test_compat_migration.py):
+# the compat profile for each of COMPAT_VERSIONS in turn (what it starts, it stops); the last line is one
+# JSON object with each source version's partitions, groups and connectors, equal, exact and resumed.
+COMPAT_VERSIONS ?= 2.8.2,3.9.1,4.3.1
+test-compat: install
+	@rm -f test-artifacts/compat-results.jsonl
+	@KMIGRATE_COMPAT_VERSIONS=$(COMPAT_VERSIONS) KMIGRATE_COMPAT_RESULTS=$(CURDIR)/test-artifacts/compat-results.jsonl \
+	  $(VPY) -m pytest tests/dags/test_compat_migration.py $(PYTEST_ARGS); \
+	  status=$$?; $(VPY) tests/dags/compat_summary.py test-artifacts/compat-results.jsonl || status=1; exit $$status
 
 # The fault matrix on 3-broker clusters (tests/faults): starts the multi-broker stack (what it starts,
 # it stops), runs the tests, and prints one JSON line: faults shown, passed, records compared, mismatches.

@@ -17,8 +17,11 @@ sys.path.insert(0, str(PROJECT_DIR / "stack"))
 import local_airflow as local  # noqa: E402 - after the stack folder is on sys.path
 
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kmigrate-airflow-"))
-local.configure(AIRFLOW_HOME, local.connections("localhost:19092", "localhost:29092", "http://localhost:18083",
-                                                "http://localhost:28083"))
+# the compat profile's clusters (an older source, stack.py --source-version) as connections compat_kafka_source, ...
+COMPAT_CONNECTIONS = {name.replace("AIRFLOW_CONN_", "AIRFLOW_CONN_COMPAT_"): value for name, value in local.connections(
+    "localhost:19392", "localhost:29392", "http://localhost:18383", "http://localhost:28383").items()}
+local.configure(AIRFLOW_HOME, {**local.connections("localhost:19092", "localhost:29092", "http://localhost:18083",
+                                                   "http://localhost:28083"), **COMPAT_CONNECTIONS})
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,27 @@
+"""One JSON line from what the compat migrations recorded (tests/dags/test_compat_migration.py): per
+source version, partitions, partitions_equal, groups, groups_exact, connectors, connectors_resumed.
+Exit 1 when none ran or one is not all equal, exact and resumed."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+FIGURES = ("partitions", "partitions_equal", "groups", "groups_exact", "connectors", "connectors_resumed")
+
+
+def complete(row: dict) -> bool:
+    return (row["run_state"] == "success" and row["partitions"] and row["partitions"] == row["partitions_equal"]
+            and row["groups"] == row["groups_exact"] and row["connectors"] == row["connectors_resumed"])
+
+
+def main(path: str) -> int:
+    file = Path(path)
+    rows = [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+    summary = {row["source_version"]: {k: row.get(k) for k in FIGURES} for row in rows}
+    print(json.dumps(summary))
+    return 0 if rows and all(complete(r) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
