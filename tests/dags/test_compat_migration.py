@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kmigrate import claims
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka import pool, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
@@ -45,6 +47,10 @@ def compat_stack(request) -> Iterator[Stack]:
                     ConnectClient(source.connect_url), ConnectClient(target.connect_url), state_dir)
     finally:
         stack_mod.stop_all(started)
+        # this process's pooled clients of these clusters: the next version's stack takes the same ports
+        pool.admins.close_all()
+        wire.connections.close_all()
+        claims.close_all()
 
 
 def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tmp_path, request):
