@@ -174,7 +174,11 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
         prepare_target_topic(source, target, topic)
         before = list(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas)
     assert len(before) == 2  # the source's replication factor
-    leader = faulty.leader("target", topic, 0)
+    # a broker the previous test restarted may not know the new topic yet: asked until one answers
+    found: dict = {}
+    wait_for(lambda: found.update(leader=faulty.leader("target", topic, 0)) or found["leader"] >= 0, 30,
+             f"{topic}: the target's leader")
+    leader = found["leader"]
     spare = next(n for n in faulty.clusters[1].nodes if n not in before)
     after = [spare, *(n for n in before if n != leader)]
     admin = AdminClient(faulty.target.admin())
