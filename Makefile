@@ -111,7 +111,7 @@ test-secure: install
 	@rm -f test-artifacts/secure-results.jsonl
 	@KMIGRATE_SECURE_RESULTS=$(CURDIR)/test-artifacts/secure-results.jsonl $(VPY) -m pytest tests/secure \
 	  tests/dags/test_secure_migration.py $(PYTEST_ARGS); status=$$?; \
-	  $(VPY) tests/secure/summary.py test-artifacts/secure-results.jsonl || status=1; exit $$status
+	  $(VPY) -m tests.secure.summary test-artifacts/secure-results.jsonl || status=1; exit $$status
 
 # Whole migrations through the kafka_migration DAG from older sources (tests/dags/test_compat_migration.py):
 # the compat profile for each of COMPAT_VERSIONS in turn (what it starts, it stops); the last line is one
@@ -121,14 +121,14 @@ test-compat: install
 	@rm -f test-artifacts/compat-results.jsonl
 	@KMIGRATE_COMPAT_VERSIONS=$(COMPAT_VERSIONS) KMIGRATE_COMPAT_RESULTS=$(CURDIR)/test-artifacts/compat-results.jsonl \
 	  $(VPY) -m pytest tests/dags/test_compat_migration.py $(PYTEST_ARGS); \
-	  status=$$?; $(VPY) tests/dags/compat_summary.py test-artifacts/compat-results.jsonl || status=1; exit $$status
+	  status=$$?; $(VPY) -m tests.dags.compat_summary test-artifacts/compat-results.jsonl || status=1; exit $$status
 
 # The fault matrix on 3-broker clusters (tests/faults): starts the multi-broker stack (what it starts,
 # it stops), runs the tests, and prints one JSON line: faults shown, passed, records compared, mismatches.
 test-faults: install
 	@rm -f test-artifacts/fault-results.jsonl
 	@KMIGRATE_FAULT_RESULTS=$(CURDIR)/test-artifacts/fault-results.jsonl $(VPY) -m pytest tests/faults $(PYTEST_ARGS); \
-	  status=$$?; $(VPY) tests/faults/summary.py test-artifacts/fault-results.jsonl || status=1; exit $$status
+	  status=$$?; $(VPY) -m tests.faults.summary test-artifacts/fault-results.jsonl || status=1; exit $$status
 
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)

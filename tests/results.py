@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 
 def record(env: str, **facts: object) -> None:
@@ -13,3 +14,8 @@ def record(env: str, **facts: object) -> None:
         with open(path, "a") as handle:
             handle.write(json.dumps(facts) + "\n")
 
+
+def read(path: str) -> list[dict]:
+    """What was recorded to `path` (nothing when it does not exist)."""
+    file = Path(path)
+    return [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []

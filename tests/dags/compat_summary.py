@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+
+from tests import results
 
 FIGURES = ("partitions", "partitions_equal", "groups", "groups_exact", "connectors", "connectors_resumed")
 
@@ -16,8 +17,7 @@ def complete(row: dict) -> bool:
 
 
 def main(path: str) -> int:
-    file = Path(path)
-    rows = [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+    rows = results.read(path)
     summary = {row["source_version"]: {k: row.get(k) for k in FIGURES} for row in rows}
     print(json.dumps(summary))
     return 0 if rows and all(complete(r) for r in rows) else 1

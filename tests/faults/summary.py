@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+
+from tests import results
 
 
 def main(path: str) -> int:
-    file = Path(path)
-    rows = [json.loads(line) for line in file.read_text().splitlines()] if file.exists() else []
+    rows = results.read(path)
     summary = {
         "faults": len(rows),
         "passed": sum(1 for r in rows if r["passed"]),

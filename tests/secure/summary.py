@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
+
+from tests import results
 
 KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", "source_writes_refused",
         "missing_acl_named", "secrets_found")
@@ -12,9 +13,8 @@ KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", 
 
 def main(path: str) -> int:
     facts: dict[str, object] = {}
-    file = Path(path)
-    for line in file.read_text().splitlines() if file.exists() else []:
-        facts.update(json.loads(line))
+    for row in results.read(path):
+        facts.update(row)
     summary = {key: facts.get(key) for key in KEYS}
     print(json.dumps(summary))
     met = (None not in summary.values() and summary["partitions"] == summary["partitions_equal"]
