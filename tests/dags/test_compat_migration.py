@@ -14,7 +14,6 @@ import pytest
 from kmigrate import claims
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import pool, wire
-from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import summarize
@@ -22,8 +21,13 @@ from kmigrate.workload import seed_mixed
 
 from tests import results
 from tests.conftest import Stack, load_stack_module
-from tests.dags.test_kafka_migration import all_watermarks, run_dag, task_states
-from tests.integration.test_copier import records_of
+from tests.dags.test_kafka_migration import (
+    all_watermarks,
+    assert_migrated_exactly,
+    delete_connectors,
+    run_dag,
+    task_states,
+)
 
 VERSIONS = os.environ.get("KMIGRATE_COMPAT_VERSIONS", "3.9.1").split(",")
 RESULTS_ENV = "KMIGRATE_COMPAT_RESULTS"
@@ -74,16 +78,6 @@ def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tm
         assert summary["partitions"] == sum(w.topics.values()) == summary["partitions_equal"]
         assert summary["groups"] == summary["groups_exact"] == 2
         assert summary["connectors"] == summary["connectors_resumed"] == 2
-        assert all_watermarks(stack.source, w.topics) == source_before  # the source was never written to
-        for (topic, partition), marks in source_before.items():
-            with ClusterAdmin(stack.target) as target:
-                assert target.watermarks(topic, partition) == marks
-            assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
-        with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-            for group in w.groups:
-                assert target.committed(group) == source.committed(group)
+        assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
     finally:
-        for client in (stack.source_connect, stack.target_connect):
-            for name in (w.source_connector, w.sink_connector):
-                if name in client.connectors():
-                    client.delete(name)
+        delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))

@@ -36,6 +36,28 @@ def all_watermarks(cluster, topics: dict[str, int]) -> dict:
         return {(t, p): admin.watermarks(t, p) for t, n in topics.items() for p in range(n)}
 
 
+def assert_migrated_exactly(source, target, topics: dict[str, int], groups, source_before: dict) -> None:
+    """The source untouched since `source_before` (its watermarks then); on the target every partition
+    with the same log start and end and every read_committed-visible record at its offset (key, value,
+    headers, timestamp); each of `groups` committed at the same offsets."""
+    assert all_watermarks(source, topics) == source_before  # the source was never written to
+    for (topic, partition), marks in source_before.items():
+        with ClusterAdmin(target) as admin:
+            assert admin.watermarks(topic, partition) == marks  # log start and end, offset for offset
+        assert records_of(target, topic, partition) == records_of(source, topic, partition)
+    with ClusterAdmin(source) as on_source, ClusterAdmin(target) as on_target:
+        for group in groups:
+            assert on_target.committed(group) == on_source.committed(group)
+
+
+def delete_connectors(clients, names) -> None:
+    """Delete each of `names` wherever it exists among the Connect `clients`."""
+    for client in clients:
+        for name in names:
+            if name in client.connectors():
+                client.delete(name)
+
+
 # Target topic configs that may differ from the source's after a migration, and why: none today
 # (the copy's own settings are restored, and both local clusters run the same broker defaults).
 CONFIGS_ALLOWED_TO_DIFFER: frozenset[str] = frozenset()
@@ -68,10 +90,7 @@ def workload(stack, tmp_path):
     prefix = f"dagtest{uuid.uuid4().hex[:6]}"
     w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=300)
     yield w
-    for client in (stack.source_connect, stack.target_connect):
-        for name in (w.source_connector, w.sink_connector):
-            if name in client.connectors():
-                client.delete(name)
+    delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
 
 
 def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, workload, tmp_path, capfd):
@@ -105,18 +124,12 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
     per_topic = [ti for ti in run.get_task_instances() if ti.task_id == "topic_result"]
     assert sorted(ti.rendered_map_index for ti in per_topic) == sorted(w.topics)  # one grid cell per topic
     assert {str(ti.state) for ti in per_topic} == {"success"}
-    assert all_watermarks(stack.source, w.topics) == source_before  # the source was never written to
-    for (topic, partition), marks in source_before.items():
-        with ClusterAdmin(stack.target) as target:
-            assert target.watermarks(topic, partition) == marks  # log start and end, offset for offset
-        # every read_committed-visible record at its offset, with key, value, headers and timestamp:
-        # the payments partitions' log starts sit on a commit and an abort marker
-        assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
+    # the payments partitions' log starts sit on a commit and an abort marker
+    assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
     assert source_before[(w.topic("payments"), 0)][0] == 20 and source_before[(w.topic("payments"), 1)][0] == 13
     assert_same_topic_configs(stack, w.topics)  # LogAppendTime on clicks among them
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        for group in w.groups:  # offsets and their metadata
-            assert target.committed(group) == source.committed(group)
+    with ClusterAdmin(stack.target) as target:
+        for group in w.groups:  # offsets (equal above) and their metadata
             assert {c.metadata for c in target.committed(group).values()} == {w.group_metadata[group]}
 
     # the run's name triggered again with other params: refused before anything is done
@@ -275,10 +288,7 @@ def test_connectors_keep_their_state_through_a_migration_and_a_rollback(stack, d
         wait_until(lambda: watermarks(stack.source, topic)[1] == 21, "the running source connector to run again")
         assert watermarks(stack.target, topic)[1] == 20  # the stopped target copies wrote nothing more
     finally:
-        for client in (stack.source_connect, stack.target_connect):
-            for name in (running, paused):
-                if name in client.connectors():
-                    client.delete(name)
+        delete_connectors((stack.source_connect, stack.target_connect), (running, paused))
 
 
 def test_a_group_still_consuming_on_the_source_fails_the_run_before_resuming_and_migrates_once_stopped(

@@ -11,14 +11,18 @@ from pathlib import Path
 
 import pytest
 import requests
-from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import summarize
 from kmigrate.workload import seed_mixed
 
 from tests.dags.conftest import AIRFLOW_HOME
-from tests.dags.test_kafka_migration import all_watermarks, run_dag, task_states
-from tests.integration.test_copier import records_of
+from tests.dags.test_kafka_migration import (
+    all_watermarks,
+    assert_migrated_exactly,
+    delete_connectors,
+    run_dag,
+    task_states,
+)
 from tests.secure.results import record
 
 CONN_IDS = {"source_kafka_conn_id": "kafka_secure_source", "target_kafka_conn_id": "kafka_secure_target",
@@ -105,14 +109,7 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
         rows = [row for part in manifest.parts() for row in (manifest.read(part) or {}).get("rows", [])
                 if isinstance(row, dict)]
         assert sum(row.get("whole_batches", 0) for row in rows) > 0  # the raw path ran over SASL_SSL
-        assert all_watermarks(secure_stack.source, w.topics) == source_before
-        for (topic, partition), marks in source_before.items():
-            with ClusterAdmin(secure_stack.target) as target:
-                assert target.watermarks(topic, partition) == marks
-            assert records_of(secure_stack.target, topic, partition) == records_of(secure_stack.source, topic, partition)
-        with ClusterAdmin(secure_stack.source) as source, ClusterAdmin(secure_stack.target) as target:
-            for group in w.groups:
-                assert target.committed(group) == source.committed(group)
+        assert_migrated_exactly(secure_stack.source, secure_stack.target, w.topics, w.groups, source_before)
         # the target's copy of the sink connector has its literal secret, read again from the source worker
         assert secure_stack.target_connect.config(w.sink_connector)["x.api.password"] == CONNECTOR_SECRET
 
@@ -125,7 +122,5 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
         assert not in_output, "a secret in the run's output"
         assert in_files == {}
     finally:
-        for client in (secure_stack.source_connect, secure_stack.target_connect):
-            for name in (w.source_connector, w.sink_connector):
-                if name in client.connectors():
-                    client.delete(name)
+        delete_connectors((secure_stack.source_connect, secure_stack.target_connect),
+                          (w.source_connector, w.sink_connector))
