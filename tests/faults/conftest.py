@@ -17,8 +17,10 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
+from kmigrate.copy import fastfill
 from kmigrate.kafka import pool, wire
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.run.targets import prepare_target_topic
 
 from tests import results
 from tests.conftest import load_stack_module
@@ -73,18 +75,18 @@ class MultiStack:
                  f"{topic}: leaders elected")
 
 
+def prepared(stack: MultiStack, topic: str) -> int:
+    """The target topic created like the source's; the source partition 0's end."""
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, topic)
+        return source.watermarks(topic, 0)[1]
+
+
 def reassign(cluster: ClusterConfig, topic: str, partition: int, replicas: list[int]) -> None:
     """Start moving the partition's replicas to `replicas` (AlterPartitionReassignments v0, over the
     project's raw connection: the stack installs no Kafka command-line tools). The cluster moves them
     in the background; the call returns once the controller accepted the plan."""
-    def uvarint(n: int) -> bytes:
-        out = b""
-        while True:
-            low, n = n & 0x7F, n >> 7
-            if not n:
-                return out + bytes([low])
-            out += bytes([low | 0x80])
-
+    uvarint = fastfill.uvarint
     name = topic.encode()
     body = (b"\x00"  # the request header's tagged fields (a flexible request)
             + struct.pack(">i", 30_000) + uvarint(2) + uvarint(len(name) + 1) + name
