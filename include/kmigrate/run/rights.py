@@ -39,7 +39,6 @@ class Missing:
 
     def __str__(self) -> str:
         what = "the cluster" if self.resource == "cluster" else f"{self.resource} {self.name!r}"
-        what = f"topic {self.name!r}" if self.resource == "claims" else what
         return f"{self.side}: {', '.join(self.operations)} on {what}"
 
 
@@ -103,19 +102,22 @@ def cluster_rights(admin: ClusterAdmin, side: str) -> list[Missing]:
 
 
 def claims_rights(target: ClusterAdmin) -> list[Missing]:
-    """Describe, Read and Write on the claims topic (Create while the target does not have it)."""
+    """Describe, Read and Write on the claims topic (Create while the target does not have it),
+    named as rights on that topic."""
     future = target.client.describe_topics(TopicCollection([CLAIMS_TOPIC]), include_authorized_operations=True,
                                            request_timeout=target.timeout_s)[CLAIMS_TOPIC]
     try:
-        return _lacking("target", "claims", CLAIMS_TOPIC, future.result(timeout=target.timeout_s).authorized_operations)
+        lacking = _lacking("target", "claims", CLAIMS_TOPIC, future.result(timeout=target.timeout_s).authorized_operations)
     except KafkaException as exc:
         code = _failure(exc).code()
         if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return [dataclasses.replace(m, operations=("CREATE", *NEEDS["target"]["claims"]))
-                    for m in create_rights(target, [CLAIMS_TOPIC])]
-        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-            return [Missing("target", "claims", CLAIMS_TOPIC, NEEDS["target"]["claims"])]
-        raise
+            lacking = [dataclasses.replace(m, operations=("CREATE", *NEEDS["target"]["claims"]))
+                       for m in create_rights(target, [CLAIMS_TOPIC])]
+        elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            lacking = [Missing("target", "claims", CLAIMS_TOPIC, NEEDS["target"]["claims"])]
+        else:
+            raise
+    return [dataclasses.replace(m, resource="topic") for m in lacking]
 
 
 def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]:
