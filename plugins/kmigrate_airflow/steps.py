@@ -33,12 +33,12 @@ from kmigrate_airflow.hooks import connect_client, kafka_cluster
 log = logging.getLogger(__name__)
 
 
-def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
-    return Manifest(params["state_location"], params.get("run_name") or run_id)
-
-
 def _run_name(params: dict[str, Any], run_id: str) -> str:
     return params.get("run_name") or run_id
+
+
+def _manifest(params: dict[str, Any], run_id: str) -> Manifest:
+    return Manifest(params["state_location"], _run_name(params, run_id))
 
 
 def _selection(params: dict[str, Any]) -> Selection:

@@ -70,6 +70,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             attempt += 1
             time.sleep(pause)
 
+
 def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
                resume_map: Sequence[OffsetRun], own_end: int | None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
