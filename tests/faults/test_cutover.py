@@ -19,9 +19,8 @@ from kmigrate.model import WorkUnit
 from kmigrate.run.connectors import migrate_connectors, resume_connectors, stop_connectors
 from kmigrate.run.snapshot import take_snapshot
 
-from tests.faults.conftest import compare, wait_for
+from tests.faults.conftest import compare, prepared, wait_for
 from tests.faults.test_leaders import RECORDS, plain_workload
-from tests.faults.test_writers import prepared
 from tests.integration.test_offsets import FILE_SINK, copy_run, lines_of
 from tests.kafka_helpers import produce
 

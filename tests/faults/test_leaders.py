@@ -18,7 +18,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
 
-from tests.faults.conftest import compare, reassign, wait_for
+from tests.faults.conftest import compare, prepared, reassign, wait_for
 from tests.kafka_helpers import create_topic
 
 RECORDS = 30_000
@@ -59,9 +59,7 @@ def transactional_workload(stack, topic: str) -> None:
 
 def start_copy(stack, topic: str, on_progress=None, fetch_max_bytes: int = SMALL_FETCH):
     """Copy partition 0 in a thread; returns (thread, outcome dict with "result" or "error")."""
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        prepare_target_topic(source, target, topic)
-        end = source.watermarks(topic, 0)[1]
+    end = prepared(stack, topic)
     outcome: dict = {}
     options = CopyOptions(run_id=f"faults-{uuid.uuid4().hex[:6]}", fetch_max_bytes=fetch_max_bytes,
                           progress_hook=on_progress, retry_for_s=120)
@@ -135,8 +133,7 @@ def test_preferred_leader_election_on_the_target_during_the_copy(faulty):
     topic = f"fault-elect-{uuid.uuid4().hex[:6]}"
     faulty.create_topic(topic)
     plain_workload(faulty, topic)
-    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
-        prepare_target_topic(source, target, topic)
+    prepared(faulty, topic)
     # move the target partition's leadership off its preferred replica: stop that broker, bring it back
     preferred = faulty.leader("target", topic, 0)
     faulty.kill("target", preferred)
@@ -207,10 +204,7 @@ def test_brokers_that_do_not_come_back_in_time_fail_the_copy_which_a_rerun_resum
     topic = f"fault-gone-{uuid.uuid4().hex[:6]}"
     faulty.create_topic(topic)
     plain_workload(faulty, topic)
-    end = None
-    with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
-        prepare_target_topic(source, target, topic)
-        end = source.watermarks(topic, 0)[1]
+    end = prepared(faulty, topic)
 
     def kill_two():
         leader = faulty.leader("target", topic, 0)

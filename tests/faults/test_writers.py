@@ -18,10 +18,9 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import PartitionHeld
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
 
 from tests.conftest import PROJECT_DIR
-from tests.faults.conftest import compare
+from tests.faults.conftest import compare, prepared
 from tests.faults.test_leaders import RECORDS, plain_workload, transactional_workload
 from tests.integration.test_spark_jobs import make_run, output, spark_submit
 
@@ -38,13 +37,6 @@ def hook(reached):
 copy_partition(ClusterConfig.from_bootstrap("source", source), ClusterConfig.from_bootstrap("target", target),
                WorkUnit(topic, 0, int(end)), CopyOptions(run_id=run, step_hook=hook, verify=False))
 """
-
-
-def prepared(stack, topic: str) -> int:
-    """The target topic created like the source's; the source partition's end."""
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        prepare_target_topic(source, target, topic)
-        return source.watermarks(topic, 0)[1]
 
 
 def kill_copy_at(stack, topic: str, end: int, step: str, run: str) -> None:
