@@ -169,16 +169,21 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
     plain_workload(faulty, topic)
     with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
         prepare_target_topic(source, target, topic)
-        before = list(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas)
-    assert len(before) == 2  # the source's replication factor
-    # a broker the previous test restarted may not know the new topic yet: asked until one answers
+    admin = AdminClient(faulty.target.admin())
+    # the broker answering may not know the new topic yet (one the previous test restarted, or
+    # metadata still on its way): asked until the partition has its replicas and a leader
     found: dict = {}
-    wait_for(lambda: found.update(leader=faulty.leader("target", topic, 0)) or found["leader"] >= 0, 30,
-             f"{topic}: the target's leader")
-    leader = found["leader"]
+
+    def known():
+        described = admin.describe_topics(TopicCollection([topic]))[topic].result(10).partitions[0]
+        found.update(replicas=[r.id for r in described.replicas], leader=described.leader.id if described.leader else -1)
+        return found["leader"] >= 0
+
+    wait_for(known, 30, f"{topic}: the target partition's replicas and leader")
+    before, leader = found["replicas"], found["leader"]
+    assert len(before) == 2  # the source's replication factor
     spare = next(n for n in faulty.clusters[1].nodes if n not in before)
     after = [spare, *(n for n in before if n != leader)]
-    admin = AdminClient(faulty.target.admin())
 
     def reassigned():
         described = admin.describe_topics(TopicCollection([topic]))[topic].result(10).partitions[0]
