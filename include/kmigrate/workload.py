@@ -18,6 +18,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
+from kmigrate.run import old_connect
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
@@ -140,6 +141,12 @@ def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str
         _wait(lambda: admin.watermarks(lines, 0)[1] == 100, "the file source connector to read 100 lines")
     _wait(lambda: w.sink_file_source.exists() and len(w.sink_file_source.read_text().splitlines()) == 3 * records,
           "the file sink connector to write every order")
-    _wait(lambda: sum(o["offset"]["kafka_offset"] for o in source_connect.offsets(w.sink_connector)) == 3 * records,
-          "the file sink connector to commit its offsets")
+    sink = {w.sink_connector: source_connect.info(w.sink_connector)}
+
+    def sink_committed() -> int:  # through the REST API, or the connector's group on a worker before 3.5
+        with ClusterAdmin(source) as admin:
+            offsets = old_connect.connector_offsets(source_connect, sink, admin)[w.sink_connector][0]
+        return sum(o["offset"]["kafka_offset"] for o in offsets)
+
+    _wait(lambda: sink_committed() == 3 * records, "the file sink connector to commit its offsets")
     return w

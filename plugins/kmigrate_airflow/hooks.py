@@ -62,7 +62,8 @@ class KafkaConnectHook(BaseHook):
         extra = conn.extra_dejson
         url = f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else "")
         auth = (conn.login, conn.password or "") if conn.login else None
-        return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"))
+        return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"),
+                             offsets_topic=extra.get("offsets_topic"))
 
     def test_connection(self) -> tuple[bool, str]:
         try:

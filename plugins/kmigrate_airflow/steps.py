@@ -79,6 +79,8 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
+    for step, method in plan["methods"].items():
+        log.info("%s: %s", step, method)
     log.info("plan details: %s", json.dumps(plan, indent=1))
     return plan
 
@@ -127,7 +129,8 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
         events.mark(manifest, events.STOPPED)
         if source_connect is None:
             return {}
-        states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest)
+        states = connector_steps.stop_connectors(source_connect, params["connectors"], manifest,
+                                                 quiesce_s=params["quiesce_seconds"])
     log.info("stopped on the source Connect cluster (state before: %s)", states)
     return states
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,8 +31,11 @@ class ConnectClient:
         cert: str | tuple[str, str] | None = None,
         request_timeout_s: float = 30.0,
         rebalance_timeout_s: float = 60.0,
+        offsets_topic: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.offsets_topic = offsets_topic  # the worker's offset.storage.topic, when given (old workers)
+        self._version: str | None = None
         self.request_timeout_s = request_timeout_s
         self.rebalance_timeout_s = rebalance_timeout_s
         self._session = requests.Session()
@@ -85,6 +89,26 @@ class ConnectClient:
 
     def version(self) -> dict[str, Any]:
         return self._request("GET", "/")
+
+    @property
+    def worker_version(self) -> str:
+        """The worker's version as it reports it ("2.8.2", "7.5.0-ccs"), asked once."""
+        if self._version is None:
+            self._version = str(self.version().get("version", "?"))
+        return self._version
+
+    @property
+    def has_offsets_api(self) -> bool:
+        """The worker has the STOPPED state and the offsets REST API (KIP-875, Kafka 3.5); older
+        workers are paused instead and their offsets read from Kafka (`kmigrate.run.old_connect`)."""
+        release = apache_release(self.worker_version)
+        return release is None or release >= (3, 5)
+
+    @property
+    def creates_stopped(self) -> bool:
+        """The worker creates connectors STOPPED (KIP-980, Kafka 3.7) and alters their offsets (3.6)."""
+        release = apache_release(self.worker_version)
+        return release is None or release >= (3, 7)
 
     def connectors(self) -> list[str]:
         return sorted(self._request("GET", "/connectors"))
@@ -185,6 +209,19 @@ class ConnectClient:
                     connector=name,
                 )
             time.sleep(poll_s)
+
+
+def apache_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of the Apache Kafka release a worker's version string stands for: "2.8.2" is
+    (2, 8); Confluent Platform's "7.5.0-ccs" is Kafka 3.5, "6.2.1-ccs" Kafka 2.8, "8.0.0-ccs" Kafka 4.0.
+    None when the string is not understood (then the worker is taken to be new)."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if not match:
+        return None
+    major, minor = int(match[1]), int(match[2])
+    if major <= 4:
+        return major, minor
+    return {5: (2, minor), 6: (2, minor + 6), 7: (3, minor), 8: (4, minor)}.get(major)
 
 
 def _error_message(resp: requests.Response) -> str:

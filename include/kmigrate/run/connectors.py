@@ -17,6 +17,7 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError,
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
+from kmigrate.run import old_connect
 from kmigrate.run.connector_secrets import restored
 from kmigrate.run.plan import translator_for_run
 from kmigrate.run.snapshot import read_snapshot
@@ -25,20 +26,33 @@ STATES = ("RUNNING", "PAUSED", "STOPPED")
 
 
 def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Manifest | None = None,
-                    wait_s: float = 60.0) -> dict[str, str]:
+                    wait_s: float = 60.0, quiesce_s: float | None = None) -> dict[str, str]:
     """Stop each connector and wait until its tasks are gone; already stopped ones stay so. Returns
     each one's state before the run stopped it (RUNNING, PAUSED or STOPPED), recorded once in the
     manifest (part connector-states) when one is given: a retry of this step, which finds them
     stopped, keeps the states the first attempt saw. The migration leaves each connector in that
-    state on the target, and a rollback puts it back in that state on the source."""
+    state on the target, and a rollback puts it back in that state on the source.
+    A worker older than Kafka 3.5 has no STOPPED state: its connectors are paused (`old_connect`),
+    which the record says (`stopped_by`), with the consumer groups of the paused sink connectors,
+    whose members stay."""
     def read() -> dict[str, Any]:
-        return {"states": {name: connect.state(name) for name in names}}
-    states = (manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read())["states"]
+        recorded: dict[str, Any] = {"states": {name: connect.state(name) for name in names},
+                                    "worker": connect.worker_version,
+                                    "stopped_by": "stop" if connect.has_offsets_api else "pause"}
+        if not connect.has_offsets_api:
+            infos = {name: connect.info(name) for name in names}
+            recorded["paused_groups"] = sorted(old_connect.sink_group(n, i["config"]) for n, i in infos.items()
+                                               if i["type"] == "sink")
+        return recorded
+    recorded = manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read()
+    if recorded.get("stopped_by") == "pause":
+        old_connect.pause_connectors(connect, names, quiesce_s, wait_s)
+        return dict(recorded["states"])
     for name in names:  # all asked first, then waited for: they stop at the same time
         connect.stop(name, wait=False)
     for name in names:
         connect.wait_stopped(name, wait_s)
-    return dict(states)
+    return dict(recorded["states"])
 
 
 def states_before(manifest: Manifest) -> dict[str, str]:
@@ -131,7 +145,7 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
     translator = translator_for_run(manifest)
     prepared = []
     for name, entry in sorted(snapshot["connectors"].items()):
-        if entry["state"] != "STOPPED":
+        if entry["state"] != ("PAUSED" if entry.get("stopped_by") == "pause" else "STOPPED"):
             raise ConnectorStateError(
                 f"connector {name!r} was {entry['state']} on the source when the snapshot was taken, so its "
                 "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",

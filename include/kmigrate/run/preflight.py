@@ -7,6 +7,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
+from kmigrate.run import versions
 from kmigrate.run.plan import topics_partitions
 from kmigrate.run.rights import check_rights
 from kmigrate.run.selection import Selection, select
@@ -29,9 +30,12 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
               target_connect: ConnectClient | None, selection: Selection) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
-    the run needs on both (`rights`), the connectors exist and both Connect clusters answer. Returns topics, partitions, offsets, bytes estimate, groups and
-    connectors."""
+    the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
+    what the run needs of them (`versions.check_workers`). Returns topics, partitions, offsets, bytes
+    estimate, groups, connectors, and the versions and the method of each step (`versions.methods`)."""
     selection.check()
+    versions.check_apis(source, "source")
+    versions.check_apis(target, "target")
     check_distinct(source, target)
     with ClusterAdmin(source, timeout_s=10) as admin, ClusterAdmin(target, timeout_s=10) as target_admin:
         topics = select(admin.list_topics(), selection.topics_include, selection.topics_exclude)
@@ -41,14 +45,16 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         partitions = topics_partitions(admin, topics)
         groups = select(admin.list_groups(), selection.groups, what="consumer group") if selection.groups else []
         check_rights(admin, target_admin, topics, groups)
-    connectors = []
-    if selection.connectors:
-        if source_connect is None or target_connect is None:
-            raise ConfigError("connectors are selected: both Connect connection ids are needed")
-        target_connect.connectors()  # answers, or ConnectUnreachable naming it
-        for name in selection.connectors:
-            info = source_connect.info(name)  # ConnectorNotFound names it
-            connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
+        connectors, infos = [], {}
+        if selection.connectors:
+            if source_connect is None or target_connect is None:
+                raise ConfigError("connectors are selected: both Connect connection ids are needed")
+            target_connect.connectors()  # answers, or ConnectUnreachable naming it
+            for name in selection.connectors:
+                infos[name] = info = source_connect.info(name)  # ConnectorNotFound names it
+                connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
+            versions.check_workers(source_connect, target_connect, infos, admin)
+        methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
     return {
         "topics": {t: {"partitions": len(p), "offsets": sum(x["end"] - x["log_start"] for x in p)}
@@ -58,6 +64,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         "offsets": offsets,
         "groups": groups,
         "connectors": connectors,
+        "methods": methods,
         # a rough figure for a person to read: the copier's measured whole-batch rate on the
         # development machine is far above this, but verification reads both sides
         "estimated_copy_s": round(offsets / 150_000, 1),

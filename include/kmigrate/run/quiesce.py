@@ -20,14 +20,16 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
     have members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
     equal samples at least `stable_for_s` old and no selected group has members. A group that has
     had members for `stable_for_s` once the ends are still is refused (GroupActive, naming it and its
-    members): its consumer is running, and its offsets would be copied from under it. The samples
+    members): its consumer is running, and its offsets would be copied from under it (the groups of
+    sink connectors the run paused on an old worker keep their members and are not counted). The samples
     live in the manifest, so the sensor holds no worker between pokes."""
     if manifest.exists(Part.SNAPSHOT):
         return True  # the snapshot is taken: quiescing is behind this run
     with ClusterAdmin(source) as admin:
         ends = {f"{t}:{p['partition']}": p["end"] for t, parts in topics_partitions(admin, topics).items() for p in parts}
+        paused = set((manifest.read(Part.CONNECTOR_STATES) or {}).get("paused_groups", ()))
         live = {group: members for group in selected_groups(admin, groups, set(topics))
-                if (members := admin.live_members(group))}
+                if group not in paused and (members := admin.live_members(group))}
     samples = sorted((p for p in manifest.parts() if p.startswith(f"{Part.QUIESCE}/")), key=lambda p: int(p.split("/")[1]))
     now = time.time()
     manifest.write_once(f"{Part.QUIESCE}/{len(samples)}", {"at": now, "ends": ends, "live_groups": live})

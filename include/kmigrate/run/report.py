@@ -6,7 +6,7 @@ from typing import Any
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events, timeline
+from kmigrate.run import events, timeline, versions
 from kmigrate.run.events import downtime_s
 from kmigrate.run.targets import topic_changes
 
@@ -87,6 +87,7 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "stopped_at": (stopped or {}).get("at"),
         "resumed_at": (resumed_at or {}).get("at"),
         "drill": manifest.read(Part.DRILL),
+        "source_kafka": snapshot.get("versions", {}).get("source_kafka"),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_resumed": resumed["connectors"],
         "_snapshot": snapshot,
@@ -153,6 +154,7 @@ def render(summary: dict[str, Any]) -> str:
         d = summary["drill"]
         lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
                         f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
+    lines += ["## Versions and methods", "", *versions.report_lines(snapshot), ""]
     if summary["window"]:
         lines += ["## Cutover window", "", "Connectors stopped to resumed, step by step (the chart below shows the "
                   "whole run as a timeline):", "", "| step | seconds |", "| --- | --- |"]

@@ -13,6 +13,7 @@ from kmigrate.errors import ConfigError, SourceMoved
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run import old_connect, versions
 from kmigrate.run.connector_secrets import redacted
 from kmigrate.run.plan import plan_from_topics, topics_partitions
 from kmigrate.run.selection import select
@@ -49,9 +50,11 @@ def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[s
             for group, offsets in selected_groups(admin, pattern, set(topics)).items()}
 
 
-def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None) -> dict[str, Any]:
+def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None,
+                        admin: ClusterAdmin | None = None) -> dict[str, Any]:
     """Each selected connector of the source Connect cluster: type, config (its literal secrets
-    left out, `connector_secrets`), state and offsets.
+    left out, `connector_secrets`), state, offsets and where they were read (the REST API, or on a
+    worker older than Kafka 3.5 the source cluster `admin` answers for: `old_connect`).
     `selection`: a list of names (each must exist) or a regular expression over the names."""
     if not selection:
         return {}
@@ -62,12 +65,14 @@ def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] 
         names = select(connect.connectors(), selection, what="connector")
     else:
         names = sorted(selection)
+    infos = {name: connect.info(name) for name in names}  # ConnectorNotFound names the connector and the cluster
+    offsets = old_connect.connector_offsets(connect, infos, admin)
     out = {}
-    for name in names:
-        info = connect.info(name)  # ConnectorNotFound names the connector and the Connect cluster
+    for name, info in infos.items():
         config, secrets = redacted(connect, name, info["config"])
         out[name] = {"type": info["type"], "config": config, "secret_keys": secrets, "state": connect.state(name),
-                     "offsets": connect.offsets(name)}
+                     "offsets": offsets[name][0], "offsets_from": offsets[name][1],
+                     "stopped_by": "stop" if connect.has_offsets_api else "pause", "worker": connect.worker_version}
     return out
 
 
@@ -93,13 +98,14 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
             if unknown:
                 raise ConfigError(f"modes are given for topics that are not selected: {', '.join(unknown)}; "
                                   "fix the topic selection or the modes")
-            connector_entries = snapshot_connectors(source_connect, connectors)
+            connector_entries = snapshot_connectors(source_connect, connectors, admin)
             return {
                 "taken_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "source": source.bootstrap_servers,
                 "topics": snapshot_topics(admin, topics),
                 "groups": snapshot_groups(admin, groups, topics),
                 "connectors": connector_entries,
+                "versions": {"source_kafka": versions.kafka_release(admin)},
             }
 
     snapshot = manifest.get_or_create(Part.SNAPSHOT, take)
