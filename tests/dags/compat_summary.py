@@ -1,5 +1,6 @@
 """One JSON line from what the compat migrations recorded (tests/dags/test_compat_migration.py): per
-source version, partitions, partitions_equal, groups, groups_exact, connectors, connectors_resumed.
+source version, partitions, partitions_equal, groups, groups_exact, connectors, connectors_resumed,
+and how the connectors were stopped and whether their offsets on the target equal the source's.
 Exit 1 when none ran or one is not all equal, exact and resumed."""
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import sys
 
 from tests import results
 
-FIGURES = ("partitions", "partitions_equal", "groups", "groups_exact", "connectors", "connectors_resumed")
+FIGURES = ("partitions", "partitions_equal", "groups", "groups_exact", "connectors", "connectors_resumed",
+           "connector_offsets_equal", "stopped_by")
 
 
 def complete(row: dict) -> bool:
     return (row["run_state"] == "success" and row["partitions"] and row["partitions"] == row["partitions_equal"]
-            and row["groups"] == row["groups_exact"] and row["connectors"] == row["connectors_resumed"])
+            and row["groups"] == row["groups_exact"] and row["connectors"] == row["connectors_resumed"]
+            and row.get("connector_offsets_equal") is True)
 
 
 def main(path: str) -> int:

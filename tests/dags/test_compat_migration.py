@@ -6,21 +6,22 @@ come from $KMIGRATE_COMPAT_VERSIONS (default 3.9.1; `make test-compat` runs 2.8.
 each records its figures to $KMIGRATE_COMPAT_RESULTS for the make target's last line."""
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kmigrate import claims
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import pool, wire
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.run import old_connect
 from kmigrate.run.report import summarize
 from kmigrate.workload import seed_mixed
 
 from tests import results
-from tests.conftest import Stack, load_stack_module
+from tests.conftest import Stack, close_pooled_clients, load_stack_module
 from tests.dags.test_kafka_migration import (
     all_watermarks,
     assert_migrated_exactly,
@@ -28,6 +29,8 @@ from tests.dags.test_kafka_migration import (
     run_dag,
     task_states,
 )
+from tests.integration import test_copier
+from tests.kafka_helpers import all_watermarks as topic_watermarks
 
 VERSIONS = os.environ.get("KMIGRATE_COMPAT_VERSIONS", "3.9.1").split(",")
 RESULTS_ENV = "KMIGRATE_COMPAT_RESULTS"
@@ -50,11 +53,19 @@ def compat_stack(request) -> Iterator[Stack]:
                     ClusterConfig.from_bootstrap("target", target.bootstrap),
                     ConnectClient(source.connect_url), ConnectClient(target.connect_url), state_dir)
     finally:
+        close_pooled_clients()  # the next version's stack takes the same ports
         stack_mod.stop_all(started)
-        # this process's pooled clients of these clusters: the next version's stack takes the same ports
-        pool.admins.close_all()
-        wire.connections.close_all()
-        claims.close_all()
+
+
+def connector_offsets_equal(stack: Stack, connectors: dict) -> bool:
+    """Each connector's offsets on the target (the REST API of its 4.3.1 worker) equal what the
+    source worker holds, read the way the run read them (offsets equal across: the copy keeps them)."""
+    infos = {name: stack.source_connect.info(name) for name in connectors}
+    with ClusterAdmin(stack.source) as admin:
+        on_source = old_connect.connector_offsets(stack.source_connect, infos, admin)
+    canonical = lambda offsets: sorted(json.dumps(o, sort_keys=True) for o in offsets)  # noqa: E731
+    return all(on_source[name][0] and canonical(on_source[name][0]) == canonical(stack.target_connect.offsets(name))
+               for name in connectors)
 
 
 def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tmp_path, request):
@@ -70,14 +81,53 @@ def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tm
                 "quiesce_seconds": 2, "state_location": str(state), "run_name": prefix}
         source_before = all_watermarks(stack.source, w.topics)
         run = run_dag(dagbag, **conf)
-        summary = summarize(Manifest(str(state), prefix))
+        manifest = Manifest(str(state), prefix)
+        summary = summarize(manifest)
         figures = {k: summary.get(k) for k in ("partitions", "partitions_equal", "groups", "groups_exact",
                                                 "connectors", "connectors_resumed")}
-        results.record(RESULTS_ENV, source_version=version, run_state=str(run.state), **figures)
+        connectors = summary["_snapshot"]["connectors"]
+        offsets_equal = run.state == "success" and connector_offsets_equal(stack, connectors)
+        results.record(RESULTS_ENV, source_version=version, run_state=str(run.state), **figures,
+                       connector_offsets_equal=offsets_equal,
+                       stopped_by=sorted({c["stopped_by"] for c in connectors.values()}))
         assert str(run.state) == "success", task_states(run)
         assert summary["partitions"] == sum(w.topics.values()) == summary["partitions_equal"]
         assert summary["groups"] == summary["groups_exact"] == 2
         assert summary["connectors"] == summary["connectors_resumed"] == 2
         assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
+        # an old worker (before 3.5) is paused and its offsets read from Kafka; a newer one stopped, offsets by REST
+        old = tuple(int(x) for x in version.split(".")[:2]) < (3, 5)
+        assert {c["stopped_by"] for c in connectors.values()} == {"pause" if old else "stop"}
+        assert offsets_equal
+        assert "## Versions and methods" in (state / prefix / "report.md").read_text()
     finally:
         delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
+
+
+# Every path of the copy against the older source: the copier's own tests, run on the compat profile.
+
+@pytest.fixture
+def untouched(compat_stack):
+    """As tests/integration's source_untouched, on the older source."""
+    watched: dict[str, list] = {}
+    yield lambda topic: watched.setdefault(topic, topic_watermarks(compat_stack.source, topic))
+    for topic, before in watched.items():
+        assert topic_watermarks(compat_stack.source, topic) == before, f"source topic {topic} changed"
+
+
+def test_whole_batches_from_an_older_source(compat_stack, unique_name, untouched):
+    test_copier.test_plain_topic_keeps_offsets_and_content(compat_stack, unique_name, untouched)
+
+
+@pytest.mark.parametrize("fast_alignment", [True, False], ids=["record-batches", "producer"])
+def test_a_log_start_above_zero_on_an_older_source(compat_stack, unique_name, untouched, fast_alignment):
+    test_copier.test_log_start_above_zero_is_aligned(compat_stack, unique_name, untouched, fast_alignment, "delete")
+
+
+def test_compaction_gaps_on_an_older_source(compat_stack, unique_name, untouched):
+    test_copier.test_compacted_topic_keeps_offsets_and_visible_records(compat_stack, unique_name, untouched)
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_transactions_with_aborts_from_an_older_source(compat_stack, unique_name, untouched, raw_batches):
+    test_copier.test_transactional_topic_keeps_offsets_and_visibility(compat_stack, unique_name, untouched, raw_batches)
