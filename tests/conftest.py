@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kmigrate import claims
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka import pool, wire
 from kmigrate.kafka.connect import ConnectClient
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -39,6 +41,15 @@ class Stack:
     state_dir: Path
 
 
+def close_pooled_clients() -> None:
+    """This process's pooled clients (admins, raw connections, the claims log's): closed before the
+    clusters they talk to stop, so that they do not keep reconnecting to them, nor meet the next
+    stack on the same ports."""
+    pool.admins.close_all()
+    wire.connections.close_all()
+    claims.close_all()
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
     """The two local clusters with their Connect workers. Services already running are used
@@ -57,6 +68,7 @@ def stack() -> Iterator[Stack]:
             state_dir=state_dir,
         )
     finally:
+        close_pooled_clients()
         for service in reversed(started):
             stack_mod.stop(service)
 
@@ -106,6 +118,7 @@ def secure_stack() -> Iterator[SecureStack]:
             state_dir=state_dir,
         )
     finally:
+        close_pooled_clients()
         for service in reversed(started):
             stack_mod.stop(service)
 

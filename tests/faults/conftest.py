@@ -18,12 +18,12 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import fastfill
-from kmigrate.kafka import pool, wire
+from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.run.targets import prepare_target_topic
 
 from tests import results
-from tests.conftest import load_stack_module
+from tests.conftest import close_pooled_clients, load_stack_module
 from tests.integration.test_copier import records_of
 from tests.kafka_helpers import create_topic
 
@@ -134,8 +134,7 @@ def multi_stack() -> Iterator[MultiStack]:
     try:
         yield stack
     finally:
-        pool.admins.close_all()
-        wire.connections.close_all()
+        close_pooled_clients()
         module.stop_all([s for s in module.services(clusters, state_dir) if s.name in started])
 
 
@@ -146,8 +145,7 @@ def faulty(multi_stack: MultiStack) -> Iterator[MultiStack]:
     try:
         yield multi_stack
     finally:
-        pool.admins.close_all()  # the copies' pooled clients of these clusters, which the next test does not use
-        wire.connections.close_all()
+        close_pooled_clients()  # the copies' pooled clients of these clusters, which the next test does not use
         multi_stack.restart_killed()
 
 
