@@ -53,6 +53,23 @@ class MultiStack:
         described = admin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
         return next(p.leader.id for p in described.partitions if p.id == partition)
 
+    def placement(self, role: str, topic: str, partition: int, timeout_s: float = 30.0) -> tuple[list[int], int]:
+        """(replicas, leader) of the partition, once the broker answering knows it with a leader: a
+        topic just created (or a broker just restarted) may answer from older metadata for a moment."""
+        admin = AdminClient(self.config(role).admin())
+        found: dict = {}
+
+        def known() -> bool:
+            described = admin.describe_topics(TopicCollection([topic]), request_timeout=10)[topic].result(timeout=10)
+            for p in described.partitions:
+                if p.id == partition and p.leader is not None and p.leader.id >= 0:
+                    found.update(replicas=[r.id for r in p.replicas], leader=p.leader.id)
+                    return True
+            return False
+
+        wait_for(known, timeout_s, f"{role} {topic}[{partition}]: its replicas and a leader")
+        return found["replicas"], found["leader"]
+
     def kill(self, role: str, node: int) -> None:
         """SIGKILL one broker (no shutdown, no leadership handed over)."""
         service = self.broker(role, node)

@@ -110,7 +110,7 @@ def test_leader_killed_mid_copy(faulty, side, workload):
 
     with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
         prepare_target_topic(source, target, topic)  # created like the source's: replication 3, min.insync.replicas 2
-        assert len(target.client.list_topics(topic, timeout=30).topics[topic].partitions[0].replicas) == 3
+        assert len(faulty.placement("target", topic, 0)[0]) == 3
         # a broker restarted by the test before may answer DescribeConfigs before it knows the new topic
         configs = {}
         wait_for(lambda: configs.update(target.topic_configs(topic)) or "min.insync.replicas" in configs, 30,
@@ -169,18 +169,8 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
     plain_workload(faulty, topic)
     with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
         prepare_target_topic(source, target, topic)
+    before, leader = faulty.placement("target", topic, 0)
     admin = AdminClient(faulty.target.admin())
-    # the broker answering may not know the new topic yet (one the previous test restarted, or
-    # metadata still on its way): asked until the partition has its replicas and a leader
-    found: dict = {}
-
-    def known():
-        described = admin.describe_topics(TopicCollection([topic]))[topic].result(10).partitions[0]
-        found.update(replicas=[r.id for r in described.replicas], leader=described.leader.id if described.leader else -1)
-        return found["leader"] >= 0
-
-    wait_for(known, 30, f"{topic}: the target partition's replicas and leader")
-    before, leader = found["replicas"], found["leader"]
     assert len(before) == 2  # the source's replication factor
     spare = next(n for n in faulty.clusters[1].nodes if n not in before)
     after = [spare, *(n for n in before if n != leader)]
