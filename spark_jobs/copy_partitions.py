@@ -33,6 +33,7 @@ from kmigrate.run.clients import load_clients_from
 from kmigrate.run.plan import (
     copied_ends,
     copy_progress,
+    latest_copy_rows,
     read_plan,
     source_ends_now,
     targets_settled,
@@ -42,7 +43,7 @@ from kmigrate.run.plan import (
 )
 from kmigrate.run.precopy import compacted_topics, pre_copy_rounds
 from kmigrate.run.targets import prepare_targets
-from kmigrate.run.tasks import copy_task, live_verify_task
+from kmigrate.run.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
 from verify_partitions import verify_run
@@ -102,22 +103,23 @@ def main(argv: list[str] | None = None) -> int:
             copied_in = {"records": 0, "seconds": 0.0}
 
             def copy_round(round_units):
-                # without a digest check of each copy, a partition already at its end needs no task
-                round_units, rows = (units_to_copy(*clients, round_units, manifest) if args.no_verify
-                                     else (list(round_units), []))
+                # a partition empty on both sides needs no task; without a digest check of each copy,
+                # neither does one this run already brought to its end
+                round_units, rows = units_to_copy(*clients, round_units, manifest, settle_copied=args.no_verify)
                 if rows:
-                    say(JOB, f"{len(rows)} partitions at their end on the target already (copied by this run): "
-                             f"{len(round_units)} to copy")
+                    say(JOB, f"{len(rows)} partitions at their end on the target already (empty, or copied by this "
+                             f"run): {len(round_units)} to copy")
+                latest = latest_copy_rows(manifest)
                 copied, seconds, warm_up_s = run_on_spark(
                     session, round_units,
                     # a partial of a library function: executors import it by name, nothing from this file
                     functools.partial(copy_task, clients=clients, run_id=args.run_id,
-                                      resume_maps=translate_maps(manifest), copied_ends=copied_ends(manifest),
-                                      fetch_max_bytes=args.fetch_max_bytes,
-                                      verify=not args.no_verify),
+                                      fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify),
                     job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
                     progress=copy_progress(clients[1], round_units),
-                    settle=functools.partial(targets_settled, clients[1], round_units)) if round_units else ([], 0.0, 0.0)
+                    settle=functools.partial(targets_settled, clients[1], round_units),
+                    extras=copy_extras(translate_maps(manifest, latest), copied_ends(manifest, latest))
+                ) if round_units else ([], 0.0, 0.0)
                 rows += copied
                 copied_in["records"] += sum(r["records"] for r in copied if r["ok"])
                 copied_in["seconds"] += seconds
@@ -131,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 def verify_round(round_units, previous):
                     return run_on_spark(
-                        session, round_units,
-                        functools.partial(live_verify_task, clients=clients, compacted=compacted, previous=previous),
+                        session, round_units, functools.partial(live_verify_task, clients=clients),
                         job=JOB, action="verify", parallelism=args.parallelism,
-                        describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]))[0]
+                        describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]),
+                        extras=live_verify_extras(previous, compacted))[0]
 
             if args.rounds > 1 or verify_round:
                 units, failed = pre_copy_rounds(manifest, clients[0], units, copy_round, verify_round,

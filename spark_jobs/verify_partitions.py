@@ -30,7 +30,8 @@ from kmigrate.run.clients import load_clients_from
 from kmigrate.run.plan import read_plan, translate_maps, work_units
 from kmigrate.run.precopy import compacted_topics, live_rows
 from kmigrate.run.snapshot import check_source_at_snapshot
-from kmigrate.run.tasks import verify_task
+from kmigrate.run.tasks import verify_extras, verify_task
+from kmigrate.run.verify import settle_empty
 from kmigrate_spark.conf import FINAL_EXIT
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
@@ -55,10 +56,16 @@ def verify_run(session: SessionSoon, manifest: Manifest, units: Sequence[WorkUni
     timeline; 0 when every partition is equal, FINAL_EXIT when the source moved after the
     snapshot (with `source_at_snapshot`), else 1."""
     started = time.time()
-    task = functools.partial(verify_task, clients=clients, offset_maps=translate_maps(manifest),
-                             live=live_rows(manifest), compacted=compacted_topics(clients[0], {u.topic for u in units}))
-    rows, seconds, warm_up_s = run_on_spark(session, units, task, job=job, action="verify", describe=describe,
-                                            parallelism=parallelism)
+    extras = verify_extras(translate_maps(manifest), live_rows(manifest),
+                           compacted_topics(clients[0], {u.topic for u in units}))
+    to_read, empty = settle_empty(*clients, units)
+    if empty:
+        say(job, f"{len(empty)} partitions empty on both sides at the same offset: equal; {len(to_read)} to read")
+    rows, seconds, warm_up_s = run_on_spark(session, to_read, functools.partial(verify_task, clients=clients), job=job,
+                                            action="verify", describe=describe, parallelism=parallelism,
+                                            extras=extras) if to_read else ([], 0.0, 0.0)
+    order = {(u.topic, u.partition): i for i, u in enumerate(units)}
+    rows = sorted(rows + empty, key=lambda r: order[(r["topic"], r["partition"])])
     unequal = [r for r in rows if not r["equal"]]
     attempt = Part.attempt(Part.VERIFICATION)
     manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds,

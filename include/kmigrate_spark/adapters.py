@@ -1,8 +1,9 @@
 """What the Spark jobs ship to their executors around the library's per-unit tasks: the warm-up's
-no-op, the accumulator of result rows, and the two shapes of a unit's task (an RDD map, a Spark
-Connect UDF). Pure Python: executors import these by name."""
+no-op, the accumulator of result rows, and the two shapes of a Spark task over its units (an RDD
+map, a Spark Connect UDF). Pure Python: executors import these by name."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,22 +30,35 @@ class RowsParam:
         return pairs
 
 
-def indexed(item: tuple[int, WorkUnit | None], task: Callable[[WorkUnit | None], Any],
-            rows: Any = None) -> tuple[int, Any]:
-    """(index, task(unit)) of an (index, unit) pair: the RDD form of a Spark job's work; added to
-    the `rows` accumulator too, when given."""
-    index, unit = item
-    pair = (index, task(unit))
+Item = tuple  # (index in the job, WorkUnit or None for the warm-up, the unit's extras: JSON-able keyword args)
+
+
+def run_bin(items: Sequence[Item], task: Callable[..., Any]) -> list[tuple[int, Any]]:
+    """The units of one Spark task, one after another in this Python worker (whose pooled clients
+    and connections they share): [(index, task(unit, **extras)), ...]."""
+    return [(index, task(unit, **extras) if unit is not None else task(None)) for index, unit, extras in items]
+
+
+def indexed(items: Sequence[Item], task: Callable[..., Any], rows: Any = None) -> list[tuple[int, Any]]:
+    """run_bin as the RDD form of a Spark job's task; its pairs are added to the `rows`
+    accumulator too, when given."""
+    pairs = run_bin(items, task)
     if rows is not None:
-        rows.add([pair])
-    return pair
+        rows.add(pairs)
+    return pairs
 
 
-def by_index(index: int, task: Callable[[WorkUnit | None], Any], units: Sequence[str | None]) -> str:
-    """The Python UDF the Spark jobs run on a Spark Connect server (which has no RDDs): `index`
-    picks a work unit from `units` (JSON, null for the warm-up); returns [index, the task's
-    result] as JSON. A plain UDF, not mapInArrow: its workers need neither pyarrow nor pandas
-    (each Python worker imported both for mapInArrow: 130 MiB and about a second of CPU). A
-    library function, so executors import it by name."""
-    text = units[index]
-    return json.dumps([index, task(WorkUnit(**json.loads(text)) if text else None)])
+def bin_json(items: Sequence[Item]) -> str:
+    """A task's items as JSON: the row a Spark Connect job's task reads them from."""
+    return json.dumps([[index, None if unit is None else dataclasses.asdict(unit), extras]
+                       for index, unit, extras in items])
+
+
+def by_bin(text: str, task: Callable[..., Any]) -> str:
+    """The Python UDF the Spark jobs run on a Spark Connect server (which has no RDDs): `text`
+    holds one task's items (`bin_json`); returns their [[index, result], ...] as JSON. Each task
+    reads its own items from its row, so no task carries the others'. A plain UDF, not mapInArrow:
+    its workers need neither pyarrow nor pandas (each Python worker imported both for mapInArrow:
+    130 MiB and about a second of CPU). A library function, so executors import it by name."""
+    items = [(index, None if unit is None else WorkUnit(**unit), extras) for index, unit, extras in json.loads(text)]
+    return json.dumps(run_bin(items, task))

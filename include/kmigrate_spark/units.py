@@ -1,23 +1,27 @@
-"""Running work units as Spark tasks, one task a partition, and following their results.
+"""Running work units as Spark tasks, several partitions a task, and following their results.
 
-`run_units` runs the units as one Spark job, one task a unit in plan order (largest first), as
-many at a time as the application has task slots. The driver log gets a line as each unit's
-result arrives and a status line while it waits (for the copy: the offsets on the target so far);
-each executor logs its units' progress. A task that fails is retried by Spark, and its copier
-resumes from the target's end. If a task fails more times than Spark retries, Spark stops the
-whole job: the units without a result then run again one Spark job each, so that the failing
-ones become failed rows, not an aborted run. A --parallelism below the task slots runs one job a
-unit from the start, that many at a time (each job costs the scheduler 0.1-0.4 s: measured,
-28 jobs made a 6.5 s copy take 8-10 s).
+`run_units` runs the units as one Spark job. They are packed into tasks (`pack`): at least two a
+task slot and at most MAX_UNITS_PER_TASK units a task, balanced by size, largest first; a task
+copies its units one after another in one Python worker, whose pooled clients they share. Each
+task carries its own units and their extras (`unit extras`: what a unit needs of the run, such as
+its offset map), never the whole plan, so what a job ships grows with the partitions, not with
+their square. The driver log gets a line as each unit's result arrives and a status line while it
+waits (for the copy: the offsets on the target so far); each executor logs its units' progress. A
+task that fails is retried by Spark, and its copiers resume from the target's end. If a task fails
+more times than Spark retries, Spark stops the whole job: the units without a result then run
+again one Spark job each, so that the failing ones become failed rows, not an aborted run. A
+--parallelism below the task slots runs one job a unit from the start, that many at a time (each
+job costs the scheduler 0.1-0.4 s: measured, 28 jobs made a 6.5 s copy take 8-10 s).
 
 Under spark-submit units go through the RDD API; on a Spark Connect server (which has no RDDs)
-through a Python UDF over a DataFrame."""
+through a Python UDF over a DataFrame of one row a task."""
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import functools
+import heapq
 import json
+import math
 import queue
 import sys
 import threading
@@ -29,7 +33,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.model import WorkUnit
 from pyspark.sql import SparkSession
 
-from kmigrate_spark.adapters import RowsParam, by_index, indexed, ready
+from kmigrate_spark.adapters import Item, RowsParam, bin_json, by_bin, indexed, ready
 from kmigrate_spark.session import (
     DAEMON_MODULE,
     SessionSoon,
@@ -41,13 +45,19 @@ from kmigrate_spark.session import (
     task_slots,
 )
 
+MAX_UNITS_PER_TASK = 32   # a Spark task costs about 0.1 s; a unit of a small partition about as much
+UNIT_WEIGHT = 1_000       # a unit's fixed cost in offsets, for balancing tasks by size
 
-def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
+Extras = Callable[[WorkUnit], dict[str, Any]]
+
+
+def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable[..., dict[str, Any]], *,
                  job: str, action: str, describe: Callable[[dict[str, Any]], str],
                  parallelism: int | None, progress: Callable[[], str] | None = None,
-                 settle: Callable[[], str] | None = None) -> tuple[list[dict[str, Any]], float, float]:
-    """Warm the session up and run `task` over `units`. Returns the rows, the seconds from the
-    warmed-up executors to the last row, and the warm-up's seconds."""
+                 settle: Callable[[], str] | None = None,
+                 extras: Extras | None = None) -> tuple[list[dict[str, Any]], float, float]:
+    """Warm the session up and run `task` over `units` (`task(unit, **extras(unit))`). Returns the
+    rows, the seconds from the warmed-up executors to the last row, and the warm-up's seconds."""
     spark = session.get()
     slots = task_slots(spark)
     say(job, f"Spark session {'on ' + session.remote if session.remote else 'started'} "
@@ -58,39 +68,56 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     say(job, f"Python workers ready in {warm_up_s:.1f}s")
     started = time.monotonic()
     rows = run_units(spark, units, task, job=job, action=action, describe=describe,
-                     slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle)
+                     slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle, extras=extras)
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
 
 
-def map_units(spark: SparkSession, units: Sequence[WorkUnit | None], task: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:
-    """`task` over `units` on the executors as one Spark job, one partition (one Spark task) a
-    unit, scheduled in order; yields (index, result) pairs as they arrive: under spark-submit as
-    each task ends, on Spark Connect in order (a result waits for those before it). A unit of None
-    is handed to the task as None (the warm-up)."""
-    if not units:
+def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK) -> list[list[int]]:
+    """The indexes of `weights` packed into tasks: as many tasks as it takes to hold at most
+    `max_units` units each, and at least two a task slot (so that a slow task leaves the others
+    work), each unit to the lightest task so far, heaviest first; the tasks heaviest first."""
+    n = len(weights)
+    if not n:
+        return []
+    count = min(n, max(2 * slots, math.ceil(n / max_units)))
+    heap = [(0, i, []) for i in range(count)]  # (weight, tie-break, indexes)
+    for index in sorted(range(n), key=lambda i: -weights[i]):
+        weight, order, members = heapq.heappop(heap)
+        members.append(index)
+        heapq.heappush(heap, (weight + weights[index], order, members))
+    return [sorted(members) for _, _, members in sorted(heap, key=lambda t: (-t[0], t[1])) if members]
+
+
+def map_units(spark: SparkSession, bins: Sequence[Sequence[Item]], task: Callable[..., Any]) -> Iterator[tuple[int, Any]]:
+    """`task` over the units of `bins` on the executors as one Spark job, one Spark task a bin
+    (`run_bin`: its units one after another), scheduled in order; yields (index, result) pairs as
+    they arrive: under spark-submit as each task ends, on Spark Connect in order (a result waits
+    for those before it). A unit of None is handed to the task as None (the warm-up)."""
+    if not bins:
         return iter(())
     if not is_connect(spark):
         # the RDD API: no SQL engine to start (a first DataFrame query costs seconds in a new application)
-        return _rdd_units(spark, units, task)
-    # a Spark Connect client has DataFrames only: a range of n numbers in n partitions, each
-    # number the index of its unit (the units travel with the function), through a Python UDF
-    # that Spark must not run more than once a row, its rows pickled (an Arrow UDF, the default,
-    # makes every Python worker import pyarrow and pandas)
+        return _rdd_units(spark, bins, task)
+    # a Spark Connect client has DataFrames only: one row a task, holding its items as JSON, in as
+    # many partitions as rows (a local relation is cut into that many), through a Python UDF that
+    # Spark must not run more than once a row, its rows pickled (an Arrow UDF, the default, makes
+    # every Python worker import pyarrow and pandas)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    payload = [None if u is None else json.dumps(dataclasses.asdict(u)) for u in units]
-    run = F.udf(functools.partial(by_index, task=task, units=payload), StringType(), useArrow=False).asNondeterministic()
-    rows = spark.range(0, len(units), 1, len(units)).select(run("id").alias("row"))
-    return (tuple(json.loads(r.row)) for r in rows.toLocalIterator())
+    spark.conf.set("spark.sql.leafNodeDefaultParallelism", str(len(bins)))
+    run = F.udf(functools.partial(by_bin, task=task), StringType(), useArrow=False).asNondeterministic()
+    frame = spark.createDataFrame([(i, bin_json(b)) for i, b in enumerate(bins)], "bin long, items string")
+    rows = frame.select(run("items").alias("pairs"))
+    return (tuple(pair) for r in rows.toLocalIterator() for pair in json.loads(r.pairs))
 
 
-def _rdd_units(spark: SparkSession, units: Sequence[WorkUnit | None], task: Callable[[Any], Any]) -> Iterator[tuple[int, Any]]:
-    """map_units on the RDD API: the job runs in a thread, and each unit's pair is yielded from an
-    accumulator as its task ends, the rest (if any) from the job's result."""
+def _rdd_units(spark: SparkSession, bins: Sequence[Sequence[Item]], task: Callable[..., Any]) -> Iterator[tuple[int, Any]]:
+    """map_units on the RDD API: the job runs in a thread, and each task's pairs are yielded from an
+    accumulator as it ends, the rest (if any) from the job's result."""
     sc = spark.sparkContext
     rows = sc.accumulator([], RowsParam())
-    job = sc.parallelize(list(enumerate(units)), len(units)).map(functools.partial(indexed, task=task, rows=rows))
+    job = sc.parallelize([list(b) for b in bins], len(bins)).map(functools.partial(indexed, task=task, rows=rows))
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-job") as pool:
         collected = pool.submit(job.collect)
         seen = 0
@@ -103,7 +130,7 @@ def _rdd_units(spark: SparkSession, units: Sequence[WorkUnit | None], task: Call
                 break
             concurrent.futures.wait([collected], timeout=0.5)
         told = {index for index, _ in arrived}
-        yield from (pair for pair in collected.result() if pair[0] not in told)
+        yield from (pair for pairs in collected.result() for pair in pairs if pair[0] not in told)
 
 
 def warm_up(spark: SparkSession, slots: int) -> float:
@@ -113,7 +140,7 @@ def warm_up(spark: SparkSession, slots: int) -> float:
     describe_jobs(spark, "start Python workers and import kmigrate")
     try:
         # a library function, pickled by name: unpickling it imports kmigrate on the executor
-        list(map_units(spark, [None] * slots, ready))
+        list(map_units(spark, [[(i, None, {})] for i in range(slots)], ready))
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(f"the Spark executors cannot run the kmigrate library ({error_cause(exc)}); "
                           "install the project (pip install .) in the executors' Python") from None
@@ -144,21 +171,28 @@ def _failed_row(unit: WorkUnit, exc: Exception) -> dict[str, Any]:
             "error": error, "problems": [error]}
 
 
+def _items(units: Sequence[WorkUnit], indexes: Sequence[int], extras: Extras | None) -> list[Item]:
+    return [(i, units[i], extras(units[i]) if extras else {}) for i in indexes]
+
+
 def _in_one_job(spark: SparkSession, units: Sequence[WorkUnit], indexes: Sequence[int], action: str,
-                task: Callable[[WorkUnit], dict[str, Any]], put: Callable[[int, dict[str, Any]], None]) -> None:
-    describe_jobs(spark, f"{action} {len(indexes)} partitions, one task each")
-    for position, row in map_units(spark, [units[i] for i in indexes], task):
-        put(indexes[position], row)
+                task: Callable[..., dict[str, Any]], put: Callable[[int, dict[str, Any]], None], *, slots: int,
+                extras: Extras | None) -> None:
+    bins = [[indexes[j] for j in members]
+            for members in pack([units[i].end_offset + UNIT_WEIGHT for i in indexes], slots)]
+    describe_jobs(spark, f"{action} {len(indexes)} partitions in {len(bins)} tasks")
+    for index, row in map_units(spark, [_items(units, b, extras) for b in bins], task):
+        put(index, row)
 
 
 def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Sequence[int], action: str,
-                  task: Callable[[WorkUnit], dict[str, Any]], put: Callable[[int, dict[str, Any]], None],
-                  parallelism: int) -> None:
+                  task: Callable[..., dict[str, Any]], put: Callable[[int, dict[str, Any]], None],
+                  parallelism: int, extras: Extras | None) -> None:
     def run_one(index: int) -> dict[str, Any]:
         unit = units[index]
         describe_jobs(spark, f"{action} {unit.topic}[{unit.partition}] up to offset {unit.end_offset}")
         try:
-            [(_, row)] = map_units(spark, [unit], task)
+            [(_, row)] = map_units(spark, [_items(units, [index], extras)], task)
             return row
         except Exception as exc:  # noqa: BLE001 - Spark gave up on the task after its retries
             return _failed_row(unit, exc)
@@ -169,12 +203,13 @@ def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Seque
             put(futures[future], future.result())
 
 
-def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[WorkUnit], dict[str, Any]], *,
+def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[..., dict[str, Any]], *,
               job: str, action: str, describe: Callable[[dict[str, Any]], str], slots: int, parallelism: int,
               progress: Callable[[], str] | None = None, settle: Callable[[], str] | None = None,
-              status_every_s: float = 10.0) -> list[dict[str, Any]]:
-    """Rows of `task` over `units`, in plan order: one Spark job when `parallelism` covers the task
-    slots, else one job a unit, `parallelism` at a time. `progress` adds to the status lines.
+              status_every_s: float = 10.0, extras: Extras | None = None) -> list[dict[str, Any]]:
+    """Rows of `task` over `units` (with `extras` of each), in plan order: one Spark job when
+    `parallelism` covers the task slots, else one job a unit, `parallelism` at a time. `progress`
+    adds to the status lines.
     `settle` returns once what the stopped job's tasks were doing has ended (Spark stops a job
     without waiting for its Python workers, which may still be writing): it runs before the units
     without a result run again, and its answer is logged."""
@@ -208,19 +243,21 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[[Wo
             say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
 
     if parallelism >= slots:
-        say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} at a time")
+        say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} tasks at a time")
         try:
-            follow(functools.partial(_in_one_job, spark, units, everything, action, task))
+            follow(functools.partial(_in_one_job, spark, units, everything, action, task, slots=slots, extras=extras))
         except Exception as exc:  # noqa: BLE001 - Spark stopped the job: a task failed past its retries
             left = [i for i in everything if i not in rows]
             say(job, f"the Spark job stopped ({error_cause(exc)}); the {len(left)} partitions without a result "
                      "run again, one Spark job each, to tell the failing ones from the rest", err=True)
             if settle is not None:
                 say(job, settle())
-            follow(functools.partial(_one_job_each, spark, units, left, action, task, parallelism=slots))
+            follow(functools.partial(_one_job_each, spark, units, left, action, task, parallelism=slots,
+                                     extras=extras))
     else:
         say(job, f"{len(units)} partitions to {action}, one Spark job each, {parallelism} at a time")
-        follow(functools.partial(_one_job_each, spark, units, everything, action, task, parallelism=parallelism))
+        follow(functools.partial(_one_job_each, spark, units, everything, action, task, parallelism=parallelism,
+                                 extras=extras))
     return [rows[i] for i in everything]
 
 

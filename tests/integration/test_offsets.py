@@ -31,7 +31,8 @@ def copy_run(stack, manifest: Manifest) -> list[dict]:
     resume = translate_maps(manifest)
     units = work_units(read_plan(manifest))
     prepare_targets(stack.source, stack.target, units)
-    rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume) for unit in units]
+    rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume.get((unit.topic, unit.partition), ()))
+            for unit in units]
     assert all(r["ok"] for r in rows), rows
     manifest.write_once(Part.attempt(Part.COPY_RESULTS), {"rows": rows})
     return rows

@@ -106,6 +106,33 @@ def test_copy_and_verify_on_local_then_a_rerun_is_a_quick_noop(stack, unique_nam
     assert rerun[0]["seconds"] < 30
 
 
+def test_partitions_empty_on_both_sides_get_no_task_and_verify_equal(stack, unique_name, tmp_path):
+    """Of four partitions, two never written (empty at 0 on both sides: settled without a task) and
+    one emptied by DeleteRecords (its target must still be aligned to the source's log start)."""
+    topic = unique_name
+    with ClusterAdmin(stack.source) as admin:
+        admin.create_topic(topic, 4, {})
+        for partition in (0, 1):
+            produce(stack.source, topic, [(b"k%d" % i, b"v") for i in range(50)], partition=partition)
+        admin.delete_records(topic, 1, 50)  # partition 1: empty, log start 50
+    manifest, clients = make_run(stack, tmp_path, [topic])
+    copied = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    assert copied.returncode == 0, output(copied)[-4000:]
+    assert "2 partitions at their end on the target already (empty, or copied by this run): 2 to copy" in copied.stdout
+    [copy] = attempts(manifest, "copy-results")
+    rows = {r["partition"]: r for r in copy["rows"]}
+    assert sorted(rows) == [0, 1, 2, 3] and all(r["ok"] for r in rows.values())
+    assert rows[2]["skipped"] and rows[3]["skipped"] and not rows[1].get("skipped")
+    verified = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    assert verified.returncode == 0, output(verified)[-4000:]
+    # partition 1 too, once the copy aligned its target at 50
+    assert "3 partitions empty on both sides at the same offset: equal; 1 to read" in verified.stdout
+    [table] = attempts(manifest, "verification")
+    assert table["all_equal"] and sorted(r["partition"] for r in table["rows"]) == [0, 1, 2, 3]
+    for partition in range(4):
+        assert_same_partition(stack, topic, partition)  # partition 1 aligned at 50 on the target too
+
+
 def load_spark_cluster_module():
     spec = importlib.util.spec_from_file_location("kmigrate_spark_cluster", PROJECT_DIR / "stack" / "spark_cluster.py")
     module = importlib.util.module_from_spec(spec)

@@ -116,14 +116,14 @@ class ClusterAdmin:
                 counts[topic] = len(meta.topics[topic].partitions)
         return counts
 
-    def end_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The high watermarks of many partitions, in one ListOffsets round (no retries: for
-        progress lines)."""
-        return self._list_offsets(partitions, OffsetSpec.latest(), "end offset")
+    def end_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
+        """The high watermarks of many partitions, in one ListOffsets round (by default no retries:
+        for progress lines)."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), "end offset", retry=retry)
 
-    def start_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The log start offsets of many partitions, in one ListOffsets round (no retries)."""
-        return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offset")
+    def start_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
+        """The log start offsets of many partitions, in one ListOffsets round (by default no retries)."""
+        return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offset", retry=retry)
 
     def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str, *,
                       retry: bool = False) -> dict[tuple[str, int], int]:

@@ -72,16 +72,22 @@ def latest_copy_rows(manifest: Manifest) -> dict[tuple[str, int], dict[str, Any]
     return latest
 
 
-def translate_maps(manifest: Manifest) -> dict[tuple[str, int], list[OffsetRun]]:
+Latest = Mapping[tuple[str, int], Mapping[str, Any]]
+
+
+def translate_maps(manifest: Manifest, latest: Latest | None = None) -> dict[tuple[str, int], list[OffsetRun]]:
     """The offset map of each translate-mode partition, from its newest copy result (a resumed
-    copy and the verification both need it; preserved partitions map to themselves)."""
-    return {key: offset_map_of(row) for key, row in latest_copy_rows(manifest).items() if row["mode"] == TRANSLATE}
+    copy and the verification both need it; preserved partitions map to themselves). `latest`:
+    latest_copy_rows(manifest), when the caller has read them already."""
+    rows = latest_copy_rows(manifest) if latest is None else latest
+    return {key: offset_map_of(row) for key, row in rows.items() if row["mode"] == TRANSLATE}
 
 
-def copied_ends(manifest: Manifest) -> dict[tuple[str, int], int]:
+def copied_ends(manifest: Manifest, latest: Latest | None = None) -> dict[tuple[str, int], int]:
     """Where this run's newest copy of each preserve-mode partition left the target's end: the
     target holds this run's records up to there, even once the source no longer has them."""
-    return {key: row["target_end"] for key, row in latest_copy_rows(manifest).items() if row["mode"] != TRANSLATE}
+    rows = latest_copy_rows(manifest) if latest is None else latest
+    return {key: row["target_end"] for key, row in rows.items() if row["mode"] != TRANSLATE}
 
 
 def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:
@@ -138,23 +144,34 @@ def translator_for_run(manifest: Manifest) -> OffsetTranslator:
 
 
 def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit],
-                  manifest: Manifest) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
-    """(the units to copy, result rows of the others): a preserve-mode partition that a copy of this
-    run already brought to its end, whose target log start still equals the source's, needs no
-    Spark task (in the window after a pre-copy, most partitions; the verification still checks
-    each). Read in two ListOffsets rounds a cluster."""
-    done = {key for key, row in latest_copy_rows(manifest).items() if row["mode"] == PRESERVE}
-    candidates = [u for u in units if u.mode == PRESERVE and (u.topic, u.partition) in done]
+                  manifest: Manifest, *, settle_copied: bool = True) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
+    """(the units to copy, result rows of the others), read in two ListOffsets rounds a cluster. A
+    preserve-mode partition needs no Spark task when it is empty on the source and on the target at
+    the same offset (nothing to copy, nothing to compare), or, with `settle_copied`, when a copy of
+    this run already brought it to its end and the target's log start still equals the source's (in
+    the window after a pre-copy, most partitions; the verification still checks each)."""
+    done = {key for key, row in latest_copy_rows(manifest).items() if row["mode"] == PRESERVE} if settle_copied else set()
+    preserved = [u for u in units if u.mode == PRESERVE]
+    if not preserved:
+        return list(units), []
+    keys = [(u.topic, u.partition) for u in preserved]
+    with ClusterAdmin(source) as admin:
+        source_low = admin.start_offsets(keys, retry=True)
+    candidates = [u for u in preserved if (u.topic, u.partition) in done or source_low[(u.topic, u.partition)] >= u.end_offset]
     if not candidates:
         return list(units), []
-    keys = [(u.topic, u.partition) for u in candidates]
-    with ClusterAdmin(source) as admin:
-        source_low = admin.start_offsets(keys)
     with ClusterAdmin(target) as admin:
-        target_low, target_end = admin.start_offsets(keys), admin.end_offsets(keys)
-    skipped = {(u.topic, u.partition) for u in candidates
-               if target_end[(u.topic, u.partition)] >= u.end_offset
-               and target_low[(u.topic, u.partition)] == source_low[(u.topic, u.partition)] <= u.end_offset}
+        wanted = [(u.topic, u.partition) for u in candidates]
+        # target topics the job has just created may not have their leaders yet: asked until they answer
+        target_low, target_end = admin.start_offsets(wanted, retry=True), admin.end_offsets(wanted, retry=True)
+
+    def settled(u: WorkUnit) -> bool:
+        key = (u.topic, u.partition)
+        if source_low[key] >= u.end_offset:  # empty up to the snapshot end
+            return target_low[key] == target_end[key] == u.end_offset
+        return target_end[key] >= u.end_offset and target_low[key] == source_low[key] <= u.end_offset
+
+    skipped = {(u.topic, u.partition) for u in candidates if settled(u)}
     rows = [{"ok": True, "skipped": True, **PartitionResult(
         u.topic, u.partition, u.mode, source_low[(u.topic, u.partition)], u.end_offset,
         target_end[(u.topic, u.partition)], target_end[(u.topic, u.partition)]).as_row()}

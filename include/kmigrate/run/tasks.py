@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -59,14 +59,15 @@ def _kill_hook(unit: WorkUnit):
 
 
 def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
-              resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
+              resume_map: Sequence[OffsetRun | Sequence[int]] = (), own_end: int | None = None,
               fetch_max_bytes: int | None = None, progress_every_s: float = 10.0,
-              verify: bool = True, copied_ends: Mapping[tuple[str, int], int] | None = None) -> dict[str, Any]:
-    """Copy one unit; returns its result row with "ok". `resume_maps`: the offset maps of earlier
-    runs of translate-mode partitions, by (topic, partition); `copied_ends`: where this run's
-    earlier copies left each preserve-mode partition's end (copy_partition's `own_end`). Data errors (foreign target, offset
-    mismatch, ...) become a failed row naming the partition; anything else propagates so that
-    Spark retries the task, whose copier resumes from the target's end."""
+              verify: bool = True) -> dict[str, Any]:
+    """Copy one unit; returns its result row with "ok". `resume_map`: the offset map of the earlier
+    runs of a translate-mode partition; `own_end`: where this run's earlier copy left a
+    preserve-mode partition's end (copy_partition's). Both travel with the unit (`unit_extras`),
+    not the whole run's with every task. Data errors (foreign target, offset mismatch, ...) become
+    a failed row naming the partition; anything else propagates so that Spark retries the task,
+    whose copier resumes from the target's end."""
     _setup_logging()
     source, target = clients
     name = f"{unit.topic}[{unit.partition}]"
@@ -87,9 +88,7 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
     try:
-        result = copy_partition(source, target, unit, options,
-                                (resume_maps or {}).get((unit.topic, unit.partition), ()),
-                                (copied_ends or {}).get((unit.topic, unit.partition)))
+        result = copy_partition(source, target, unit, options, offset_runs(resume_map), own_end)
     except KmigrateError as exc:
         log.info("copy %s: FAILED: %s", name, exc)
         return {"ok": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "error": str(exc)}
@@ -99,20 +98,16 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
 
 def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
-                offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]] | None = None,
-                live: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
-                compacted: Collection[str] = ()) -> dict[str, Any]:
-    """Verify one unit; a verification row ("equal", "problems"). `offset_maps`: the copy's offset
-    maps of translate-mode partitions, by (topic, partition); `live`: the partitions' rows verified
-    while the source was live (only what came after is read again); `compacted`: the compacted
-    topics. Errors become a row too."""
+                offset_map: Sequence[OffsetRun | Sequence[int]] = (), live: Mapping[str, Any] | None = None,
+                compacted: bool = False) -> dict[str, Any]:
+    """Verify one unit; a verification row ("equal", "problems"). `offset_map`: a translate-mode
+    partition's offset map from the copy; `live`: its row verified while the source was live (only
+    what came after is read again); `compacted`: its topic is compacted. Errors become a row too."""
     _setup_logging()
     source, target = clients
     name = f"{unit.topic}[{unit.partition}]"
-    key = (unit.topic, unit.partition)
     try:
-        row = verify_partition(source, target, unit, (offset_maps or {}).get(key, ()), (live or {}).get(key),
-                               unit.topic in compacted)
+        row = verify_partition(source, target, unit, offset_runs(offset_map), live, compacted)
     except KmigrateError as exc:
         log.info("verify %s: FAILED: %s", name, exc)
         return {"topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "equal": False,
@@ -121,17 +116,47 @@ def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
     return row
 
 
-def live_verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
-                     compacted: Collection[str] = (),
-                     previous: Mapping[tuple[str, int], Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def live_verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], compacted: bool = False,
+                     previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Verify the pre-copied range of one unit while the source is live (verify_live, reading only
     what came after the partition's `previous` row); a row with "equal", errors included."""
     _setup_logging()
     source, target = clients
     try:
-        row = verify_live(source, target, unit, unit.topic in compacted, (previous or {}).get((unit.topic, unit.partition)))
+        row = verify_live(source, target, unit, compacted, previous)
     except KmigrateError as exc:
         row = {"topic": unit.topic, "partition": unit.partition, "equal": False, "problems": [str(exc)]}
     log.info("verify %s[%d] while live: %s", unit.topic, unit.partition,
              "equal" if row["equal"] else "; ".join(row["problems"]))
     return row
+
+
+def offset_runs(runs: Sequence[OffsetRun | Sequence[int]]) -> list[OffsetRun]:
+    """An offset map as OffsetRuns, from OffsetRuns or [source_start, target_start, length] lists
+    (its JSON form, as a unit's extras travel to a Spark Connect server)."""
+    return [r if isinstance(r, OffsetRun) else OffsetRun(*r) for r in runs]
+
+
+def key(unit: WorkUnit) -> tuple[str, int]:
+    return unit.topic, unit.partition
+
+
+def copy_extras(resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]],
+                copied_ends: Mapping[tuple[str, int], int]) -> Callable[[WorkUnit], dict[str, Any]]:
+    """What a copy task needs of the run beyond its unit, per unit (JSON-able)."""
+    return lambda u: {"resume_map": [[r.source_start, r.target_start, r.length] for r in resume_maps.get(key(u), ())],
+                      "own_end": copied_ends.get(key(u))}
+
+
+def verify_extras(offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]],
+                  live: Mapping[tuple[str, int], Mapping[str, Any]],
+                  compacted: Collection[str]) -> Callable[[WorkUnit], dict[str, Any]]:
+    """What a verify task needs of the run beyond its unit, per unit (JSON-able)."""
+    return lambda u: {"offset_map": [[r.source_start, r.target_start, r.length] for r in offset_maps.get(key(u), ())],
+                      "live": live.get(key(u)), "compacted": u.topic in compacted}
+
+
+def live_verify_extras(previous: Mapping[tuple[str, int], Mapping[str, Any]],
+                       compacted: Collection[str]) -> Callable[[WorkUnit], dict[str, Any]]:
+    """What a live verify task needs of the run beyond its unit, per unit (JSON-able)."""
+    return lambda u: {"previous": previous.get(key(u)), "compacted": u.topic in compacted}

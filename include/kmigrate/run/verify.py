@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.offsets import offset_mapper
@@ -64,10 +64,10 @@ def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, co
     end) is read, and the row returned covers both."""
     started = time.monotonic()
     topic, partition = unit.topic, unit.partition
-    with ClusterAdmin(source) as admin:
+    with shared_admin(source) as admin:
         source_low, _ = admin.watermarks(topic, partition)
         stable = admin.stable_end(topic, partition)
-    with ClusterAdmin(target) as admin:
+    with shared_admin(target) as admin:
         target_low, target_high = admin.watermarks(topic, partition)
     end = max(source_low, min(unit.end_offset, stable, target_high))
     problems: list[str] = []
@@ -99,9 +99,9 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
     content."""
     started = time.monotonic()
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    with ClusterAdmin(source) as admin:
+    with shared_admin(source) as admin:
         source_low, source_high = admin.watermarks(topic, partition)
-    with ClusterAdmin(target) as admin:
+    with shared_admin(target) as admin:
         target_low, target_high = admin.watermarks(topic, partition)
     problems: list[str] = []
     note = None
@@ -155,3 +155,34 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         "verified_live": verified_live, "verified_in_window": verified_window,
         "equal": not problems, "problems": problems, "note": note, "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def settle_empty(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit]
+                 ) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
+    """(the units to verify, rows of the others): a preserve-mode partition empty up to its snapshot
+    end on the source, whose target is empty at the same offset, is equal without reading anything
+    (two ListOffsets rounds a cluster for all of them; no Spark task)."""
+    preserved = [(u.topic, u.partition) for u in units if u.mode == PRESERVE]
+    if not preserved:
+        return list(units), []
+    with shared_admin(source) as admin:
+        source_marks = admin.watermarks_of(preserved)
+    empty = [u for u in units if u.mode == PRESERVE and source_marks[(u.topic, u.partition)][0] >= u.end_offset]
+    if not empty:
+        return list(units), []
+    with shared_admin(target) as admin:
+        target_marks = admin.watermarks_of((u.topic, u.partition) for u in empty)
+    rows, settled = [], set()
+    nothing = ContentDigest().hexdigest()
+    for u in empty:
+        (source_low, source_high), (target_low, target_high) = source_marks[(u.topic, u.partition)], \
+            target_marks[(u.topic, u.partition)]
+        if target_low == target_high == source_low == u.end_offset:
+            settled.add((u.topic, u.partition))
+            rows.append({
+                "topic": u.topic, "partition": u.partition, "mode": u.mode, "snapshot_end": u.end_offset,
+                "source_log_start": source_low, "source_end": source_high, "target_log_start": target_low,
+                "target_end": target_high, "records": 0, "source_digest": nothing, "target_digest": nothing,
+                "verified_live": None, "verified_in_window": [source_low, u.end_offset], "equal": True, "problems": [],
+                "note": "empty on both sides", "seconds": 0.0})
+    return [u for u in units if (u.topic, u.partition) not in settled], rows
