@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kmigrate import claims
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import pool, wire
+from kmigrate.kafka import pool, records, wire
 from kmigrate.kafka.connect import ConnectClient
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -42,10 +42,11 @@ class Stack:
 
 
 def close_pooled_clients() -> None:
-    """This process's pooled clients (admins, raw connections, the claims log's): closed before the
+    """This process's pooled clients (admins, record readers, raw connections, the claims log's): closed before the
     clusters they talk to stop, so that they do not keep reconnecting to them, nor meet the next
     stack on the same ports."""
     pool.admins.close_all()
+    records.readers.close_all()
     wire.connections.close_all()
     claims.close_all()
 

@@ -16,7 +16,7 @@ from kmigrate import claims
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import ForeignTarget, OffsetMismatch, TargetDiverged, TopicMismatch
-from kmigrate.kafka import pool
+from kmigrate.kafka import pool, records
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range
 from kmigrate.model import WorkUnit
@@ -64,21 +64,23 @@ def rdkafka_threads() -> set[str]:
 @contextlib.contextmanager
 def leaves_no_client_running():
     """Asserts that the block, run with the garbage collector off, leaves no librdkafka client's
-    threads behind but the process's pooled admin clients (one a cluster, reused from partition
-    to partition) and its claims log clients: the copier closes the clients it opened, where a reference cycle (a
+    threads behind but the process's pooled admin clients and record readers (one a cluster,
+    reused from partition to partition) and its claims log clients: the copier closes the clients it opened, where a reference cycle (a
     producer's callback refers to its writer) would keep them until a full collection."""
     gc.collect()
     before = rdkafka_threads()
     gc.disable()
     try:
         yield
-        pooled = pool.admins.idle()
+        pooled, readers = pool.admins.idle(), records.readers.idle()
         pool.admins.close_all()
+        records.readers.close_all()
         claims.close_all()  # the claims log's reader and writer, kept per process like the pool
         left = rdkafka_threads() - before
     finally:
         gc.enable()
     assert pooled <= 2, f"{pooled} admin clients pooled for two clusters"
+    assert readers <= 2, f"{readers} record readers pooled for two clusters"
     assert not left, f"{len(left)} librdkafka threads still running after the copy"
 
 

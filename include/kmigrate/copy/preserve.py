@@ -2,6 +2,7 @@
 resume checks, the copy loop over whole batches and single records, gaps and lone markers."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -12,7 +13,15 @@ from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
 from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
 from kmigrate.kafka import transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import ContentDigest, compacted_differences_of, iter_range, partition_digest, read_range, reader
+from kmigrate.kafka.records import (
+    ContentDigest,
+    compacted_differences_of,
+    iter_range,
+    partition_digest,
+    read_range,
+    reader,
+    shared_reader,
+)
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 
 log = logging.getLogger(__name__)
@@ -102,12 +111,10 @@ def invisible_run_at(source: ClusterConfig, source_admin: ClusterAdmin, topic: s
     stable = source_admin.stable_end(topic, partition)
     if stable <= offset:
         return 0
-    consumer = reader(source)
-    try:
-        for chunk in iter_range(consumer, topic, partition, offset, stable):
+    with shared_reader(source) as consumer, contextlib.closing(iter_range(consumer, topic, partition, offset,
+                                                                          stable)) as chunks:
+        for chunk in chunks:  # closed (unassigned) before the reader goes back to its pool
             return chunk[0].offset() - offset
-    finally:
-        consumer.close()
     return stable - offset
 
 

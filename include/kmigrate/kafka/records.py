@@ -1,6 +1,7 @@
 """Reading a partition's visible records, and the ordered content digest of docs/DESIGN.md §4.6."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import itertools
@@ -14,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import SourceNotReady
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.pool import Pool, identity
 
 FILLER_KEY = b"__kmigrate_filler__"
 FILLER_HEADER = "kmigrate.filler"
@@ -64,10 +66,19 @@ def reader(cluster: ClusterConfig, **overrides: Any) -> Consumer:
     return Consumer(cluster.consumer("kmigrate-reader", **{
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "fetch.wait.max.ms": 50,
+        "fetch.wait.max.ms": 5,
         "queued.max.messages.kbytes": 256 * 1024,
         **overrides,
     }))
+
+
+readers: Pool[Consumer] = Pool(Consumer.close)
+
+
+def shared_reader(cluster: ClusterConfig) -> contextlib.AbstractContextManager[Consumer]:
+    """A `reader` from this process's pool: a worker verifying partition after partition does not
+    start a client (and its connections) for each."""
+    return readers.use(identity(cluster), lambda: reader(cluster))
 
 
 def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: int, *,
@@ -84,7 +95,7 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
     try:
         while position < end:
             # never ask for more than remains: consume() waits for a full batch until its timeout
-            messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.05)
+            messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.005)
             out = []
             for msg in messages:
                 err = msg.error()
@@ -114,12 +125,9 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
 
 def read_range(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int,
                idle_timeout_s: float = 30.0) -> list[Any]:
-    consumer = reader(cluster)
-    try:
+    with shared_reader(cluster) as consumer:
         return [m for chunk in iter_range(consumer, topic, partition, start, end, idle_timeout_s=idle_timeout_s)
                 for m in chunk]
-    finally:
-        consumer.close()
 
 
 def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int,
@@ -129,9 +137,8 @@ def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: 
     one it is hashed under (translate mode: the target offset); records it maps to None are
     counted in `unmapped` and left out. Records below `split_at` are also counted in
     `records_below`."""
-    consumer = reader(cluster)
     digest = ContentDigest()
-    try:
+    with shared_reader(cluster) as consumer:
         for chunk in iter_range(consumer, topic, partition, start, end):
             if split_at is not None:
                 digest.records_below += sum(1 for msg in chunk if msg.offset() < split_at)
@@ -144,8 +151,6 @@ def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: 
                     digest.unmapped += 1
                 else:
                     digest.update(mapped, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
-    finally:
-        consumer.close()
     return digest
 
 
@@ -237,13 +242,11 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
 
 
 def _records(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-    consumer = reader(cluster)
-    try:
-        for chunk in iter_range(consumer, topic, partition, start, end):
+    with shared_reader(cluster) as consumer, contextlib.closing(iter_range(consumer, topic, partition, start,
+                                                                           end)) as chunks:
+        for chunk in chunks:  # closed (unassigned) before the reader goes back to its pool
             for msg in chunk:
                 yield msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]
-    finally:
-        consumer.close()
 
 
 def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int,
