@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -163,6 +163,12 @@ bench-mm2: install stack-up
 # live during the pre-copy, on a Spark Connect server (bench/bench_cutover.py); the last line is JSON.
 bench-cutover: install stack-up spark-connect-up
 	$(VPY) bench/bench_cutover.py $(BENCH_ARGS)
+
+# Many small partitions (default 2,000 over 40 topics) against MirrorMaker 2, and the growth from N/4 to
+# N partitions (bench/bench_scale.py); writes docs/BENCHMARKS.md, the last line is JSON.
+# BENCH_ARGS=--partitions 400 for a smaller run.
+bench-scale: install stack-up
+	$(VPY) bench/bench_scale.py $(BENCH_ARGS)
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

@@ -50,14 +50,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import delete_groups, delete_topics
+from common import delete_groups, delete_topics, write_docs
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConnectorNotFound
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.kafka.records import read_range
+from kmigrate.kafka.records import read_range, reader
 from kmigrate.manifest import Manifest
 from kmigrate.run.clients import write_clients
 from kmigrate.run.groups import replicate_groups
@@ -205,7 +205,28 @@ def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list[t
 
 
 def read_all(cluster: ClusterConfig, partitions: dict[str, int]) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
-    return {(t, p): read_partition(cluster, t, p) for t, n in partitions.items() for p in range(n)}
+    """Every visible record of every partition as (offset, value): one consumer assigned to all of
+    them, up to the ends read first."""
+    with ClusterAdmin(cluster) as admin:
+        marks = admin.watermarks_of((t, p) for t, n in partitions.items() for p in range(n))
+    out: dict[tuple[str, int], list[tuple[int, bytes]]] = {tp: [] for tp in marks}
+    todo = {tp: high for tp, (low, high) in marks.items() if high > low}
+    consumer = reader(cluster, **{"enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(t, p, marks[(t, p)][0]) for (t, p) in todo])
+        deadline = time.monotonic() + 600
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=0.5):
+                tp = (msg.topic(), msg.partition())
+                if msg.error() is None:
+                    out[tp].append((msg.offset(), msg.value()))
+                    if msg.offset() + 1 >= todo.get(tp, 0):
+                        todo.pop(tp, None)
+                elif tp in todo and msg.offset() >= todo[tp]:  # end of partition
+                    todo.pop(tp, None)
+    finally:
+        consumer.close()
+    return out
 
 
 def wait_for_compaction(w: Workload, produced: int, deadline_s: float) -> None:
@@ -512,9 +533,10 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
             raise SystemExit(f"bench: {script} failed (exit {proc.returncode}):\n{out[-3000:]}")
         if script == "copy_partitions.py":
             result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
-            for line in out.splitlines():  # the job's own phases (not its line a partition)
-                if line.startswith("copy_partitions: ") and "] " not in line:
-                    print(f"    {line}", flush=True)
+        name = script.removesuffix(".py")
+        for line in out.splitlines():  # the job's own phases (not its line a partition)
+            if line.startswith(f"{name}: ") and "] " not in line:
+                print(f"    {line}", flush=True)
         return time.monotonic() - begun
 
     started = time.monotonic()
@@ -664,17 +686,6 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
     return "\n".join(lines) + "\n"
 
 
-def write_docs(text: str, path: Path) -> None:
-    current = path.read_text() if path.exists() else "# Benchmarks\n\nResults written by the benchmark scripts.\n"
-    if MARKER_START in current and MARKER_END in current:
-        before, rest = current.split(MARKER_START, 1)
-        after = rest.split(MARKER_END, 1)[1].lstrip("\n")
-        current = before + text + ("\n" + after if after else "")
-    else:
-        current = current.rstrip("\n") + "\n\n" + text
-    path.write_text(current)
-
-
 def measure(prefix: str, args: argparse.Namespace, ways: list[str],
             server: SparkConnectServer | None) -> tuple[list[Result], Workload]:
     """Seed, run MM2, then each of our ways; the topics are deleted at the end."""
@@ -757,7 +768,8 @@ def main() -> None:
     if not args.no_docs:
         docs = PROJECT_DIR / "docs"
         chart(docs / "bench_mm2.png", rows)
-        write_docs(markdown(w, args, rows, summary, info, mm2.notes + ours.notes), docs / "BENCHMARKS.md")
+        write_docs(markdown(w, args, rows, summary, info, mm2.notes + ours.notes), docs / "BENCHMARKS.md",
+                   MARKER_START, MARKER_END)
         print(f"wrote {docs / 'BENCHMARKS.md'} and {docs / 'bench_mm2.png'}", flush=True)
     print(json.dumps(summary), flush=True)
 

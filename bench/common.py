@@ -1,10 +1,12 @@
 """What the benchmark scripts share: removing what a benchmark created, so that a run leaves no
 data behind on the local clusters (the migration itself never deletes anything), and the interval
-that says how far a median of a few noisy rounds can be trusted."""
+that says how far a median of a few noisy rounds can be trusted, and writing a result into
+docs/BENCHMARKS.md between a benchmark's markers."""
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
@@ -51,3 +53,16 @@ def median_interval(values: Sequence[float], level: float = 0.9) -> tuple[float,
     while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
         k += 1
     return ordered[k - 1], ordered[n - k], coverage(k)
+
+
+def write_docs(text: str, path: Path, start: str, end: str) -> None:
+    """Put `text` (which begins with the marker `start` and ends with `end`) in place of what stands
+    between those markers in the file at `path`, or after its end when they are not there yet."""
+    current = path.read_text() if path.exists() else "# Benchmarks\n\nResults written by the benchmark scripts.\n"
+    if start in current and end in current:
+        before, rest = current.split(start, 1)
+        after = rest.split(end, 1)[1].lstrip("\n")
+        current = before + text + ("\n" + after if after else "")
+    else:
+        current = current.rstrip("\n") + "\n\n" + text
+    path.write_text(current)

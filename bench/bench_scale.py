@@ -1,0 +1,200 @@
+"""Many small partitions: this project against MirrorMaker 2, and this project's growth with the
+partition count (`make bench-scale`).
+
+One run on the local stack: two workloads of the same shape are seeded on the source, N partitions
+(default 2,000 over 40 topics) and N/4 (over a quarter of the topics); each partition holds 100 to
+1,000 records of 100 B, a tenth of them none; 8 consumer groups are committed at random positions on
+the large one. Then
+  1. MirrorMaker 2 (as bench_mm2.py runs it, on the target's Connect worker) replicates the N
+     partitions until every record is on the target and the groups' offsets have stopped moving;
+     the target is reset;
+  2. this project migrates the N partitions: snapshot, the copy job, the verify job, the group
+     replication, its jobs on the project's Spark Connect server (started before the timing, as
+     MM2's Connect worker runs before its connectors are created);
+  3. this project migrates the N/4 partitions the same way.
+Each target is read back record by record. The last line printed is one JSON object: partitions,
+ours_s (snapshot to groups replicated, the verification included), mm2_s (to every record and group
+offset on the target), speedup_vs_mm2, growth (ours at N / ours at N/4: linear is 4.0),
+per_partition_ms (ours_s / N), ours_offsets_equal_pct, ours_groups_exact, and the phases.
+
+    python bench/bench_scale.py [--partitions 2000] [--topics 40] [--groups 8] [--mm2-tasks 4]
+                                [--spark-master 'local[2]'] [--no-mm2] [--no-docs]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench_mm2 import (
+    PROJECT_DIR,
+    SOURCE,
+    TARGET,
+    Result,
+    Workload,
+    _send,
+    read_all,
+    reset_target,
+    run_mm2,
+    run_ours,
+    spark_cluster,
+    spark_connect_up,
+    target_offsets,
+    versions,
+)
+from common import delete_groups, delete_topics, write_docs
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kmigrate.kafka.admin import ClusterAdmin
+
+MARKER_START, MARKER_END = "<!-- bench-scale:start -->", "<!-- bench-scale:end -->"
+
+
+def seed(prefix: str, topics: int, partitions: int, rng: random.Random, value_bytes: int) -> Workload:
+    """`partitions` over `topics` topics, each partition 100 to 1,000 records or (a tenth) none."""
+    names = [f"{prefix}.t{i:03d}" for i in range(topics)]
+    counts = {t: partitions // topics + (1 if i < partitions % topics else 0) for i, t in enumerate(names)}
+    with ClusterAdmin(SOURCE) as admin:
+        for topic, n in counts.items():
+            admin.create_topic(topic, n, {})
+    producer = Producer(SOURCE.producer(**{"linger.ms": 20, "batch.size": 256 << 10,
+                                           "queue.buffering.max.messages": 1_000_000}))
+    produced = 0
+    for topic, n in counts.items():
+        for p in range(n):
+            records = 0 if rng.random() < 0.1 else rng.randint(100, 1000)
+            for i in range(records):
+                _send(producer, topic, p, b"k%d" % i, b"%s:%d:%d:" % (topic.encode(), p, i) + rng.randbytes(value_bytes - 24))
+            produced += records
+    if producer.flush(300):
+        raise SystemExit("bench: records left undelivered while seeding")
+    return Workload(prefix, counts, {}, produced)
+
+
+def commit_groups(w: Workload, count: int, rng: random.Random) -> None:
+    """`count` groups, each on a few topics at random positions."""
+    topics = sorted(w.partitions)
+    with ClusterAdmin(SOURCE) as admin:
+        for g in range(count):
+            group = f"{w.prefix}.g{g}"
+            chosen = [topics[(g * 5 + k) % len(topics)] for k in range(3)]
+            marks = admin.watermarks_of((t, p) for t in chosen for p in range(w.partitions[t]))
+            positions = {tp: rng.randint(low, high) for tp, (low, high) in marks.items()}
+            consumer = Consumer(SOURCE.consumer(group))
+            try:
+                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
+            finally:
+                consumer.close()
+            w.groups[group] = positions
+
+
+def groups_exact(w: Workload) -> int:
+    """Groups whose committed offsets on the target equal the source's, partition for partition."""
+    on_target = target_offsets(w.groups)
+    with ClusterAdmin(SOURCE) as admin:
+        return sum(1 for g in w.groups if on_target.get(g) and on_target[g] == {
+            tp: o for tp, o in admin.committed_offsets(g).items() if tp[0] in w.partitions})
+
+
+def ours(w: Workload, args: argparse.Namespace, server: Any) -> tuple[Result, float, int]:
+    """This project's migration of `w`; (result, seconds from snapshot to groups replicated with the
+    verification included, groups exact). The target is reset after it."""
+    with tempfile.TemporaryDirectory() as workdir:
+        result = run_ours(w, args, Path(workdir), server)
+    total = result.groups_s + (result.verify_s or 0.0)
+    exact = groups_exact(w) if w.groups else 0
+    reset_target(w)
+    return result, total, exact
+
+
+def markdown(summary: dict[str, Any], info: dict[str, str], args: argparse.Namespace) -> str:
+    return "\n".join([
+        MARKER_START,
+        "## Many small partitions against MirrorMaker 2 (`make bench-scale`)",
+        "",
+        f"{info['machine']}; Kafka {info['kafka']}, PySpark {info['pyspark']}. {summary['partitions']:,} partitions over "
+        f"{args.topics} topics (100-1,000 records of {args.value_bytes} B each, a tenth empty), {args.groups} "
+        f"groups; the same shape at {summary['quarter_partitions']:,} partitions for the growth. Ours on the Spark "
+        f"Connect server ({args.spark_master}): snapshot, copy, verify, groups; MM2 with {args.mm2_tasks} tasks until "
+        "every record and group offset is on the target.",
+        "",
+        "| measure | value |", "| --- | --- |",
+        *[f"| {k} | {v} |" for k, v in summary.items()],
+        "",
+        MARKER_END,
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=2000)
+    parser.add_argument("--topics", type=int, default=40)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--groups", type=int, default=8)
+    parser.add_argument("--mm2-tasks", type=int, default=4)
+    parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument("--timeout-s", type=float, default=1800, help="longest wait for MM2 to replicate")
+    parser.add_argument("--group-sync-timeout-s", type=float, default=300)
+    parser.add_argument("--no-mm2", action="store_true", help="this project only (no speedup)")
+    parser.add_argument("--no-docs", action="store_true", help="do not write docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    rng = random.Random(23)
+    prefix = f"scale{uuid.uuid4().hex[:6]}"
+    info = versions()
+    print(f"bench-scale: {info['machine']}; topics {prefix}*", flush=True)
+    server = spark_connect_up(args.spark_master)
+    quarter_topics = max(1, args.topics // 4)
+    large = small = None
+    try:
+        began = time.monotonic()
+        large = seed(f"{prefix}n", args.topics, args.partitions, rng, args.value_bytes)
+        small = seed(f"{prefix}q", quarter_topics, args.partitions // 4, rng, args.value_bytes)
+        commit_groups(large, args.groups, rng)
+        large.source, small.source = read_all(SOURCE, large.partitions), read_all(SOURCE, small.partitions)
+        print(f"seeded {sum(large.partitions.values()):,} partitions ({large.records:,} records) and "
+              f"{sum(small.partitions.values()):,} ({small.records:,}) in {time.monotonic() - began:.0f}s", flush=True)
+        mm2_s = None
+        if not args.no_mm2:
+            print("MirrorMaker 2 ...", flush=True)
+            mm2 = run_mm2(large, args)
+            mm2_s = max(mm2.replicate_s, mm2.groups_s)
+            print(f"  MM2: {mm2_s:.1f}s ({json.dumps(mm2.row(large))})", flush=True)
+            reset_target(large)
+        print(f"kmigrate, {sum(large.partitions.values()):,} partitions ...", flush=True)
+        at_n, ours_s, exact = ours(large, args, server)
+        print(f"  ours: {ours_s:.1f}s ({json.dumps(at_n.row(large))})", flush=True)
+        print(f"kmigrate, {sum(small.partitions.values()):,} partitions ...", flush=True)
+        at_quarter, quarter_s, _ = ours(small, args, server)
+        print(f"  ours: {quarter_s:.1f}s ({json.dumps(at_quarter.row(small))})", flush=True)
+    finally:
+        for w in (large, small):
+            if w is not None:
+                for cluster in (SOURCE, TARGET):
+                    delete_topics(cluster, w.partitions)
+                    delete_groups(cluster, w.groups)
+        if server.started:
+            spark_cluster("connect-down")
+    n = sum(large.partitions.values())
+    row = at_n.row(large)
+    summary = {
+        "partitions": n, "quarter_partitions": sum(small.partitions.values()),
+        "ours_s": round(ours_s, 1), "mm2_s": None if mm2_s is None else round(mm2_s, 1),
+        "speedup_vs_mm2": None if mm2_s is None else round(mm2_s / ours_s, 2),
+        "growth": round(ours_s / quarter_s, 2), "per_partition_ms": round(1000 * ours_s / n, 1),
+        "ours_offsets_equal_pct": row["offsets_equal_pct"], "ours_groups_exact": exact, "groups": len(large.groups),
+        "ours_snapshot_s": row["snapshot_s"], "ours_copy_job_s": round(at_n.replicate_s - (at_n.snapshot_s or 0), 1),
+        "ours_copy_phase_s": row["copy_phase_s"], "ours_verify_s": row["verify_s"],
+        "ours_groups_s": round(at_n.groups_s - at_n.replicate_s, 1), "quarter_s": round(quarter_s, 1),
+        "ours_duplicates": at_n.duplicates, "ours_missing": at_n.missing,
+    }
+    if not args.no_docs:
+        write_docs(markdown(summary, info, args), PROJECT_DIR / "docs" / "BENCHMARKS.md", MARKER_START, MARKER_END)
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
