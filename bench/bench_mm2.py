@@ -254,12 +254,17 @@ def commit_groups(w: Workload, count: int) -> None:
                 for p in range(w.partitions[topic]):
                     low, high = admin.watermarks(topic, p)
                     positions[(topic, p)] = rng.randint(low, high)
-            consumer = Consumer(SOURCE.consumer(group))
-            try:
-                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
-            finally:
-                consumer.close()
+            commit_at(group, positions)
             w.groups[group] = positions
+
+
+def commit_at(group: str, positions: dict[tuple[str, int], int]) -> None:
+    """Commit `group` on the source at `positions`."""
+    consumer = Consumer(SOURCE.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 # ---------------------------------------------------------------------------------- measuring

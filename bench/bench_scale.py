@@ -38,6 +38,7 @@ from bench_mm2 import (
     Result,
     Workload,
     _send,
+    commit_at,
     read_all,
     reset_target,
     run_mm2,
@@ -48,7 +49,7 @@ from bench_mm2 import (
     versions,
 )
 from common import delete_groups, delete_topics, write_docs
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kmigrate.kafka.admin import ClusterAdmin
 
 MARKER_START, MARKER_END = "<!-- bench-scale:start -->", "<!-- bench-scale:end -->"
@@ -84,11 +85,7 @@ def commit_groups(w: Workload, count: int, rng: random.Random) -> None:
             chosen = [topics[(g * 5 + k) % len(topics)] for k in range(3)]
             marks = admin.watermarks_of((t, p) for t in chosen for p in range(w.partitions[t]))
             positions = {tp: rng.randint(low, high) for tp, (low, high) in marks.items()}
-            consumer = Consumer(SOURCE.consumer(group))
-            try:
-                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
-            finally:
-                consumer.close()
+            commit_at(group, positions)
             w.groups[group] = positions
 
 
