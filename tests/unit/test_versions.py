@@ -35,3 +35,8 @@ def test_the_report_names_the_source_version_and_how_connectors_were_stopped():
     assert "Source Connect: 2.8.2" in text and "/pause: Connect 2.8.2 has no STOPPED state" in text
     assert "fs-sink: consumer group connect-fs-sink" in text
     assert "Source Connect" not in "\n".join(versions.report_lines({"connectors": {}}))
+
+
+def test_api_versions_of_a_cluster_nobody_answers_for_are_left_to_the_later_checks():
+    # nothing listens on these ports: the reachability checks that follow name the cluster
+    assert versions.api_versions(ClusterConfig.from_bootstrap("source", "localhost:1,localhost:2")) is None

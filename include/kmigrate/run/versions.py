@@ -66,10 +66,17 @@ def api_versions(cluster: ClusterConfig) -> dict[int, tuple[int, int]] | None:
     except Unsupported as exc:
         log.info("%s: API versions not checked (%s)", cluster.name, exc)
         return None
-    host, port = cluster.bootstrap_servers.split(",")[0].strip().rsplit(":", 1)
-    with BrokerConnection(host, int(port), timeout_s=10, transport=transport) as conn:
-        conn.send(API_VERSIONS, 0, b"")
-        _, data = conn.receive()
+    for address in cluster.bootstrap_servers.split(","):  # the first that answers
+        host, port = address.strip().rsplit(":", 1)
+        try:
+            with BrokerConnection(host, int(port), timeout_s=10, transport=transport) as conn:
+                conn.send(API_VERSIONS, 0, b"")
+                _, data = conn.receive()
+            break
+        except OSError as exc:
+            log.info("%s: %s did not answer ApiVersions (%s)", cluster.name, address, exc)
+    else:
+        return None  # none answered: the reachability checks that follow name the problem
     error, count = struct.unpack_from(">hi", data, 0)
     if error:
         return None
