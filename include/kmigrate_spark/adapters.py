@@ -35,7 +35,15 @@ Item = tuple  # (index in the job, WorkUnit or None for the warm-up, the unit's 
 
 def run_bin(items: Sequence[Item], task: Callable[..., Any]) -> list[tuple[int, Any]]:
     """The units of one Spark task, one after another in this Python worker (whose pooled clients
-    and connections they share): [(index, task(unit, **extras)), ...]."""
+    and connections they share): [(index, task(unit, **extras)), ...]. A task function with a
+    `per_bin` form (`f.per_bin([(unit, extras), ...], **the partial's keywords)`, rows in order)
+    is given the whole bin, to do what it can for all the units at once."""
+    func = getattr(task, "func", task)
+    per_bin = getattr(func, "per_bin", None)
+    if per_bin is not None and items and all(unit is not None for _, unit, _ in items):
+        keywords = getattr(task, "keywords", {})
+        rows = per_bin([(unit, extras) for _, unit, extras in items], **keywords)
+        return [(index, row) for (index, _, _), row in zip(items, rows, strict=True)]
     return [(index, task(unit, **extras) if unit is not None else task(None)) for index, unit, extras in items]
 
 

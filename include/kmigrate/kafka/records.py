@@ -55,6 +55,12 @@ class ContentDigest:
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
 
+    def absorb(self, other_digest: bytes, records: int) -> ContentDigest:
+        """Count in what another comparison settled (the batch comparison's hash of its prefix)."""
+        self._hash.update(other_digest)
+        self.records += records
+        return self
+
 
 def is_filler(msg: Any) -> bool:
     headers = msg.headers() or []

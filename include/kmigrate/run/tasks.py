@@ -14,11 +14,16 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
-from kmigrate.model import OffsetRun, WorkUnit
+from kmigrate.kafka import transport
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
+from kmigrate.run import batch_verify
 from kmigrate.run.verify import verify_live, verify_partition
 
 log = logging.getLogger("kmigrate.run.tasks")
@@ -99,21 +104,55 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
 def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],
                 offset_map: Sequence[OffsetRun | Sequence[int]] = (), live: Mapping[str, Any] | None = None,
-                compacted: bool = False) -> dict[str, Any]:
+                compacted: bool = False, marks: Sequence[int] | None = None,
+                prefix: batch_verify.Prefix | None = None) -> dict[str, Any]:
     """Verify one unit; a verification row ("equal", "problems"). `offset_map`: a translate-mode
     partition's offset map from the copy; `live`: its row verified while the source was live (only
-    what came after is read again); `compacted`: its topic is compacted. Errors become a row too."""
+    what came after is read again); `compacted`: its topic is compacted; `marks` and `prefix`: what
+    `verify_bin` read for all the task's units at once. Errors become a row too."""
     _setup_logging()
     source, target = clients
     name = f"{unit.topic}[{unit.partition}]"
     try:
-        row = verify_partition(source, target, unit, offset_runs(offset_map), live, compacted)
+        row = verify_partition(source, target, unit, offset_runs(offset_map), live, compacted, marks, prefix)
     except KmigrateError as exc:
         log.info("verify %s: FAILED: %s", name, exc)
         return {"topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "equal": False,
                 "problems": [str(exc)]}
     log.info("verify %s: %s", name, "equal" if row["equal"] else "; ".join(row["problems"]))
     return row
+
+
+def verify_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]],
+               clients: tuple[ClusterConfig, ClusterConfig]) -> list[dict[str, Any]]:
+    """verify_task over the (unit, extras) of one Spark task, what can be read for all of them at
+    once read once: both sides' log starts and ends (one ListOffsets round a cluster) and, for
+    preserve-mode partitions not verified while live, the batches equal on both sides
+    (batch_verify: one Fetch a leader a round). Whatever that leaves, or when it fails, each
+    unit's verification reads as verify_task alone does."""
+    source, target = clients
+    marks: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+    prefixes: dict[tuple[str, int], batch_verify.Prefix] = {}
+    fast = [key(u) for u, extras in items if u.mode == PRESERVE and not extras.get("live")]
+    if fast:
+        try:
+            with shared_admin(source) as admin:
+                on_source = admin.watermarks_of(fast)
+            with shared_admin(target) as admin:
+                on_target = admin.watermarks_of(fast)
+            marks = {tp: (*on_source[tp], *on_target[tp]) for tp in fast}
+            if transport.raw_capable(source) and transport.raw_capable(target):
+                ends = {key(u): u.end_offset for u, _ in items}
+                prefixes = batch_verify.compare(source, target, {
+                    tp: (low, max(ends[tp], min(high, target_high))) for tp, (low, high, _, target_high) in marks.items()})
+        except (KmigrateError, KafkaException) as exc:
+            log.info("verify: reading the task's partitions at once failed (%s); each is read on its own", exc)
+            marks, prefixes = {}, {}
+    return [verify_task(u, clients, **extras, marks=marks.get(key(u)), prefix=prefixes.get(key(u)))
+            for u, extras in items]
+
+
+verify_task.per_bin = verify_bin  # type: ignore[attr-defined] - adapters.run_bin runs a task's units through it
 
 
 def live_verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], compacted: bool = False,

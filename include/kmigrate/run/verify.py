@@ -23,6 +23,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.offsets import offset_mapper
+from kmigrate.run.batch_verify import Prefix
 
 # the last pre-copied offsets of a partition, read again in the window: a change at the seam between
 # the pre-copy and the final copy shows there
@@ -53,6 +54,19 @@ def _compare(source: ClusterConfig, target: ClusterConfig, topic: str, partition
     return source_digest, target_digest, [
         f"content differs in [{start}, {end}) ({source_digest.records} visible records on the source, "
         f"{target_digest.records} on the target)"], None
+
+
+def _compare_after(prefix: Prefix, source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
+                   end: int, compacted: bool) -> tuple[ContentDigest, ContentDigest, list[str], str | None]:
+    """_compare of [prefix.start, end) where the batch comparison found [prefix.start, prefix.end)
+    equal: only the rest is read record by record."""
+    if prefix.end >= end:
+        found: tuple[ContentDigest, ContentDigest, list[str], str | None] = (ContentDigest(), ContentDigest(), [], None)
+    else:
+        found = _compare(source, target, topic, partition, prefix.end, end, compacted)
+    found[0].absorb(prefix.source_hash.digest(), prefix.records)
+    found[1].absorb(prefix.target_hash.digest(), prefix.records)
+    return found
 
 
 def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, compacted: bool = False,
@@ -90,19 +104,24 @@ def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, co
 
 def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                      offset_map: Sequence[OffsetRun] = (), live: Mapping[str, Any] | None = None,
-                     compacted: bool = False) -> dict[str, Any]:
+                     compacted: bool = False, marks: Sequence[int] | None = None,
+                     prefix: Prefix | None = None) -> dict[str, Any]:
     """A verification row for `unit` (copied up to its snapshot end). Preserve mode: the target's
     log start and end equal the source's log start and the snapshot end, and the content of
     [log start, snapshot end) is equal; with `live` (an equal verify_live row of this partition),
     only [live end - BOUNDARY_OFFSETS, snapshot end) is read. Translate mode: every visible source
     record below the snapshot end sits, per `offset_map`, at its target offset with the same
-    content."""
+    content. `marks`: both sides' (log start, end), read already for a task's partitions at once;
+    `prefix`: what the batch comparison found equal from the window's start (batch_verify)."""
     started = time.monotonic()
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    with shared_admin(source) as admin:
-        source_low, source_high = admin.watermarks(topic, partition)
-    with shared_admin(target) as admin:
-        target_low, target_high = admin.watermarks(topic, partition)
+    if marks is None:
+        with shared_admin(source) as admin:
+            source_low, source_high = admin.watermarks(topic, partition)
+        with shared_admin(target) as admin:
+            target_low, target_high = admin.watermarks(topic, partition)
+    else:
+        source_low, source_high, target_low, target_high = marks
     problems: list[str] = []
     note = None
     verified_live = None
@@ -120,9 +139,13 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         if live and live.get("equal") and live["from"] <= source_low < live["to"] <= compared_end:
             window_from = max(source_low, live["to"] - BOUNDARY_OFFSETS)
             verified_live = [source_low, live["to"], live["at"]]
-        source_digest, target_digest, found, note = _compare(source, target, topic, partition, window_from,
-                                                             compared_end, compacted,
-                                                             split_at=live["to"] if verified_live else None)
+        if prefix is not None and prefix.start == window_from and not verified_live:
+            source_digest, target_digest, found, note = _compare_after(prefix, source, target, topic, partition,
+                                                                       compared_end, compacted)
+        else:
+            source_digest, target_digest, found, note = _compare(source, target, topic, partition, window_from,
+                                                                 compared_end, compacted,
+                                                                 split_at=live["to"] if verified_live else None)
         problems += found
         records = source_digest.records
         if verified_live:  # the boundary's records counted once, as pre-copied

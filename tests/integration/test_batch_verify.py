@@ -1,0 +1,59 @@
+"""Verification by whole batches on the local stack: what it settles, where it hands over to the
+record path, and that a target that is not a copy is never found equal."""
+from __future__ import annotations
+
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.model import WorkUnit
+from kmigrate.run import batch_verify
+from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.tasks import verify_bin
+
+from tests.integration.test_markers import TxnSeeder
+from tests.kafka_helpers import create_topic, produce
+
+
+def test_plain_batches_are_settled_whole_and_a_transaction_is_read_record_by_record(stack, unique_name,
+                                                                                   source_untouched):
+    plain, mixed = f"{unique_name}-plain", f"{unique_name}-mixed"
+    for topic in (plain, mixed):
+        create_topic(stack.source, topic, partitions=2)
+    for p in range(2):
+        produce(stack.source, plain, [(b"k%d" % i, b"v%d" % i * 20) for i in range(300)], partition=p)
+    seed = TxnSeeder(stack.source, mixed)
+    seed.records(50, "a")                  # 0-49, a plain batch copied whole
+    seed.records(50, "b")                  # 50-99: followed by a transaction, copied record by record
+    seed.transaction(5, "c", commit=True)  # 100-104, marker 105
+    seed.records(20, "d")                  # 106-125
+    source_untouched(plain)
+    source_untouched(mixed)
+    units = [WorkUnit(plain, 0, 300), WorkUnit(plain, 1, 300), WorkUnit(mixed, 0, seed.end)]
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        for topic in (plain, mixed):
+            prepare_target_topic(source, target, topic)
+    for unit in units:
+        assert copy_partition(stack.source, stack.target, unit, CopyOptions(verify=False)).whole_batches
+
+    prefixes = batch_verify.compare(stack.source, stack.target, {(u.topic, u.partition): (0, u.end_offset)
+                                                                 for u in units})
+    assert [(prefixes[(plain, p)].end, prefixes[(plain, p)].records) for p in range(2)] == [(300, 300), (300, 300)]
+    assert prefixes[(mixed, 0)].end == 50  # where the record path takes over
+
+    rows = verify_bin([(u, {}) for u in units], (stack.source, stack.target))
+    assert all(r["equal"] and r["source_digest"] == r["target_digest"] for r in rows), rows
+    assert [r["records"] for r in rows] == [300, 300, 125]  # every visible record, the marker not counted
+
+
+def test_a_target_holding_other_records_at_the_same_offsets_differs(stack, unique_name, source_untouched):
+    create_topic(stack.source, unique_name)
+    create_topic(stack.target, unique_name)
+    produce(stack.source, unique_name, [(b"k%d" % i, b"source %d" % i) for i in range(100)])
+    produce(stack.target, unique_name, [(b"k%d" % i, b"target %d" % i) for i in range(100)])
+    source_untouched(unique_name)
+    unit = WorkUnit(unique_name, 0, 100)
+
+    prefix = batch_verify.compare(stack.source, stack.target, {(unique_name, 0): (0, 100)})[(unique_name, 0)]
+    assert prefix.end == 0 and prefix.records == 0
+    [row] = verify_bin([(unit, {})], (stack.source, stack.target))
+    assert not row["equal"] and "content differs in [0, 100)" in row["problems"][0]
