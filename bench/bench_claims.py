@@ -21,7 +21,7 @@ import uuid
 
 from common import delete_topics, median_interval
 from confluent_kafka import Producer
-from kmigrate import claims
+from kmigrate import claims, leases
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import partition as partition_module
 from kmigrate.copy.partition import copy_partition
@@ -64,12 +64,12 @@ def per_partition_ms(topic: str, partitions: int, leased: bool) -> float:
     with ClusterAdmin(SOURCE) as source, ClusterAdmin(TARGET) as target:
         prepare_target_topic(source, target, topic)
         ends = [source.watermarks(topic, p)[1] for p in range(partitions)]
-    partition_module.PartitionLease = claims.PartitionLease if leased else NoLease
+    partition_module.PartitionLease = leases.PartitionLease if leased else NoLease
     started = time.monotonic()
     for p, end in enumerate(ends):
         copy_partition(SOURCE, TARGET, WorkUnit(topic, p, end), CopyOptions(verify=False, run_id="bench-claims"))
     elapsed = time.monotonic() - started
-    partition_module.PartitionLease = claims.PartitionLease
+    partition_module.PartitionLease = leases.PartitionLease
     return elapsed * 1000 / partitions
 
 

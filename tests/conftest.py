@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kmigrate import claims
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import pool, records, wire
+from kmigrate.kafka import leaders, pool, records
 from kmigrate.kafka.connect import ConnectClient
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ def close_pooled_clients() -> None:
     stack on the same ports."""
     pool.admins.close_all()
     records.readers.close_all()
-    wire.connections.close_all()
+    leaders.connections.close_all()
     claims.close_all()
 
 

@@ -9,7 +9,7 @@ took effect, with no coordinator and no clock but the partition leader's.
 - A run claims its topics before its first write. The claim takes effect unless another run holds
   one of them; it stays through failures and retries, and is released when the run ends (the
   report) or by hand (`python -m kmigrate.claims release RUN`).
-- A copier leases the partition it writes. A lease takes effect when the partition is free, its
+- A copier leases the partition it writes (`kmigrate.leases`). A lease takes effect when the partition is free, its
   lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process is gone
   (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops writing
   when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over."""
@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Collection
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable, CopyInterrupted, PartitionHeld, TopicsHeld
+from kmigrate.errors import ClusterUnavailable, TopicsHeld
 from kmigrate.kafka.pool import identity, shared_admin
 
 log = logging.getLogger(__name__)
@@ -37,7 +35,6 @@ log = logging.getLogger(__name__)
 CLAIMS_TOPIC = "kmigrate-claims"
 CLAIMS_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
                   "message.timestamp.type": "LogAppendTime"}
-LEASE_S = 30.0
 
 
 class Claims:
@@ -119,21 +116,25 @@ class ClaimLog:
         self._consumer = consumer
         return True
 
-    def _append(self, record: dict[str, Any]) -> int:
-        delivered: list[Any] = []
-        self._producer.produce(CLAIMS_TOPIC, key=record.get("scope", record.get("run", "")).encode(),
-                               value=json.dumps(record, sort_keys=True).encode(), partition=0,
-                               on_delivery=lambda err, msg: delivered.append((err, msg)))
+    def _append(self, records: list[dict[str, Any]]) -> list[int]:
+        """Append `records` (one flush for all); their offsets, in order."""
+        delivered: dict[int, Any] = {}
+        for i, record in enumerate(records):
+            self._producer.produce(CLAIMS_TOPIC, key=record.get("scope", record.get("run", "")).encode(),
+                                   value=json.dumps(record, sort_keys=True).encode(), partition=0,
+                                   on_delivery=lambda err, msg, i=i: delivered.__setitem__(i, (err, msg)))
         self._producer.flush(self.timeout_s)
-        if not delivered or delivered[0][0] is not None:
-            why = delivered[0][0].str() if delivered else f"no answer in {self.timeout_s:.0f} s"
+        failed = next((delivered.get(i, (None, None))[0] for i in range(len(records))
+                       if i not in delivered or delivered[i][0] is not None), False)
+        if failed is not False:
+            why = failed.str() if failed is not None else f"no answer in {self.timeout_s:.0f} s"
             raise ClusterUnavailable(f"{self.cluster.name}: could not write to {CLAIMS_TOPIC} ({why}); the run's "
                                      "claims are kept there. Check the target cluster, then retry the step")
-        return delivered[0][1].offset()
+        return [delivered[i][1].offset() for i in range(len(records))]
 
-    def _fold_through(self, offset: int) -> bool | None:
-        """Fold records up to and including `offset`; the outcome of the one at `offset`."""
-        outcome = None
+    def _fold_through(self, offset: int) -> dict[int, bool]:
+        """Fold records up to and including `offset`; the outcome of each one folded now, by offset."""
+        outcomes: dict[int, bool] = {}
         deadline = time.monotonic() + self.timeout_s
         while self._next <= offset:
             if time.monotonic() > deadline:
@@ -148,11 +149,9 @@ class ClaimLog:
                 record = json.loads(msg.value())
             except ValueError:
                 record = {}  # not ours: changes nothing
-            effective = self.state.apply(msg.timestamp()[1], record)
-            if msg.offset() == offset:
-                outcome = effective
+            outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record)
             self._next = msg.offset() + 1
-        return outcome
+        return outcomes
 
     def _restart_if_behind(self, end: int) -> None:
         """The log ends below what was read: the topic was deleted and created again (or the cluster
@@ -167,11 +166,18 @@ class ClaimLog:
 
     def submit(self, record: dict[str, Any]) -> bool:
         """Append `record` and read the log up to it: True when it took effect."""
+        return self.submit_all([record])[0]
+
+    def submit_all(self, records: list[dict[str, Any]]) -> list[bool]:
+        """Append `records` together and read the log up to the last: whether each took effect."""
+        if not records:
+            return []
         with self._lock:
             self._open(create=True)
-            offset = self._append(record)
-            self._restart_if_behind(offset + 1)
-            return bool(self._fold_through(offset))
+            offsets = self._append(records)
+            self._restart_if_behind(max(offsets) + 1)
+            outcomes = self._fold_through(max(offsets))
+            return [bool(outcomes.get(offset)) for offset in offsets]
 
     def close(self) -> None:
         """Close its clients (opened again when next used; what was read is kept)."""
@@ -259,93 +265,6 @@ def _gone(holder: dict[str, Any]) -> bool:
     if holder.get("host") != socket.gethostname() or not holder.get("pid"):
         return False
     return _started(holder["pid"]) != holder.get("started")
-
-
-class PartitionLease:
-    """One copier's lease on one target partition. `acquire` before writing, `check` before each
-    write (raises CopyInterrupted when the lease is not known to be held), `release` at the end."""
-
-    def __init__(self, target: ClusterConfig, run: str, topic: str, partition: int, lease_s: float = LEASE_S) -> None:
-        self.log = claim_log(target)
-        self.run, self.topic, self.partition, self.lease_s = run, topic, partition, lease_s
-        self.scope = f"{topic}:{partition}"
-        pid = os.getpid()
-        self.holder = f"{run}/{socket.gethostname()}/{pid}/{uuid.uuid4().hex[:8]}"
-        self._base = {"scope": self.scope, "holder": self.holder, "run": run, "host": socket.gethostname(),
-                      "pid": pid, "started": _started(pid), "lease_ms": int(lease_s * 1000)}
-        self._confirmed = -float("inf")  # monotonic time a confirmed claim or renewal was sent
-        self._lost = False
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-
-    def held(self) -> bool:
-        return not self._lost and time.monotonic() - self._confirmed < self.lease_s / 2
-
-    def check(self) -> None:
-        if not self.held():
-            raise CopyInterrupted(f"{self.topic}[{self.partition}]: this copier's lease on the partition is not "
-                                  "confirmed (the claims topic did not answer, or the lease was taken over); it stops "
-                                  "writing until it holds the lease again", topic=self.topic, partition=self.partition)
-
-    def acquire(self, wait_s: float | None = None) -> None:
-        """Hold the lease, waiting up to `wait_s` (default: twice the lease) for another holder to end;
-        PartitionHeld naming the holder after that."""
-        if self.held():
-            return
-        self._stop_renewer()
-        deadline = time.monotonic() + (2 * self.lease_s if wait_s is None else wait_s)
-        while True:
-            sent = time.monotonic()
-            other = self.log.state.parts.get(self.scope)
-            breaks = other["holder"] if other and other["holder"] != self.holder and _gone(other) else None
-            if self.log.submit({**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {})}):
-                if breaks:
-                    log.info("%s: lease of %s taken over: its holder %s has ended", self.scope, self.holder, breaks)
-                self._confirmed, self._lost = sent, False
-                self._stop = threading.Event()
-                self._renewer = threading.Thread(target=self._renew, name=f"lease {self.scope}", daemon=True)
-                self._renewer.start()
-                return
-            other = self.log.state.parts.get(self.scope, {})
-            if time.monotonic() > deadline:
-                raise PartitionHeld(
-                    f"{self.topic}[{self.partition}]: another copier holds the target partition: {other.get('holder')} "
-                    f"(run {other.get('run')!r}, host {other.get('host')}, pid {other.get('pid')}); it was not "
-                    f"released in {2 * self.lease_s:.0f} s. Two copies of one partition never write at once: let that "
-                    f"one end (a dead holder's lease runs out {self.lease_s:.0f} s after its last renewal), then "
-                    "retry; the copy resumes from the target's end", topic=self.topic, partition=self.partition)
-            time.sleep(min(1.0, self.lease_s / 10))
-
-    def _renew(self) -> None:
-        stop = self._stop
-        while not stop.wait(self.lease_s / 5):
-            sent = time.monotonic()
-            try:
-                effective = self.log.submit({**self._base, "kind": "lease"})
-            except Exception as exc:  # noqa: BLE001 (the lease lapses; check() says so to the writer)
-                log.warning("%s: lease renewal failed: %s", self.scope, exc)
-                continue
-            if not effective:
-                log.warning("%s: the lease of %s was taken over; this copier stops writing", self.scope, self.holder)
-                self._lost = True
-                return
-            self._confirmed = sent
-
-    def _stop_renewer(self) -> None:
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
-            self._renewer = None
-
-    def release(self) -> None:
-        self._stop_renewer()
-        if self._confirmed == -float("inf"):
-            return
-        try:
-            self.log.submit({**self._base, "kind": "lease-release"})
-        except Exception as exc:  # noqa: BLE001 (it runs out after lease_s)
-            log.warning("%s: lease release failed (%s): it runs out after %.0f s", self.scope, exc, self.lease_s)
-        self._confirmed = -float("inf")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ import crc32c
 from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import wire
+from kmigrate.kafka import leaders, wire
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
 COMPRESSION_NONE = 0
@@ -96,7 +96,7 @@ def write_fillers(cluster: ClusterConfig, topic: str, partition: int, start_offs
         batch_records //= 2
     sizes = [batch_records] * (count // batch_records) + ([count % batch_records] if count % batch_records else [])
     starts = list(itertools.accumulate([start_offset] + sizes[:-1]))
-    with wire.connect_to_leader(cluster, topic, partition, client_id="kmigrate-fastfill", admin=admin) as conn:
+    with leaders.connect_to_leader(cluster, topic, partition, client_id="kmigrate-fastfill", admin=admin) as conn:
         wire.produce_at(conn, topic, partition, ((filler_batch(size, keyed), at) for size, at in zip(sizes, starts)),
                         "alignment fillers", in_flight, timeout_ms)
     return count

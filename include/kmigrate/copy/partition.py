@@ -9,13 +9,14 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
 
-from kmigrate.claims import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer, transient
 from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, SourceNotReady
+from kmigrate.kafka import leaders
 from kmigrate.kafka.pool import shared_admin
+from kmigrate.leases import PartitionLease
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                    options: CopyOptions = CopyOptions(), resume_map: Sequence[OffsetRun] = (),
-                   own_end: int | None = None) -> PartitionResult:
+                   own_end: int | None = None, lease: PartitionLease | None = None) -> PartitionResult:
     """Copy `unit` and return its result. Safe to re-run: preserve mode resumes from the target's
     end. Translate mode resumes from `resume_map`, the offset map of the earlier runs of this
     partition (from the run manifest); without it the target's data counts as an unrelated prefix.
@@ -34,8 +35,12 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     A preserve-mode copy cut off by something that passes (a leader moving, a broker going away,
     too few in-sync replicas for a while; `CopyInterrupted`, a broken connection, a cluster not
     answering) resumes from the target's end, with new connections to the leaders of then, for up
-    to `options.retry_for_s`; the resume checks of every attempt apply (docs/DESIGN.md §4.3)."""
-    lease = PartitionLease(target, options.run_id, unit.topic, unit.partition, options.lease_s)
+    to `options.retry_for_s`; the resume checks of every attempt apply (docs/DESIGN.md §4.3).
+    `lease`: the partition's lease, taken with those of the other partitions of a task (whose end
+    releases it); without it the copy takes its own and releases it."""
+    own_lease = lease is None
+    if lease is None:
+        lease = PartitionLease(target, options.run_id, unit.topic, unit.partition, options.lease_s)
     lease.acquire()  # one copier per target partition, whatever its path (docs/DESIGN.md §4.7)
     options = dataclasses.replace(options, guard=lease.check)
     try:
@@ -43,7 +48,8 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             return _copy_once(source, target, unit, options, resume_map, own_end)
         return _copy_resuming(source, target, unit, options, resume_map, lease, own_end)
     finally:
-        lease.release()
+        if own_lease:
+            lease.release()
 
 
 def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
@@ -64,6 +70,8 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                                 f"up; the last time: {exc}. Nothing was written "
                                 "at a wrong offset; re-run the copy once the clusters are healthy (it resumes from "
                                 "the target's end)", topic=unit.topic, partition=unit.partition) from exc
+            for cluster in (source, target):  # the next attempt looks the leaders up again
+                leaders.forget(cluster, [(unit.topic, unit.partition)])
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
             log.warning("%s[%d]: copy attempt %d interrupted (%s); resuming from the target's end in %.1f s",
                         unit.topic, unit.partition, attempt, exc, pause)

@@ -11,7 +11,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
 from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
 from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
-from kmigrate.kafka import transport, wire
+from kmigrate.kafka import leaders, transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import (
     ContentDigest,
@@ -31,7 +31,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     if transport.raw_capable(target):
-        wire.settle(target, topic, partition, target_admin.client)
+        leaders.settle(target, topic, partition, target_admin.client)
     target_low, target_high = target_admin.watermarks(topic, partition)
     if target_high > target_low:
         # An earlier copier may have left a transaction open here: fence it and abort it (its
@@ -181,8 +181,8 @@ class PreserveCopy:
     def by_batches(self, source: ClusterConfig, target: ClusterConfig, start: int, end: int) -> None:
         topic, partition = self.result.topic, self.result.partition
         position = start
-        with wire.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
-                wire.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
+        with leaders.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
+                leaders.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
             producer = sender.idempotence()  # one producer id for the raw batches of this attempt
             prefetched = None  # the offset a Fetch was sent for while the last batches were produced
             while position < end:

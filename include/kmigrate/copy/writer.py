@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -45,6 +45,7 @@ class CopyOptions:
     fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
     max_message_bytes: int = 1_048_576 + 65_536
     producer_overrides: tuple[tuple[str, Any], ...] = ()
+    target_configs: Mapping[str, Mapping[str, str]] | None = None  # {topic: its configs}, read for a task at once
     # test hooks: called with the count of records handed to the producer so far; with the name of
     # a step about to happen ("gap-transaction-open": fillers written in a transaction not ended
     # yet; "fillers-written": alignment fillers written, DeleteRecords next)
@@ -96,7 +97,8 @@ class Writer:
         self.partition = partition
         self.admin = admin
         self.options = options
-        self.topic_configs = admin.topic_configs(topic)  # the target topic's, read once per copy
+        known = (options.target_configs or {}).get(topic)  # the target topic's, read once per copy or task
+        self.topic_configs = dict(known) if known is not None else admin.topic_configs(topic)
         self.next_offset = 0
         self.fillers = 0
         self.markers = 0

@@ -1,42 +1,18 @@
-"""Record batches of many partitions in one Fetch request (v11) a broker, and the leaders to send
-them to, found with one metadata request a cluster for all the partitions of a task.
+"""Record batches of many partitions in one Fetch request (v11) a broker.
 
-A task of many small partitions would otherwise pay a leader lookup and a fetch round trip a
-partition on each cluster; here it pays one metadata request a cluster and one Fetch a leader a
-round, whatever the number of partitions. Read-only: nothing here writes to any cluster."""
+A task of many small partitions would otherwise pay a fetch round trip a partition on each
+cluster; here it pays one Fetch a leader a round (the leaders from `leaders.look_up`), whatever
+the number of partitions. Read-only: nothing here writes to any cluster."""
 from __future__ import annotations
 
 import struct
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from confluent_kafka import TopicCollection
-
-from kmigrate.config import ClusterConfig
 from kmigrate.kafka import wire
-from kmigrate.kafka.pool import identity, shared_admin
-from kmigrate.kafka.transport import Transport
 
 TopicPartition = tuple[str, int]
 Fetched = tuple[int, int, memoryview]  # (error code, high watermark, records)
-
-
-def leaders(cluster: ClusterConfig, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[str, int]]:
-    """Each partition's leader address now, from one describe_topics for all their topics; a
-    partition without a leader is left out (the caller reads it another way)."""
-    wanted = set(partitions)
-    topics = sorted({t for t, _ in wanted})
-    if not topics:
-        return {}
-    with shared_admin(cluster) as admin:
-        futures = admin.client.describe_topics(TopicCollection(topics), request_timeout=30)
-        described = {t: f.result(timeout=30) for t, f in futures.items()}
-    found = {}
-    for topic, info in described.items():
-        for p in info.partitions:
-            if (topic, p.id) in wanted and p.leader is not None:
-                found[(topic, p.id)] = (p.leader.host, p.leader.port)
-    return found
 
 
 def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[str, int], list[TopicPartition]]:
@@ -44,14 +20,6 @@ def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[st
     for tp, address in places.items():
         grouped[address].append(tp)
     return dict(grouped)
-
-
-def connection(cluster: ClusterConfig, address: tuple[str, int], client_id: str = "kmigrate"):
-    """A pooled connection to the broker at `address` (wire.connections)."""
-    host, port = address
-    return wire.connections.use((host, port, client_id, identity(cluster)),
-                                lambda: wire.BrokerConnection(host, port, client_id=client_id,
-                                                              transport=Transport.of(cluster)))
 
 
 def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], partition_max_bytes: int = 1 << 20,

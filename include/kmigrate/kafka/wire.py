@@ -8,21 +8,14 @@ SaslAuthenticate v1. What it cannot speak (GSSAPI, OAUTHBEARER, keystores or PEM
 config) is named by `Transport.of`, and the callers take librdkafka's record path instead."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import socket
 import ssl
 import struct
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient
-
-from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted, OffsetMismatch
-from kmigrate.kafka.pool import Pool, identity
 from kmigrate.kafka.transport import AuthenticationFailed, Transport
 
 log = logging.getLogger(__name__)
@@ -341,52 +334,3 @@ def produce_at(conn: BrokerConnection, topic: str, partition: int, batches: Iter
     except OSError as exc:
         raise CopyInterrupted(f"{topic}[{partition}]: the connection to the target broker broke while writing {what}: "
                               f"{exc}", topic=topic, partition=partition) from exc
-
-
-connections: Pool[BrokerConnection] = Pool(BrokerConnection.close)
-
-
-def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None) -> tuple[str, int]:
-    """The partition leader's address, from a metadata request of `admin` (the caller's client for
-    the cluster: on a secured cluster each new client pays TLS handshakes and SASL rounds) or of a
-    client made for it."""
-    client = admin if admin is not None else AdminClient(cluster.admin())  # a client with nothing queued is falsy
-    # describe_topics, not list_topics(topic): on a long-lived client that has not seen the topic,
-    # librdkafka answers list_topics(topic) after its next metadata refresh (0-100 ms, 37 ms on average)
-    # (a cluster electing a controller answers with a timeout for a while: the copy's retry takes it)
-    described = client.describe_topics(TopicCollection([topic]), request_timeout=30)[topic].result(timeout=30)
-    node = next((p.leader for p in described.partitions if p.id == partition), None)
-    if node is None:
-        raise CopyInterrupted(f"{topic}[{partition}] has no leader on {cluster.name} now; retry once the cluster has "
-                              "elected one", topic=topic, partition=partition)
-    return node.host, node.port
-
-
-def settle(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None,
-           timeout_s: float = 60.0) -> None:
-    """Wait until the partition's leader holds nothing uncommitted (its log end offset is its high
-    watermark). After a leader change the new leader may hold records that an interrupted write
-    sent to the old one, which become visible once the other replicas have them: a copy that
-    resumed from the high watermark before then would write its next records behind them."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with connect_to_leader(cluster, topic, partition, admin=admin) as conn:
-            log_end, high = conn.end_offsets(topic, partition)
-        if log_end == high:
-            return
-        if time.monotonic() > deadline:
-            raise CopyInterrupted(f"{topic}[{partition}]: the target's leader still holds offsets {high}..{log_end - 1} "
-                                  f"uncommitted after {timeout_s:.0f} s (too few in-sync replicas?)",
-                                  topic=topic, partition=partition)
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def connect_to_leader(cluster: ClusterConfig, topic: str, partition: int, client_id: str = "kmigrate",
-                      admin: AdminClient | None = None) -> Iterator[BrokerConnection]:
-    """A connection to the partition's leader, with the cluster's security settings, kept for
-    reuse in this process (`pool`): a worker copying many partitions authenticates once per broker."""
-    host, port = leader(cluster, topic, partition, admin)
-    with connections.use((host, port, client_id, identity(cluster)),
-                         lambda: BrokerConnection(host, port, client_id=client_id, transport=Transport.of(cluster))) as conn:
-        yield conn

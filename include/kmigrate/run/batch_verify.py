@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import crc32c
 
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import fetch_many, wire
+from kmigrate.kafka import fetch_many, leaders, wire
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def compare(source: ClusterConfig, target: ClusterConfig, windows: Mapping[Topic
 
 def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
                     prefixes: dict[TopicPartition, Prefix]) -> None:
-    places = {"source": fetch_many.leaders(source, prefixes), "target": fetch_many.leaders(target, prefixes)}
+    places = {"source": leaders.look_up(source, prefixes), "target": leaders.look_up(target, prefixes)}
     open_ = {tp for tp in prefixes if tp in places["source"] and tp in places["target"]}
     stalled: dict[TopicPartition, int] = {}
     with contextlib.ExitStack() as stack:
@@ -98,7 +98,7 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
             for role, cluster in (("source", source), ("target", target)):
                 for address, tps in fetch_many.by_leader({tp: places[role][tp] for tp in open_}).items():
                     if (role, address) not in conns:
-                        conns[(role, address)] = stack.enter_context(fetch_many.connection(cluster, address))
+                        conns[(role, address)] = stack.enter_context(leaders.connection(cluster, address))
                     fetch_many.send_fetch(conns[(role, address)], {tp: prefixes[tp].end for tp in tps})
                     sent.append((role, conns[(role, address)]))
             got: dict[str, dict[TopicPartition, fetch_many.Fetched]] = {"source": {}, "target": {}}

@@ -16,12 +16,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from kmigrate import leases
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
-from kmigrate.kafka import transport
+from kmigrate.kafka import leaders, transport
 from kmigrate.kafka.pool import shared_admin
+from kmigrate.leases import PartitionLease
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.run import batch_verify
 from kmigrate.run.verify import verify_live, verify_partition
@@ -66,11 +68,13 @@ def _kill_hook(unit: WorkUnit):
 def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
               resume_map: Sequence[OffsetRun | Sequence[int]] = (), own_end: int | None = None,
               fetch_max_bytes: int | None = None, progress_every_s: float = 10.0,
-              verify: bool = True) -> dict[str, Any]:
+              verify: bool = True, lease: PartitionLease | None = None,
+              target_configs: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Copy one unit; returns its result row with "ok". `resume_map`: the offset map of the earlier
     runs of a translate-mode partition; `own_end`: where this run's earlier copy left a
     preserve-mode partition's end (copy_partition's). Both travel with the unit (`unit_extras`),
-    not the whole run's with every task. Data errors (foreign target, offset mismatch, ...) become
+    not the whole run's with every task. `lease` and `target_configs`: what `copy_bin` took or read
+    for all the units of a task at once (the unit's lease, the target topics' configs). Data errors (foreign target, offset mismatch, ...) become
     a failed row naming the partition; anything else propagates so that Spark retries the task,
     whose copier resumes from the target's end."""
     _setup_logging()
@@ -89,17 +93,49 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
     if kill is not None and not fetch_max_bytes:
         fetch_max_bytes = 16 << 10  # small fetches, so that the hook sees progress before the end
-    options = CopyOptions(run_id=run_id, progress_hook=progress, verify=verify,
+    options = CopyOptions(run_id=run_id, progress_hook=progress, verify=verify, target_configs=target_configs,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
     try:
-        result = copy_partition(source, target, unit, options, offset_runs(resume_map), own_end)
+        result = copy_partition(source, target, unit, options, offset_runs(resume_map), own_end, lease)
     except KmigrateError as exc:
         log.info("copy %s: FAILED: %s", name, exc)
         return {"ok": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode, "error": str(exc)}
     log.info("copy %s: done, %d records from offset %d, %d fillers, %d markers, digests equal: %s",
              name, result.records, result.target_start, result.fillers, result.markers, result.digests_equal)
     return {"ok": True, **result.as_row()}
+
+
+def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple[ClusterConfig, ClusterConfig],
+             run_id: str, **options: Any) -> list[dict[str, Any]]:
+    """copy_task over the (unit, extras) of one Spark task, with what the copies share done once
+    for all of them: the leases on their target partitions taken in one append to the claims log
+    and released in another, the target topics' configs read in one request, and the partitions'
+    leaders looked up in one request a cluster (`leaders.remember`). When that fails, or for a
+    lease another copier holds, each copy does it on its own as copy_task alone does."""
+    source, target = clients
+    tps = [key(u) for u, _ in items]
+    lease_s = CopyOptions().lease_s
+    held = {key(u): PartitionLease(target, run_id, u.topic, u.partition, lease_s) for u, _ in items}
+    configs = None
+    try:
+        try:
+            leases.acquire_all(list(held.values()))
+            with shared_admin(target) as admin:
+                configs = admin.topics_configs({u.topic for u, _ in items})
+            for cluster in clients:
+                leaders.remember(cluster, tps)
+        except (KmigrateError, KafkaException) as exc:
+            log.info("copy: preparing the task's partitions at once failed (%s); each copy does it on its own", exc)
+        return [copy_task(u, clients, run_id, **extras, **options, lease=held[key(u)], target_configs=configs)
+                for u, extras in items]
+    finally:
+        leases.release_all(list(held.values()))
+        for cluster in clients:
+            leaders.forget(cluster, tps)
+
+
+copy_task.per_bin = copy_bin  # type: ignore[attr-defined] - adapters.run_bin runs a task's units through it
 
 
 def verify_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig],

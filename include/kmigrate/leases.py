@@ -1,0 +1,146 @@
+"""Leases on target partitions (docs/DESIGN.md §4.7): one copier writes a partition at a time.
+
+A lease is a record in the claims log (`kmigrate.claims`). It takes effect when the partition is
+free, its lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process
+is gone (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops
+writing when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over.
+A Spark task of many partitions takes the leases of all of them in one append and one read of the
+log (`acquire_all`), and gives them back the same way (`release_all`)."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+from kmigrate.claims import _gone, _started, claim_log
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import CopyInterrupted, PartitionHeld
+
+log = logging.getLogger(__name__)
+
+LEASE_S = 30.0
+
+
+class PartitionLease:
+    """One copier's lease on one target partition. `acquire` before writing, `check` before each
+    write (raises CopyInterrupted when the lease is not known to be held), `release` at the end."""
+
+    def __init__(self, target: ClusterConfig, run: str, topic: str, partition: int, lease_s: float = LEASE_S) -> None:
+        self.log = claim_log(target)
+        self.run, self.topic, self.partition, self.lease_s = run, topic, partition, lease_s
+        self.scope = f"{topic}:{partition}"
+        pid = os.getpid()
+        self.holder = f"{run}/{socket.gethostname()}/{pid}/{uuid.uuid4().hex[:8]}"
+        self._base = {"scope": self.scope, "holder": self.holder, "run": run, "host": socket.gethostname(),
+                      "pid": pid, "started": _started(pid), "lease_ms": int(lease_s * 1000)}
+        self._confirmed = -float("inf")  # monotonic time a confirmed claim or renewal was sent
+        self._lost = False
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def held(self) -> bool:
+        return not self._lost and time.monotonic() - self._confirmed < self.lease_s / 2
+
+    def check(self) -> None:
+        if not self.held():
+            raise CopyInterrupted(f"{self.topic}[{self.partition}]: this copier's lease on the partition is not "
+                                  "confirmed (the claims topic did not answer, or the lease was taken over); it stops "
+                                  "writing until it holds the lease again", topic=self.topic, partition=self.partition)
+
+    def acquire(self, wait_s: float | None = None) -> None:
+        """Hold the lease, waiting up to `wait_s` (default: twice the lease) for another holder to end;
+        PartitionHeld naming the holder after that."""
+        if self.held():
+            return
+        self._stop_renewer()
+        deadline = time.monotonic() + (2 * self.lease_s if wait_s is None else wait_s)
+        while True:
+            sent = time.monotonic()
+            other = self.log.state.parts.get(self.scope)
+            breaks = other["holder"] if other and other["holder"] != self.holder and _gone(other) else None
+            if self.log.submit(self._claim(breaks)):
+                if breaks:
+                    log.info("%s: lease of %s taken over: its holder %s has ended", self.scope, self.holder, breaks)
+                self._took(sent)
+                return
+            other = self.log.state.parts.get(self.scope, {})
+            if time.monotonic() > deadline:
+                raise PartitionHeld(
+                    f"{self.topic}[{self.partition}]: another copier holds the target partition: {other.get('holder')} "
+                    f"(run {other.get('run')!r}, host {other.get('host')}, pid {other.get('pid')}); it was not "
+                    f"released in {2 * self.lease_s:.0f} s. Two copies of one partition never write at once: let that "
+                    f"one end (a dead holder's lease runs out {self.lease_s:.0f} s after its last renewal), then "
+                    "retry; the copy resumes from the target's end", topic=self.topic, partition=self.partition)
+            time.sleep(min(1.0, self.lease_s / 10))
+
+    def _claim(self, breaks: str | None = None) -> dict:
+        return {**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {})}
+
+    def _took(self, sent: float) -> None:
+        """The lease took effect with the claim sent at `sent`: hold it, and renew it from now on."""
+        self._confirmed, self._lost = sent, False
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(target=self._renew, name=f"lease {self.scope}", daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        stop = self._stop
+        while not stop.wait(self.lease_s / 5):
+            sent = time.monotonic()
+            try:
+                effective = self.log.submit({**self._base, "kind": "lease"})
+            except Exception as exc:  # noqa: BLE001 (the lease lapses; check() says so to the writer)
+                log.warning("%s: lease renewal failed: %s", self.scope, exc)
+                continue
+            if not effective:
+                log.warning("%s: the lease of %s was taken over; this copier stops writing", self.scope, self.holder)
+                self._lost = True
+                return
+            self._confirmed = sent
+
+    def _stop_renewer(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+
+    def release(self) -> None:
+        release_all([self])
+
+
+def acquire_all(leases: Sequence[PartitionLease]) -> None:
+    """Claim the leases not held yet, all in one append and one read of the claims log; those that
+    did not take effect (another holder) are left to their own `acquire`, which waits for it."""
+    wanted = [lease for lease in leases if not lease.held()]
+    if not wanted:
+        return
+    for lease in wanted:
+        lease._stop_renewer()
+    sent = time.monotonic()
+    outcomes = wanted[0].log.submit_all([lease._claim() for lease in wanted])
+    for lease, took in zip(wanted, outcomes, strict=True):
+        if took:
+            lease._took(sent)
+
+
+def release_all(leases: Sequence[PartitionLease]) -> None:
+    """Stop renewing the leases and release those held, in one append (a lease whose release is
+    lost runs out after lease_s)."""
+    for lease in leases:
+        lease._stop.set()
+    for lease in leases:
+        lease._stop_renewer()
+    held = [lease for lease in leases if lease._confirmed != -float("inf")]
+    if not held:
+        return
+    try:
+        held[0].log.submit_all([{**lease._base, "kind": "lease-release"} for lease in held])
+    except Exception as exc:  # noqa: BLE001 (they run out after lease_s)
+        log.warning("lease release of %s failed (%s): they run out after %.0f s",
+                    ", ".join(lease.scope for lease in held), exc, held[0].lease_s)
+    for lease in held:
+        lease._confirmed = -float("inf")
