@@ -59,6 +59,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.records import read_range, reader
 from kmigrate.manifest import Manifest
+from kmigrate.run import timeline
 from kmigrate.run.clients import write_clients
 from kmigrate.run.groups import replicate_groups
 from kmigrate.run.snapshot import take_snapshot
@@ -512,9 +513,12 @@ def spark_connect_up(master: str) -> SparkConnectServer:
     return SparkConnectServer("sc://127.0.0.1:15002", int(pid), "started spark-connect" in up.stdout)
 
 
-def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: SparkConnectServer | None = None) -> Result:
+def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: SparkConnectServer | None = None,
+             verify_after: bool = False) -> Result:
     """Snapshot, copy job, verify job, group replication. With `server`, the jobs run as Python
-    clients of that running Spark Connect server; without, each is a spark-submit of its own."""
+    clients of that running Spark Connect server; without, each is a spark-submit of its own. With
+    `verify_after`, the copy job verifies in its own Spark session, as the migration DAG runs it
+    (the verification's seconds then come from the run's timeline)."""
     result = Result("kmigrate (Spark Connect server)" if server else "kmigrate (spark-submit)")
     state, run_id = str(workdir / "state"), "bench-mm2"
     manifest = Manifest(state, run_id)
@@ -548,15 +552,21 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
     take_snapshot(manifest, SOURCE, topics_include=re.escape(w.prefix) + r"\..*",
                   groups=re.escape(w.prefix) + r"\..*")
     result.snapshot_s = time.monotonic() - started
-    job("copy_partitions.py", "--no-verify")  # as the DAG runs it: the verify job follows
-    result.replicate_s = time.monotonic() - started
+    if verify_after:
+        job("copy_partitions.py", "--no-verify", "--verify-after")
+        result.verify_s = next(s["seconds"] for s in timeline.steps(manifest) if s["step"] == "verify")
+        result.replicate_s = time.monotonic() - started - result.verify_s
+    else:
+        job("copy_partitions.py", "--no-verify")  # as the DR drill DAG runs it: the verify job follows
+        result.replicate_s = time.monotonic() - started
     [part] = [p for p in manifest.parts() if p.startswith("copy-results/")]
     copied = manifest.read(part)
     result.copy_phase_s, result.warm_up_s = copied["seconds"], copied["warm_up_seconds"]
     print(f"  {result.tool}: every partition copied after {result.replicate_s:.1f}s (snapshot "
           f"{result.snapshot_s:.1f}s, job start-up {result.replicate_s - result.snapshot_s - result.copy_phase_s:.1f}s "
           f"of which warm-up {result.warm_up_s:.1f}s, copying {result.copy_phase_s:.1f}s)", flush=True)
-    result.verify_s = job("verify_partitions.py")
+    if not verify_after:
+        result.verify_s = job("verify_partitions.py")
     groups_started = time.monotonic()
     replicate_groups(manifest, TARGET)
     result.groups_s = result.replicate_s + (time.monotonic() - groups_started)

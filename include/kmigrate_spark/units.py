@@ -45,7 +45,7 @@ from kmigrate_spark.session import (
     task_slots,
 )
 
-MAX_UNITS_PER_TASK = 32   # a Spark task costs about 0.1 s; a unit of a small partition about as much
+MAX_UNITS_PER_TASK = 128  # a Spark task costs about 0.1 s; a small partition a few ms in a task of many
 UNIT_WEIGHT = 1_000       # a unit's fixed cost in offsets, for balancing tasks by size
 
 Extras = Callable[[WorkUnit], dict[str, Any]]

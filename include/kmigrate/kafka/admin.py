@@ -243,9 +243,11 @@ class ClusterAdmin:
             }
         return out
 
-    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str], replicas: int = -1) -> bool:
+    def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str], replicas: int = -1,
+                     wait: bool = True) -> bool:
         """Create the topic (`replicas`: its replication factor; -1, the broker's default); False
-        (with a warning) when it already exists."""
+        (with a warning) when it already exists. `wait`: until every partition has a leader (else
+        the caller waits for its topics together, `wait_for_topics`)."""
         futures = self._admin.create_topics(
             [NewTopic(topic, partitions, replicas, config=dict(configs))], operation_timeout=self.timeout_s,
             request_timeout=self.timeout_s)
@@ -257,7 +259,8 @@ class ClusterAdmin:
                     log.warning("%s: topic %s already exists", self.cluster.name, topic)
                     return False
                 raise KmigrateError(f"{self.cluster.name}: creating topic {topic!r} failed: {exc.args[0].str()}") from exc
-        self._wait_for_metadata(topic, partitions)
+        if wait:
+            self.wait_for_topics({topic: partitions})
         return True
 
     def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
@@ -287,7 +290,7 @@ class ClusterAdmin:
             except KafkaException as exc:
                 raise KmigrateError(f"{self.cluster.name}: growing topic {topic!r} to {total} partitions failed: "
                                     f"{exc.args[0].str()}") from exc
-        self._wait_for_metadata(topic, total)
+        self.wait_for_topics({topic: total})
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """DeleteRecords(before=`before_offset`); returns the new log start offset."""
@@ -366,19 +369,24 @@ class ClusterAdmin:
             raise GroupError(f"{self.cluster.name}: consumer group {group!r}: offsets not written for "
                              f"{', '.join(failed)}", group=group)
 
-    def _wait_for_metadata(self, topic: str, partitions: int) -> None:
-        """Until the topic is in the metadata with every partition led by a broker."""
+    def wait_for_topics(self, partitions: Mapping[str, int]) -> None:
+        """Until each topic is in the metadata with its count of partitions, each led by a broker."""
         deadline = time.monotonic() + self.timeout_s
-        while True:
-            described = self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
-            if (described is not None and described.error is None and len(described.partitions) == partitions
-                    and all(p.leader >= 0 for p in described.partitions.values())):
-                return
-            if time.monotonic() > deadline:
+        waiting = dict(partitions)
+        while waiting:
+            only = next(iter(waiting)) if len(waiting) == 1 else None  # one topic: its metadata alone
+            known = self._admin.list_topics(only, timeout=self.timeout_s).topics
+            for topic, count in list(waiting.items()):
+                described = known.get(topic)
+                if (described is not None and described.error is None and len(described.partitions) == count
+                        and all(p.leader >= 0 for p in described.partitions.values())):
+                    del waiting[topic]
+            if waiting and time.monotonic() > deadline:
                 raise ClusterUnavailable(
-                    f"{self.cluster.name}: topic {topic} has no leader for every partition {self.timeout_s:.0f}s "
-                    "after creation; check the broker log")
-            time.sleep(0.05)
+                    f"{self.cluster.name}: topics {', '.join(sorted(waiting))} have no leader for every partition "
+                    f"{self.timeout_s:.0f}s after creation; check the broker log")
+            if waiting:
+                time.sleep(0.05)
 
     def _unavailable(self, what: str, exc: KafkaException) -> KmigrateError:
         return ClusterUnavailable(

@@ -105,18 +105,21 @@ def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     return replicas, {"min.insync.replicas": str(min(min_isr, replicas))}
 
 
-def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True) -> TopicPlan:
+def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True,
+                         wait: bool = True) -> TopicPlan:
     """Create the topic on the target like the source's, or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then. `writes`: the
     copy will write to the topic, so the COPY_SETTINGS are set on it (a new topic gets them at
-    creation)."""
+    creation). `wait`: until a topic created has a leader for every partition (else the caller
+    waits for all the topics it created at once)."""
     partitions = source.require_partition_count(topic)
     source_effective = source.topic_configs(topic)
     wanted = desired_configs(source.topic_configs(topic, explicit_only=True), source_effective)
     existing = target.partition_count(topic)
     if existing is None:
         replicas, replication = replication_settings(source, target, topic, source_effective)
-        created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas)
+        created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas,
+                                      wait=wait)
         if created:
             log.info("created %s on %s with %d partitions, replication factor %d and %s", topic, target.cluster.name,
                      partitions, replicas, {**wanted, **replication})
@@ -221,10 +224,13 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                     "from another cluster or the topic was re-created: start a new run id")
             if manifest is not None:
                 reconcile_topics(manifest, source_admin, target_admin, [topic])
-            plan = prepare_target_topic(source_admin, target_admin, topic,
+            plan = prepare_target_topic(source_admin, target_admin, topic, wait=False,
                                         writes=_writes_to(target_admin, topic, [u for u in units if u.topic == topic]))
             if plan.created:
-                created.append(topic)
+                created.append(plan)
+        # the new topics' leaders, waited for together (one metadata request a round for all)
+        target_admin.wait_for_topics({plan.topic: plan.partitions for plan in created})
+        created = [plan.topic for plan in created]
         if created and manifest is not None:
             manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
         check_created(target_admin, created)
