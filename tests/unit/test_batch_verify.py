@@ -5,7 +5,7 @@ import struct
 
 import crc32c
 from kmigrate.copy import fastfill
-from kmigrate.kafka import fetch_many, wire
+from kmigrate.kafka import multi, wire
 from kmigrate.run.batch_verify import Prefix, _pair
 
 from tests.unit.test_wire import as_fetched
@@ -58,7 +58,7 @@ def test_one_fetch_asks_for_every_partition_and_its_answer_is_read_per_partition
             return 1
 
     conn = Recorder()
-    fetch_many.send_fetch(conn, {("a", 0): 5, ("a", 3): 7, ("b", 1): 0}, partition_max_bytes=1000)
+    multi.send_fetch(conn, {("a", 0): 5, ("a", 3): 7, ("b", 1): 0}, partition_max_bytes=1000)
     api_key, version, body = conn.sent
     assert (api_key, version) == (wire.FETCH, wire.FETCH_VERSION)
     assert struct.unpack_from(">i", body, 25)[0] == 2  # two topics, after the 25 bytes of the header
@@ -78,7 +78,7 @@ def test_one_fetch_asks_for_every_partition_and_its_answer_is_read_per_partition
         def receive(self):
             return 1, memoryview(answer)
 
-    got = fetch_many.receive_fetch(Answer())
+    got = multi.receive_fetch(Answer())
     assert set(got) == {("a", 0), ("a", 3), ("b", 1)}
     assert got[("a", 0)][:2] == (0, 8) and bytes(got[("a", 0)][2]) == records
     assert got[("a", 3)][0] == 6 and not got[("b", 1)][2]

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import crc32c
 
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import fetch_many, leaders, wire
+from kmigrate.kafka import leaders, multi, wire
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +96,14 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
         while open_:
             sent = []
             for role, cluster in (("source", source), ("target", target)):
-                for address, tps in fetch_many.by_leader({tp: places[role][tp] for tp in open_}).items():
+                for address, tps in multi.by_leader({tp: places[role][tp] for tp in open_}).items():
                     if (role, address) not in conns:
                         conns[(role, address)] = stack.enter_context(leaders.connection(cluster, address))
-                    fetch_many.send_fetch(conns[(role, address)], {tp: prefixes[tp].end for tp in tps})
+                    multi.send_fetch(conns[(role, address)], {tp: prefixes[tp].end for tp in tps})
                     sent.append((role, conns[(role, address)]))
-            got: dict[str, dict[TopicPartition, fetch_many.Fetched]] = {"source": {}, "target": {}}
+            got: dict[str, dict[TopicPartition, multi.Fetched]] = {"source": {}, "target": {}}
             for role, conn in sent:
-                got[role].update(fetch_many.receive_fetch(conn))
+                got[role].update(multi.receive_fetch(conn))
             for tp in list(open_):
                 prefix, window_end = prefixes[tp], windows[tp][1]
                 s_code, _, s_blob = got["source"].get(tp, (-1, -1, memoryview(b"")))

@@ -19,12 +19,14 @@ from confluent_kafka import KafkaException
 from kmigrate import leases
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.preserve import verify_into
+from kmigrate.copy.whole import copy_whole
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka import leaders, transport
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
-from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
+from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 from kmigrate.run import batch_verify
 from kmigrate.run.verify import verify_live, verify_partition
 
@@ -127,12 +129,27 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
                 leaders.remember(cluster, tps)
         except (KmigrateError, KafkaException) as exc:
             log.info("copy: preparing the task's partitions at once failed (%s); each copy does it on its own", exc)
-        return [copy_task(u, clients, run_id, **extras, **options, lease=held[key(u)], target_configs=configs)
+        whole = {}
+        if (configs is not None and not os.environ.get(KILL_HOOK_ENV) and transport.raw_capable(source)
+                and transport.raw_capable(target)):
+            whole = copy_whole(source, target, [u for u, _ in items if held[key(u)].held()],
+                               {tp: lease.check for tp, lease in held.items()})
+        return [_whole_row(whole[key(u)], clients, options.get("verify", True)) if key(u) in whole else
+                copy_task(u, clients, run_id, **extras, **options, lease=held[key(u)], target_configs=configs)
                 for u, extras in items]
     finally:
         leases.release_all(list(held.values()))
         for cluster in clients:
             leaders.forget(cluster, tps)
+
+
+def _whole_row(result: PartitionResult, clients: tuple[ClusterConfig, ClusterConfig], verify: bool) -> dict[str, Any]:
+    """The row of a partition copied by copy_whole, its digests compared when the copy verifies."""
+    if verify:
+        verify_into(*clients, result, 0)
+    log.info("copy %s[%d]: done with the task's other whole partitions, %d records in %d batches, digests equal: %s",
+             result.topic, result.partition, result.records, result.whole_batches, result.digests_equal)
+    return {"ok": True, **result.as_row()}
 
 
 copy_task.per_bin = copy_bin  # type: ignore[attr-defined] - adapters.run_bin runs a task's units through it

@@ -1,0 +1,124 @@
+"""Requests for many partitions of one broker at once: Fetch (v11), ListOffsets (v2), Produce (v7).
+
+A task of many small partitions would otherwise pay a round trip a partition and request kind on
+each cluster; with these it pays one a leader (the leaders from `leaders.look_up`), whatever the
+number of partitions. Only `send_produce` writes; the copier sends it to the target alone."""
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from kmigrate.kafka import wire
+
+TopicPartition = tuple[str, int]
+Fetched = tuple[int, int, memoryview]  # (error code, high watermark, records)
+
+
+def _topics(partitions: Mapping[TopicPartition, object]) -> dict[str, list[tuple[int, object]]]:
+    topics: dict[str, list[tuple[int, object]]] = defaultdict(list)
+    for (topic, partition), value in partitions.items():
+        topics[topic].append((partition, value))
+    return topics
+
+
+def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[str, int], list[TopicPartition]]:
+    grouped: dict[tuple[str, int], list[TopicPartition]] = defaultdict(list)
+    for tp, address in places.items():
+        grouped[address].append(tp)
+    return dict(grouped)
+
+
+def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], partition_max_bytes: int = 1 << 20,
+               max_bytes: int = 64 << 20, isolation: int = 0) -> int:
+    """Send one Fetch for every partition of `positions` from its offset, not waiting for data
+    (max wait 0); read_uncommitted by default (the caller bounds what it reads by offsets)."""
+    topics = _topics(positions)
+    parts = [struct.pack(">iiiibii", -1, 0, 1, max_bytes, isolation, 0, -1), struct.pack(">i", len(topics))]
+    for topic, wanted in topics.items():
+        parts += [wire._string(topic), struct.pack(">i", len(wanted))]
+        parts += [struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes) for partition, offset in wanted]
+    parts += [struct.pack(">i", 0), wire._string("")]
+    return conn.send(wire.FETCH, wire.FETCH_VERSION, b"".join(parts))
+
+
+def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
+    """The answer to `send_fetch`: (error code, high watermark, records) a partition, the records a
+    view into the response. A request-level error is given to every partition of the answer as
+    an empty one with that code."""
+    _, data = conn.receive()
+    _throttle, error_code, _session, topic_count = struct.unpack_from(">ihii", data, 0)
+    out: dict[TopicPartition, Fetched] = {}
+    pos = 14
+    for _ in range(max(topic_count, 0)):
+        (name_len,) = struct.unpack_from(">h", data, pos)
+        topic = bytes(data[pos + 2:pos + 2 + name_len]).decode()
+        pos += 2 + name_len
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(count):
+            partition, code, high, _lso, _start, aborted = struct.unpack_from(">ihqqqi", data, pos)
+            pos += 34 + max(aborted, 0) * 16 + 4  # aborted transactions, preferred read replica
+            (length,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            out[(topic, partition)] = (code or error_code, high, data[pos:pos + max(length, 0)])
+            pos += max(length, 0)
+    return out
+
+
+def send_list_offsets(conn: wire.BrokerConnection, partitions: Iterable[TopicPartition], replica_id: int = -1) -> int:
+    """Ask for the latest offset of each partition: the high watermark (replica id -1), or the
+    replica's log end offset (the debugging replica id -2, which a follower answers too)."""
+    topics = _topics({tp: None for tp in partitions})
+    parts = [struct.pack(">ibi", replica_id, 0, len(topics))]
+    for topic, wanted in topics.items():
+        parts += [wire._string(topic), struct.pack(">i", len(wanted))]
+        parts += [struct.pack(">iq", partition, -1) for partition, _ in wanted]
+    return conn.send(wire.LIST_OFFSETS, 2, b"".join(parts))
+
+
+def receive_list_offsets(conn: wire.BrokerConnection) -> dict[TopicPartition, tuple[int, int]]:
+    """The answer to `send_list_offsets`: (error code, offset) a partition."""
+    _, data = conn.receive()
+    (topic_count,) = struct.unpack_from(">i", data, 4)
+    out, pos = {}, 8
+    for _ in range(topic_count):
+        (name_len,) = struct.unpack_from(">h", data, pos)
+        topic = bytes(data[pos + 2:pos + 2 + name_len]).decode()
+        (count,) = struct.unpack_from(">i", data, pos + 2 + name_len)
+        pos += 6 + name_len
+        for _ in range(count):
+            partition, error_code, _ts, offset = struct.unpack_from(">ihqq", data, pos)
+            out[(topic, partition)] = (error_code, offset)
+            pos += 22
+    return out
+
+
+def send_produce(conn: wire.BrokerConnection, batches: Mapping[TopicPartition, bytes | memoryview],
+                 timeout_ms: int = 30_000) -> int:
+    """One Produce (acks=all, no transaction) of one record batch for each partition (a v2 Produce
+    takes one batch a partition)."""
+    topics = _topics(batches)
+    parts = [struct.pack(">hhii", -1, -1, timeout_ms, len(topics))]
+    for topic, given in topics.items():
+        parts += [wire._string(topic), struct.pack(">i", len(given))]
+        for partition, batch in given:
+            parts += [struct.pack(">ii", partition, len(batch)), batch]
+    return conn.send(wire.PRODUCE, wire.PRODUCE_VERSION, b"".join(parts))
+
+
+def receive_produce(conn: wire.BrokerConnection) -> tuple[int, dict[TopicPartition, tuple[int, int]]]:
+    """The answer to `send_produce`: its correlation id, and (error code, base offset) a partition."""
+    correlation_id, data = conn.receive()
+    (topic_count,) = struct.unpack_from(">i", data, 0)
+    out, pos = {}, 4
+    for _ in range(topic_count):
+        (name_len,) = struct.unpack_from(">h", data, pos)
+        topic = bytes(data[pos + 2:pos + 2 + name_len]).decode()
+        (count,) = struct.unpack_from(">i", data, pos + 2 + name_len)
+        pos += 6 + name_len
+        for _ in range(count):
+            partition, error_code, base_offset = struct.unpack_from(">ihq", data, pos)
+            out[(topic, partition)] = (error_code, base_offset)
+            pos += 30
+    return correlation_id, out
