@@ -39,8 +39,7 @@ class PartitionLease:
                       "pid": pid, "started": _started(pid), "lease_ms": int(lease_s * 1000)}
         self._confirmed = -float("inf")  # monotonic time a confirmed claim or renewal was sent
         self._lost = False
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._renewer: _Renewer | None = None
 
     def held(self) -> bool:
         return not self._lost and time.monotonic() - self._confirmed < self.lease_s / 2
@@ -80,41 +79,76 @@ class PartitionLease:
     def _claim(self, breaks: str | None = None) -> dict:
         return {**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {})}
 
-    def _took(self, sent: float) -> None:
-        """The lease took effect with the claim sent at `sent`: hold it, and renew it from now on."""
+    def _took(self, sent: float, renewer: _Renewer | None = None) -> None:
+        """The lease took effect with the claim sent at `sent`: hold it, and renew it from now on
+        (with `renewer`, together with the other leases it renews)."""
         self._confirmed, self._lost = sent, False
-        self._stop = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, name=f"lease {self.scope}", daemon=True)
+        self._renewer = renewer or _Renewer([self])
         self._renewer.start()
 
-    def _renew(self) -> None:
-        stop = self._stop
-        while not stop.wait(self.lease_s / 5):
-            sent = time.monotonic()
-            try:
-                effective = self.log.submit({**self._base, "kind": "lease"})
-            except Exception as exc:  # noqa: BLE001 (the lease lapses; check() says so to the writer)
-                log.warning("%s: lease renewal failed: %s", self.scope, exc)
-                continue
-            if not effective:
-                log.warning("%s: the lease of %s was taken over; this copier stops writing", self.scope, self.holder)
-                self._lost = True
-                return
-            self._confirmed = sent
-
     def _stop_renewer(self) -> None:
-        self._stop.set()
+        """No more renewals of this lease; a renewer shared with other leases goes on for them."""
         if self._renewer is not None:
-            self._renewer.join()
+            self._renewer.drop(self)
             self._renewer = None
 
     def release(self) -> None:
         release_all([self])
 
 
+class _Renewer:
+    """Renews its leases together every lease_s / 5, in one append to the claims log; a lease it
+    cannot renew because another holder took it over is lost (its check() then fails)."""
+
+    def __init__(self, leases: Sequence[PartitionLease]) -> None:
+        self.leases = list(leases)
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        name = f"lease {self.leases[0].scope}" + (f" and {len(self.leases) - 1} more" if len(self.leases) > 1 else "")
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        if not self.thread.is_alive() and not self.stop.is_set():
+            self.thread.start()
+
+    def drop(self, lease: PartitionLease) -> None:
+        with self._lock:
+            self.leases = [held for held in self.leases if held is not lease]
+            last = not self.leases
+        if last:
+            self.stop.set()
+            if self.thread.is_alive() and threading.current_thread() is not self.thread:
+                self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                lease_s = self.leases[0].lease_s if self.leases else 0.0
+            if not lease_s or self.stop.wait(lease_s / 5):
+                return
+            with self._lock:
+                renewing = [lease for lease in self.leases if not lease._lost]
+            if not renewing:
+                continue
+            sent = time.monotonic()
+            try:
+                effective = renewing[0].log.submit_all([{**lease._base, "kind": "lease"} for lease in renewing])
+            except Exception as exc:  # noqa: BLE001 (the leases lapse; check() says so to the writers)
+                log.warning("lease renewal of %d partitions failed: %s", len(renewing), exc)
+                continue
+            for lease, renewed in zip(renewing, effective, strict=True):
+                if renewed:
+                    lease._confirmed = sent
+                else:
+                    log.warning("%s: the lease of %s was taken over; this copier stops writing", lease.scope,
+                                lease.holder)
+                    lease._lost = True
+
+
 def acquire_all(leases: Sequence[PartitionLease]) -> None:
-    """Claim the leases not held yet, all in one append and one read of the claims log; those that
-    did not take effect (another holder) are left to their own `acquire`, which waits for it."""
+    """Claim the leases not held yet, all in one append and one read of the claims log, and renew
+    them together; those that did not take effect (another holder) are left to their own
+    `acquire`, which waits for it."""
     wanted = [lease for lease in leases if not lease.held()]
     if not wanted:
         return
@@ -122,16 +156,16 @@ def acquire_all(leases: Sequence[PartitionLease]) -> None:
         lease._stop_renewer()
     sent = time.monotonic()
     outcomes = wanted[0].log.submit_all([lease._claim() for lease in wanted])
-    for lease, took in zip(wanted, outcomes, strict=True):
-        if took:
-            lease._took(sent)
+    took = [lease for lease, effective in zip(wanted, outcomes, strict=True) if effective]
+    if took:
+        renewer = _Renewer(took)
+        for lease in took:
+            lease._took(sent, renewer)
 
 
 def release_all(leases: Sequence[PartitionLease]) -> None:
     """Stop renewing the leases and release those held, in one append (a lease whose release is
     lost runs out after lease_s)."""
-    for lease in leases:
-        lease._stop.set()
     for lease in leases:
         lease._stop_renewer()
     held = [lease for lease in leases if lease._confirmed != -float("inf")]

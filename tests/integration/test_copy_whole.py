@@ -2,13 +2,17 @@
 requests, each other partition by the per-partition copier, every offset and record kept."""
 from __future__ import annotations
 
+import time
+
+from kmigrate import claims, leases
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.whole import copy_whole
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.leases import PartitionLease
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
 from kmigrate.run import tasks
+from kmigrate.run.targets import prepare_target_topic
 from kmigrate.run.tasks import copy_bin
 
 from tests.integration.test_copier import assert_same_partition
@@ -76,3 +80,30 @@ def test_partitions_that_do_not_qualify_are_left_untouched(stack, unique_name, s
     with ClusterAdmin(stack.target) as admin:
         assert admin.watermarks_of([(unique_name, 1), (unique_name, 2)]) == {(unique_name, 1): (0, 1),
                                                                             (unique_name, 2): (0, 0)}
+
+
+def test_a_tasks_leases_are_taken_renewed_and_released_together(stack, unique_name):
+    held = [PartitionLease(stack.target, "run-leases", unique_name, p, lease_s=1.0) for p in range(3)]
+    rival = PartitionLease(stack.target, "run-rival", unique_name, 0, lease_s=1.0)
+    warm = PartitionLease(stack.target, "run-leases", f"{unique_name}-warm", 0)  # the claims log's clients opened
+    warm.acquire()
+    warm.release()
+    leases.acquire_all(held)
+    try:
+        assert all(lease.held() for lease in held)
+        assert len({id(lease._renewer) for lease in held}) == 1  # one renewer for the three
+        first = [lease._confirmed for lease in held]
+        deadline = time.monotonic() + 10
+        while not all(lease._confirmed > f for lease, f in zip(held, first)):  # renewed, all three at once
+            assert time.monotonic() < deadline, "the leases were not renewed"
+            time.sleep(0.05)
+        assert all(lease.held() for lease in held)
+        leases.acquire_all([rival])
+        assert not rival.held()  # partition 0 is held and renewed: the rival's claim is void
+    finally:
+        leases.release_all(held)
+    assert not any(lease.held() for lease in held)
+    state = claims.claim_log(stack.target).current()
+    assert not any(f"{unique_name}:{p}" in state.parts for p in range(3))
+    rival.acquire(wait_s=5)  # free at once after the release
+    rival.release()
