@@ -12,6 +12,7 @@ from confluent_kafka import (
     IsolationLevel,
     KafkaError,
     KafkaException,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -374,12 +375,15 @@ class ClusterAdmin:
         deadline = time.monotonic() + self.timeout_s
         waiting = dict(partitions)
         while waiting:
-            only = next(iter(waiting)) if len(waiting) == 1 else None  # one topic: its metadata alone
-            known = self._admin.list_topics(only, timeout=self.timeout_s).topics
-            for topic, count in list(waiting.items()):
-                described = known.get(topic)
-                if (described is not None and described.error is None and len(described.partitions) == count
-                        and all(p.leader >= 0 for p in described.partitions.values())):
+            # the topics waited for alone (a metadata request for all of a big cluster's topics costs more)
+            futures = self._admin.describe_topics(TopicCollection(sorted(waiting)), request_timeout=self.timeout_s)
+            for topic, future in futures.items():
+                try:
+                    described = future.result(timeout=self.timeout_s)
+                except KafkaException:
+                    continue  # not known to the broker answering yet
+                if (len(described.partitions) == waiting[topic]
+                        and all(p.leader is not None for p in described.partitions)):
                     del waiting[topic]
             if waiting and time.monotonic() > deadline:
                 raise ClusterUnavailable(

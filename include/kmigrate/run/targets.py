@@ -88,15 +88,57 @@ def _wanted(source: ClusterAdmin, topic: str) -> dict[str, str]:
     return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
 
 
-def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str,
+@dataclasses.dataclass(frozen=True)
+class TopicFacts:
+    """What preparing a target topic reads of both clusters, read for many topics at once (`read_facts`)."""
+
+    partitions: int
+    source_effective: dict[str, str]
+    source_explicit: dict[str, str]
+    source_replicas: int
+    target_brokers: int
+    target_partitions: int | None        # None: no such target topic
+    target_configs: dict[str, str] | None
+
+
+def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str]) -> dict[str, TopicFacts]:
+    """TopicFacts of `topics` from one metadata request and two DescribeConfigs a cluster at most,
+    whatever their number; {} when a topic is missing on the source or a read fails (each topic is
+    then read on its own, which names what is wrong)."""
+    try:
+        source_topics = source.client.list_topics(timeout=source.timeout_s).topics
+        target_meta = target.client.list_topics(timeout=target.timeout_s)
+        if any(t not in source_topics or source_topics[t].error is not None for t in topics):
+            return {}
+        existing = [t for t in topics if t in target_meta.topics and target_meta.topics[t].error is None]
+        effective, explicit = source.topics_configs(topics), source.topics_configs(topics, explicit_only=True)
+        on_target = target.topics_configs(existing)
+    except Exception as exc:  # noqa: BLE001 - the per-topic reads say what is wrong
+        log.info("reading the topics at once failed (%s); each is read on its own", exc)
+        return {}
+    return {t: TopicFacts(len(source_topics[t].partitions), effective[t], explicit[t],
+                          max(len(p.replicas) for p in source_topics[t].partitions.values()), len(target_meta.brokers),
+                          len(target_meta.topics[t].partitions) if t in on_target else None, on_target.get(t))
+            for t in topics}
+
+
+def _facts_of(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> TopicFacts:
+    """TopicFacts of one topic, read on its own."""
+    described = source.client.list_topics(topic, timeout=source.timeout_s).topics.get(topic)
+    partitions = source.require_partition_count(topic)
+    existing = target.partition_count(topic)
+    return TopicFacts(partitions, source.topic_configs(topic), source.topic_configs(topic, explicit_only=True),
+                      max(len(p.replicas) for p in described.partitions.values()),
+                      len(target.client.list_topics(timeout=target.timeout_s).brokers), existing,
+                      target.topic_configs(topic) if existing is not None else None)
+
+
+def replication_settings(source_replicas: int, brokers: int, topic: str,
                          source_effective: dict[str, str]) -> tuple[int, dict[str, str]]:
     """The replication factor and min.insync.replicas of a new target topic: the source topic's
-    (`source_effective`: its effective configs), capped by the target's broker count (a warning
-    says when), so that writes with acks=all find as many in-sync replicas on the target as on
-    the source."""
-    described = source.client.list_topics(topic, timeout=source.timeout_s).topics[topic]
-    source_replicas = max(len(p.replicas) for p in described.partitions.values())
-    brokers = len(target.client.list_topics(timeout=target.timeout_s).brokers)
+    (`source_replicas`; `source_effective`: its effective configs), capped by the target's broker
+    count `brokers` (a warning says when), so that writes with acks=all find as many in-sync
+    replicas on the target as on the source."""
     replicas = max(1, min(source_replicas, brokers))
     min_isr = int(source_effective.get("min.insync.replicas", "1"))
     if replicas < source_replicas:
@@ -106,18 +148,20 @@ def replication_settings(source: ClusterAdmin, target: ClusterAdmin, topic: str,
 
 
 def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True,
-                         wait: bool = True) -> TopicPlan:
+                         wait: bool = True, facts: TopicFacts | None = None) -> TopicPlan:
     """Create the topic on the target like the source's, or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then. `writes`: the
     copy will write to the topic, so the COPY_SETTINGS are set on it (a new topic gets them at
     creation). `wait`: until a topic created has a leader for every partition (else the caller
-    waits for all the topics it created at once)."""
-    partitions = source.require_partition_count(topic)
-    source_effective = source.topic_configs(topic)
-    wanted = desired_configs(source.topic_configs(topic, explicit_only=True), source_effective)
-    existing = target.partition_count(topic)
+    waits for all the topics it created at once). `facts`: what this reads of both clusters, read
+    already for many topics (`read_facts`)."""
+    facts = facts or _facts_of(source, target, topic)
+    partitions, source_effective = facts.partitions, facts.source_effective
+    wanted = desired_configs(facts.source_explicit, source_effective)
+    existing = facts.target_partitions
     if existing is None:
-        replicas, replication = replication_settings(source, target, topic, source_effective)
+        replicas, replication = replication_settings(facts.source_replicas, facts.target_brokers, topic,
+                                                     source_effective)
         created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas,
                                       wait=wait)
         if created:
@@ -125,6 +169,7 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
                      partitions, replicas, {**wanted, **replication})
             return TopicPlan(topic, partitions, wanted, True)
         existing = target.require_partition_count(topic)  # created concurrently: check it like any other
+        facts = dataclasses.replace(facts, target_configs=target.topic_configs(topic))
     if existing < partitions:
         raise TopicMismatch(
             f"target topic {topic!r} has {existing} partitions, the source has {partitions}; records of partitions "
@@ -134,7 +179,7 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     if existing > partitions:
         log.warning("target topic %s has %d partitions, the source %d: the extra ones stay empty",
                     topic, existing, partitions)
-    target_configs = target.topic_configs(topic)
+    target_configs = facts.target_configs if facts.target_configs is not None else target.topic_configs(topic)
     wrong = conflicts(wanted, target_configs)
     if wrong:
         detail = ", ".join(f"{k}={have!r} (source has {want!r})" for k, (have, want) in sorted(wrong.items()))
@@ -211,8 +256,9 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
     with ClusterAdmin(source, timeout_s) as source_admin, ClusterAdmin(target, timeout_s) as target_admin:
         source_admin.check_reachable(timeout_s)
         target_admin.check_reachable(timeout_s)
+        facts = read_facts(source_admin, target_admin, sorted(needed))
         for topic, partitions in sorted(needed.items()):
-            count = source_admin.partition_count(topic)
+            count = facts[topic].partitions if topic in facts else source_admin.partition_count(topic)
             if count is None:
                 raise TopicNotFound(
                     f"topic {topic!r} of the plan does not exist on the source cluster "
@@ -222,10 +268,15 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                 raise TopicMismatch(
                     f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
                     "from another cluster or the topic was re-created: start a new run id")
-            if manifest is not None:
-                reconcile_topics(manifest, source_admin, target_admin, [topic])
-            plan = prepare_target_topic(source_admin, target_admin, topic, wait=False,
-                                        writes=_writes_to(target_admin, topic, [u for u in units if u.topic == topic]))
+        if manifest is not None:
+            for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed)):
+                facts.pop(topic, None)  # the run changed the target topic: read it again
+        by_topic: dict[str, list[WorkUnit]] = {}
+        for unit in units:
+            by_topic.setdefault(unit.topic, []).append(unit)
+        for topic in sorted(needed):
+            plan = prepare_target_topic(source_admin, target_admin, topic, wait=False, facts=facts.get(topic),
+                                        writes=_writes_to(target_admin, topic, by_topic[topic]))
             if plan.created:
                 created.append(plan)
         # the new topics' leaders, waited for together (one metadata request a round for all)
