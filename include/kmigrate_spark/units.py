@@ -45,7 +45,7 @@ from kmigrate_spark.session import (
     task_slots,
 )
 
-MAX_UNITS_PER_TASK = 128  # a Spark task costs about 0.1 s; a small partition a few ms in a task of many
+MAX_UNITS_PER_TASK = 512  # a Spark task costs about 0.1 s; a small partition a few ms in a task of many
 UNIT_WEIGHT = 1_000       # a unit's fixed cost in offsets, for balancing tasks by size
 
 Extras = Callable[[WorkUnit], dict[str, Any]]
