@@ -5,10 +5,13 @@ docs/BENCHMARKS.md between a benchmark's markers."""
 from __future__ import annotations
 
 import math
+import time
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
 from kmigrate.config import ClusterConfig
 
 
@@ -20,6 +23,37 @@ def delete_topics(cluster: ClusterConfig, topics: Iterable[str]) -> list[str]:
         for future in admin.delete_topics(present, operation_timeout=60).values():
             future.result(timeout=90)
     return present
+
+
+def wait_until_settled(cluster: ClusterConfig, quick_s: float = 1.0, timeout_s: float = 180.0) -> float:
+    """Wait until the cluster creates a topic quickly again: a broker still taking thousands of
+    deleted partitions apart applies a new topic seconds late (measured here: 2,000 partitions made
+    in 0.1 s on a quiet broker, 6.8 s right after 2,000 were deleted), which would charge the
+    previous step's deletions to the next measured step. Probes with a one-partition topic until
+    its leader shows within `quick_s`; returns the seconds waited."""
+    admin = AdminClient(cluster.admin())
+    began = time.monotonic()
+    while True:
+        probe = f"bench-probe-{uuid.uuid4().hex[:8]}"
+        created = time.monotonic()
+        for future in admin.create_topics([NewTopic(probe, 1, 1)], operation_timeout=30).values():
+            future.result(timeout=60)
+        while True:
+            try:
+                described = admin.describe_topics(TopicCollection([probe]), request_timeout=30)[probe].result(timeout=30)
+                if described.partitions and described.partitions[0].leader is not None:
+                    break
+            except Exception:  # noqa: BLE001 - not known to the broker yet
+                pass
+            time.sleep(0.05)
+        took = time.monotonic() - created
+        for future in admin.delete_topics([probe], operation_timeout=30).values():
+            future.result(timeout=60)
+        if took <= quick_s:
+            return time.monotonic() - began
+        if time.monotonic() - began > timeout_s:
+            raise SystemExit(f"bench: {cluster.name} still takes {took:.1f} s to create a topic after {timeout_s:.0f} s")
+        time.sleep(2.0)
 
 
 def delete_groups(cluster: ClusterConfig, groups: Iterable[str]) -> None:

@@ -56,7 +56,8 @@ def _largest_task_bytes(units: list[WorkUnit], task, extras, slots: int = 2) -> 
 
 
 def test_what_a_task_carries_does_not_grow_with_the_plan():
-    small, large = _plan(500), _plan(5000)
+    # both past the cap on a task's units, the larger ten times the smaller
+    small, large = _plan(2500), _plan(25_000)
     keys = [(u.topic, u.partition) for u in large]
     resume = {k: [OffsetRun(0, 0, 100)] for k in keys[::3]}  # translate-mode maps of a third of them
     ends = dict.fromkeys(keys, 100)
@@ -69,7 +70,7 @@ def test_what_a_task_carries_does_not_grow_with_the_plan():
         # ten times the plan: a task of the same bounded size (its own units only), not ten times larger
         assert rdd_large <= rdd_small * 1.25 and connect_large <= connect_small * 1.25, (
             rdd_small, rdd_large, connect_small, connect_large)
-        assert rdd_large < 64 * 1024 and connect_large < 64 * 1024
+        assert max(rdd_large, connect_large) < spark_units.MAX_UNITS_PER_TASK * 256  # a few hundred bytes a unit
 
 
 def test_a_task_runs_its_units_in_order_with_their_extras():
@@ -85,6 +86,24 @@ def test_a_task_runs_its_units_in_order_with_their_extras():
     # the Spark Connect form: the same through JSON
     assert json.loads(by_bin(bin_json(items), task)) == [[7, {"partition": 2, "own_end": 5}], [3, {"partition": 0}]]
     assert run_bin([(0, None, {})], lambda unit: "ready") == [(0, "ready")]
+
+
+def test_a_task_with_a_form_for_a_whole_bin_gets_the_bin_at_once():
+    calls = []
+
+    def one(unit, clients, **extras):
+        raise AssertionError("the bin form runs the units")
+
+    def whole(items, clients):
+        calls.append([(unit.partition, extras) for unit, extras in items])
+        return [{"partition": unit.partition, "clients": clients} for unit, _ in items]
+
+    one.per_bin = whole
+    units = [WorkUnit("t", p, 10) for p in range(3)]
+    items = [(5, units[2], {"own_end": 1}), (1, units[0], {})]
+    assert run_bin(items, functools.partial(one, clients="both")) == [
+        (5, {"partition": 2, "clients": "both"}), (1, {"partition": 0, "clients": "both"})]
+    assert calls == [[(2, {"own_end": 1}), (0, {})]]
 
 
 def test_a_plan_of_5000_units_is_built_stored_and_read_back_in_under_5_s(tmp_path):

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from confluent_kafka.admin import NewTopic
+
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import TopicMismatch, TopicNotFound
 from kmigrate.kafka.admin import ClusterAdmin
@@ -16,6 +18,7 @@ from kmigrate.model import WorkUnit
 from kmigrate.run.events import finished
 from kmigrate.run.rights import check_created
 from kmigrate.run.snapshot import read_snapshot
+from kmigrate.run.topic_io import TopicFacts, create_all, facts_of, read_facts
 
 log = logging.getLogger(__name__)
 
@@ -88,51 +91,6 @@ def _wanted(source: ClusterAdmin, topic: str) -> dict[str, str]:
     return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
 
 
-@dataclasses.dataclass(frozen=True)
-class TopicFacts:
-    """What preparing a target topic reads of both clusters, read for many topics at once (`read_facts`)."""
-
-    partitions: int
-    source_effective: dict[str, str]
-    source_explicit: dict[str, str]
-    source_replicas: int
-    target_brokers: int
-    target_partitions: int | None        # None: no such target topic
-    target_configs: dict[str, str] | None
-
-
-def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str]) -> dict[str, TopicFacts]:
-    """TopicFacts of `topics` from one metadata request and two DescribeConfigs a cluster at most,
-    whatever their number; {} when a topic is missing on the source or a read fails (each topic is
-    then read on its own, which names what is wrong)."""
-    try:
-        source_topics = source.client.list_topics(timeout=source.timeout_s).topics
-        target_meta = target.client.list_topics(timeout=target.timeout_s)
-        if any(t not in source_topics or source_topics[t].error is not None for t in topics):
-            return {}
-        existing = [t for t in topics if t in target_meta.topics and target_meta.topics[t].error is None]
-        effective, explicit = source.topics_configs(topics), source.topics_configs(topics, explicit_only=True)
-        on_target = target.topics_configs(existing)
-    except Exception as exc:  # noqa: BLE001 - the per-topic reads say what is wrong
-        log.info("reading the topics at once failed (%s); each is read on its own", exc)
-        return {}
-    return {t: TopicFacts(len(source_topics[t].partitions), effective[t], explicit[t],
-                          max(len(p.replicas) for p in source_topics[t].partitions.values()), len(target_meta.brokers),
-                          len(target_meta.topics[t].partitions) if t in on_target else None, on_target.get(t))
-            for t in topics}
-
-
-def _facts_of(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> TopicFacts:
-    """TopicFacts of one topic, read on its own."""
-    described = source.client.list_topics(topic, timeout=source.timeout_s).topics.get(topic)
-    partitions = source.require_partition_count(topic)
-    existing = target.partition_count(topic)
-    return TopicFacts(partitions, source.topic_configs(topic), source.topic_configs(topic, explicit_only=True),
-                      max(len(p.replicas) for p in described.partitions.values()),
-                      len(target.client.list_topics(timeout=target.timeout_s).brokers), existing,
-                      target.topic_configs(topic) if existing is not None else None)
-
-
 def replication_settings(source_replicas: int, brokers: int, topic: str,
                          source_effective: dict[str, str]) -> tuple[int, dict[str, str]]:
     """The replication factor and min.insync.replicas of a new target topic: the source topic's
@@ -148,20 +106,25 @@ def replication_settings(source_replicas: int, brokers: int, topic: str,
 
 
 def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True,
-                         wait: bool = True, facts: TopicFacts | None = None) -> TopicPlan:
+                         wait: bool = True, facts: TopicFacts | None = None,
+                         to_create: list[NewTopic] | None = None) -> TopicPlan:
     """Create the topic on the target like the source's, or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then. `writes`: the
     copy will write to the topic, so the COPY_SETTINGS are set on it (a new topic gets them at
     creation). `wait`: until a topic created has a leader for every partition (else the caller
     waits for all the topics it created at once). `facts`: what this reads of both clusters, read
-    already for many topics (`read_facts`)."""
-    facts = facts or _facts_of(source, target, topic)
+    already for many topics (`read_facts`); `to_create`: a topic to create is added to it, for the
+    caller to create with the others in one request (`topic_io.create_all`), not created here."""
+    facts = facts or facts_of(source, target, topic)
     partitions, source_effective = facts.partitions, facts.source_effective
     wanted = desired_configs(facts.source_explicit, source_effective)
     existing = facts.target_partitions
     if existing is None:
         replicas, replication = replication_settings(facts.source_replicas, facts.target_brokers, topic,
                                                      source_effective)
+        if to_create is not None:
+            to_create.append(NewTopic(topic, partitions, replicas, config={**wanted, **replication, **COPY_SETTINGS}))
+            return TopicPlan(topic, partitions, wanted, True)
         created = target.create_topic(topic, partitions, {**wanted, **replication, **COPY_SETTINGS}, replicas,
                                       wait=wait)
         if created:
@@ -274,11 +237,20 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
         by_topic: dict[str, list[WorkUnit]] = {}
         for unit in units:
             by_topic.setdefault(unit.topic, []).append(unit)
+        to_create: list[NewTopic] = []
         for topic in sorted(needed):
-            plan = prepare_target_topic(source_admin, target_admin, topic, wait=False, facts=facts.get(topic),
+            plan = prepare_target_topic(source_admin, target_admin, topic, facts=facts.get(topic), to_create=to_create,
                                         writes=_writes_to(target_admin, topic, by_topic[topic]))
             if plan.created:
                 created.append(plan)
+        made, existed, failure = create_all(target_admin, to_create, hidden=COPY_SETTINGS)
+        created = [plan for plan in created if plan.topic in made]
+        for topic in sorted(existed):  # created by someone else meanwhile: checked like any other
+            prepare_target_topic(source_admin, target_admin, topic, writes=True)
+        if failure is not None:
+            if made and manifest is not None:
+                manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made)})
+            raise failure
         # the new topics' leaders, waited for together (one metadata request a round for all)
         target_admin.wait_for_topics({plan.topic: plan.partitions for plan in created})
         created = [plan.topic for plan in created]
