@@ -68,7 +68,9 @@ class ManifestConflict(KmigrateError):
 
 
 def _encode(data: Mapping[str, Any]) -> bytes:
-    return (json.dumps(data, sort_keys=True, indent=1) + "\n").encode()
+    # compact: the C encoder (an indented part of thousands of rows took 0.15 s to encode, this 0.02 s);
+    # `python -m json.tool` shows a part indented
+    return (json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
 class Manifest:
