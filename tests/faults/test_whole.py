@@ -28,6 +28,8 @@ def test_target_leader_killed_while_a_task_copies_whole_partitions(faulty, monke
     prepared(faulty, topic)
     with ClusterAdmin(faulty.source) as source:
         ends = source.watermarks_of((topic, p) for p in range(PARTITIONS))
+    with ClusterAdmin(faulty.target) as target:  # the new target partitions served (not only led)
+        target.end_offsets(((topic, p) for p in range(PARTITIONS)), retry=True)
     victim = faulty.leader("target", topic, 0)
     sent = []
     send = multi.send_produce

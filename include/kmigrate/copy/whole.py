@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import KmigrateError
+from kmigrate.errors import CopyInterrupted, KmigrateError
 from kmigrate.kafka import leaders, multi, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
@@ -168,7 +168,7 @@ def _write(target: ClusterConfig, parts: dict[TopicPartition, _Partition],
 
 def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, _Partition],
               check_lease: Mapping[TopicPartition, object]) -> None:
-    producer = conn.idempotence()  # one producer id for this leader's partitions, sequences per partition
+    producer = _producer_id(conn)  # one producer id for this leader's partitions, sequences per partition
     for part in parts.values():
         part.producer = wire.Idempotence(producer.producer_id, producer.epoch)
     pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {tp: expected base offset}
@@ -188,6 +188,19 @@ def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, _Partitio
                                               f"written at offset {base_offset}, not {expected}")
             elif not part.failed:
                 part.written += 1
+
+
+def _producer_id(conn: wire.BrokerConnection, timeout_s: float = 30.0) -> wire.Idempotence:
+    """A new idempotent producer id, asked again while the broker answers with an error that passes
+    (a transaction coordinator still loading after a broker start, a leader moving)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return conn.idempotence()
+        except CopyInterrupted:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _requests(parts: dict[TopicPartition, _Partition], check_lease: Mapping[TopicPartition, object]):
