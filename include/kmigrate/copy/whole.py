@@ -39,6 +39,7 @@ MAX_IN_FLIGHT = 5
 @dataclasses.dataclass
 class _Partition:
     unit: WorkUnit
+    target_leader: tuple[str, int]  # where it was found settled, and is written
     batches: list[wire.Batch] = dataclasses.field(default_factory=list)
     producer: wire.Idempotence | None = None
     written: int = 0        # batches acknowledged at their expected offsets
@@ -107,14 +108,14 @@ def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wo
     wanted = [tp for tp in wanted if on_target[tp] == (0, 0)]
     # nothing uncommitted on the target leader either (an earlier copier's write cut off by a
     # leader change would land below this copy's batches): its log end offset is 0 too
-    settled = set()
+    settled = {}
     for address, tps in multi.by_leader(leaders.look_up(target, wanted)).items():
         with leaders.connection(target, address) as conn:
             multi.send_list_offsets(conn, tps, replica_id=-2)
-            settled |= {tp for tp, (error, offset) in multi.receive_list_offsets(conn).items()
+            settled |= {tp: address for tp, (error, offset) in multi.receive_list_offsets(conn).items()
                         if not error and offset == 0}
     by_key = {_key(u): u for u in units}
-    return {tp: _Partition(by_key[tp]) for tp in wanted if tp in settled}
+    return {tp: _Partition(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
 
 
 def _read(source: ClusterConfig, parts: dict[TopicPartition, _Partition]) -> None:
@@ -159,9 +160,10 @@ def _read(source: ClusterConfig, parts: dict[TopicPartition, _Partition]) -> Non
 
 def _write(target: ClusterConfig, parts: dict[TopicPartition, _Partition],
            check_lease: Mapping[TopicPartition, object]) -> None:
-    """The batches of every partition read whole, in order, at their offsets."""
+    """The batches of every partition read whole, in order, at their offsets, to the leader its
+    settled end was read from (a leader moved since refuses the writes: the partition falls back)."""
     ready = {tp: p for tp, p in parts.items() if not p.failed}
-    for address, tps in multi.by_leader(leaders.look_up(target, ready)).items():
+    for address, tps in multi.by_leader({tp: p.target_leader for tp, p in ready.items()}).items():
         with leaders.connection(target, address) as conn:
             _write_to(conn, {tp: ready[tp] for tp in tps}, check_lease)
 

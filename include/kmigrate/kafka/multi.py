@@ -80,18 +80,8 @@ def send_list_offsets(conn: wire.BrokerConnection, partitions: Iterable[TopicPar
 def receive_list_offsets(conn: wire.BrokerConnection) -> dict[TopicPartition, tuple[int, int]]:
     """The answer to `send_list_offsets`: (error code, offset) a partition."""
     _, data = conn.receive()
-    (topic_count,) = struct.unpack_from(">i", data, 4)
-    out, pos = {}, 8
-    for _ in range(topic_count):
-        (name_len,) = struct.unpack_from(">h", data, pos)
-        topic = bytes(data[pos + 2:pos + 2 + name_len]).decode()
-        (count,) = struct.unpack_from(">i", data, pos + 2 + name_len)
-        pos += 6 + name_len
-        for _ in range(count):
-            partition, error_code, _ts, offset = struct.unpack_from(">ihqq", data, pos)
-            out[(topic, partition)] = (error_code, offset)
-            pos += 22
-    return out
+    # after the throttle time: [topic [partition, error code, timestamp, offset]]
+    return {tp: (error_code, offset) for tp, (error_code, _ts, offset) in _fixed_entries(data, 4, ">ihqq", 22)}
 
 
 def send_produce(conn: wire.BrokerConnection, batches: Mapping[TopicPartition, bytes | memoryview],
@@ -110,15 +100,22 @@ def send_produce(conn: wire.BrokerConnection, batches: Mapping[TopicPartition, b
 def receive_produce(conn: wire.BrokerConnection) -> tuple[int, dict[TopicPartition, tuple[int, int]]]:
     """The answer to `send_produce`: its correlation id, and (error code, base offset) a partition."""
     correlation_id, data = conn.receive()
-    (topic_count,) = struct.unpack_from(">i", data, 0)
-    out, pos = {}, 4
+    # [topic [partition, error code, base offset, log append time, log start offset]], then the throttle time
+    return correlation_id, {tp: (error_code, base_offset)
+                            for tp, (error_code, base_offset) in _fixed_entries(data, 0, ">ihq", 30)}
+
+
+def _fixed_entries(data: memoryview, pos: int, entry: str, size: int):
+    """((topic, partition), the entry's other fields) of a response's topics array at `pos`, whose
+    partition entries have a fixed `size` in bytes, `entry` the struct format of their first fields."""
+    (topic_count,) = struct.unpack_from(">i", data, pos)
+    pos += 4
     for _ in range(topic_count):
         (name_len,) = struct.unpack_from(">h", data, pos)
         topic = bytes(data[pos + 2:pos + 2 + name_len]).decode()
         (count,) = struct.unpack_from(">i", data, pos + 2 + name_len)
         pos += 6 + name_len
         for _ in range(count):
-            partition, error_code, base_offset = struct.unpack_from(">ihq", data, pos)
-            out[(topic, partition)] = (error_code, base_offset)
-            pos += 30
-    return correlation_id, out
+            partition, *fields = struct.unpack_from(entry, data, pos)
+            yield (topic, partition), fields
+            pos += size
