@@ -105,6 +105,11 @@ class GroupActive(GroupError):
     (a migration) its offsets are not final."""
 
 
+class TransactionOpen(KmigrateError):
+    """A transaction on the source stayed open through the quiesce: what it holds is not decided, so
+    the snapshot cannot be taken."""
+
+
 class OffsetsNotApplied(KmigrateError):
     """Offsets read back after a write differ from what was written."""
 

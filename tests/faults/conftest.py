@@ -17,7 +17,6 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
-from kmigrate.copy import fastfill
 from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.run.targets import prepare_target_topic
@@ -103,7 +102,7 @@ def reassign(cluster: ClusterConfig, topic: str, partition: int, replicas: list[
     """Start moving the partition's replicas to `replicas` (AlterPartitionReassignments v0, over the
     project's raw connection: the stack installs no Kafka command-line tools). The cluster moves them
     in the background; the call returns once the controller accepted the plan."""
-    uvarint = fastfill.uvarint
+    uvarint = wire.uvarint
     name = topic.encode()
     body = (b"\x00"  # the request header's tagged fields (a flexible request)
             + struct.pack(">i", 30_000) + uvarint(2) + uvarint(len(name) + 1) + name

@@ -34,21 +34,8 @@ FILLER_TIMESTAMP_MS = 0
 ANONYMOUS_KEY = b"f"
 
 
-def uvarint(value: int) -> bytes:
-    """An unsigned varint (the protocol's compact lengths, and under zigzag the records' fields)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _varint(value: int) -> bytes:
-    return uvarint((value << 1) ^ (value >> 63))
+    return wire.uvarint((value << 1) ^ (value >> 63))
 
 
 def _record(offset_delta: int, key: bytes | None, marked: bool) -> bytes:

@@ -13,8 +13,9 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer, transient
-from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, SourceNotReady
-from kmigrate.kafka import leaders
+from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, KmigrateError, SourceNotReady
+from kmigrate.kafka import leaders, txn_wire
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
@@ -57,10 +58,11 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     began = time.monotonic()
     deadline = began + options.retry_for_s
     attempt = 1
+    attempted = [-1]  # the highest target offset an attempt of this copy meant to write up to
     while True:
         try:
             lease.acquire()  # again, if it lapsed while the clusters misbehaved
-            return _copy_once(source, target, unit, options, resume_map, own_end)
+            return _copy_once(source, target, unit, options, resume_map, own_end, attempted)
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:
             if isinstance(exc, KafkaException) and not transient(exc.args[0]):
                 raise
@@ -72,6 +74,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                                 "the target's end)", topic=unit.topic, partition=unit.partition) from exc
             for cluster in (source, target):  # the next attempt looks the leaders up again
                 leaders.forget(cluster, [(unit.topic, unit.partition)])
+            own_end = _own_end_after(target, unit, own_end, attempted[0])
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
             log.warning("%s[%d]: copy attempt %d interrupted (%s); resuming from the target's end in %.1f s",
                         unit.topic, unit.partition, attempt, exc, pause)
@@ -79,17 +82,32 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             time.sleep(pause)
 
 
+def _own_end_after(target: ClusterConfig, unit: WorkUnit, own_end: int | None, attempted: int) -> int | None:
+    """Where this run's copy left the target's end after an interrupted attempt: the end now, when it
+    lies between where the attempt began and what it meant to write (the lease kept other copiers
+    out), so that the next attempt knows those records as its own even if the source's log start
+    has since moved past them (records deleted while copying); else `own_end` as it was."""
+    if attempted < 0:
+        return own_end
+    try:
+        with shared_admin(target) as admin:
+            _, end = admin.watermarks(unit.topic, unit.partition)
+    except KmigrateError:
+        return own_end
+    return end if (own_end is None or end >= own_end) and end <= attempted else own_end
+
+
 def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
-               resume_map: Sequence[OffsetRun], own_end: int | None) -> PartitionResult:
+               resume_map: Sequence[OffsetRun], own_end: int | None, attempted: list[int] | None = None
+               ) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     with shared_admin(source) as source_admin, shared_admin(target) as target_admin:
-        source_low, source_high = source_admin.watermarks(topic, partition)
-        if end > source_high:
-            raise SourceNotReady(
-                f"{topic}[{partition}]: snapshot end {end} is beyond the source's end {source_high}; the source "
-                "partition was truncated or the snapshot is from another cluster. Take a new snapshot",
-                topic=topic, partition=partition)
-        if source_low > end:
+        source_low, source_stable = source_admin.watermarks(topic, partition)  # read_committed: the LSO
+        if end > source_stable:
+            _not_ready(source, source_admin, topic, partition, end, source_stable)
+        if source_low > end and options.live:
+            unit = dataclasses.replace(unit, end_offset=source_low)  # aligned to it; the next round goes on
+        elif source_low > end:
             raise SourceNotReady(
                 f"{topic}[{partition}]: the source's log start {source_low} moved past the snapshot end {end} "
                 "(retention deleted the records); take a new snapshot", topic=topic, partition=partition)
@@ -100,7 +118,30 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
             result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer,
                                    own_end)
         except BaseException:
+            if attempted is not None:
+                attempted[0] = max(attempted[0], writer.next_offset + 1)  # + 1: a marker after the last write
             writer.abandon()
             raise
         writer.close()
         return result
+
+
+def _not_ready(source: ClusterConfig, source_admin: ClusterAdmin, topic: str, partition: int, end: int,
+               stable: int) -> None:
+    """Raise SourceNotReady for a unit that ends past the source's last stable offset: an open
+    transaction holds it back (named, with its producer where the broker tells), or the source's log
+    is shorter than the unit (truncated, or another cluster)."""
+    high = source_admin.end_offsets([(topic, partition)], retry=True)[(topic, partition)]
+    if end <= high:
+        raise SourceNotReady(
+            f"{topic}[{partition}]: the copy is to end at offset {end}, but "
+            f"{txn_wire.describe_open(source, topic, partition, stable)} holds the source's last stable offset "
+            f"at {stable}; what lies beyond it is not decided yet. A pre-copy round ends at the stable offset and "
+            "leaves such a transaction for later; inside the cutover window the quiesce waits for it. Let its "
+            "producer commit or abort it (or wait for its transaction.timeout.ms, after which the broker aborts it), "
+            "then retry", topic=topic, partition=partition)
+    raise SourceNotReady(
+        f"{topic}[{partition}]: the copy is to end at offset {end}, beyond the source's end {high}: the source "
+        "partition is shorter than when the plan was made (truncated by an unclean leader election, or deleted and "
+        "created again), or the plan is of another cluster. Take a new snapshot (a new run)",
+        topic=topic, partition=partition)

@@ -104,11 +104,10 @@ def invisible_run_at(source: ClusterConfig, source_admin: ClusterAdmin, topic: s
     (transaction markers, aborted records), as far as it is decided now; 0 when `offset` holds a
     visible record, lies at or beyond the source's end, or starts a transaction still open.
 
-    Only a run of exactly 1 needs care (docs/DESIGN.md §4.4: a commit marker after the record before it),
-    and this answer is final for it: a marker at `offset` belongs to a transaction with records
-    below `offset`, so it was written before any record at or above them became readable; and a
-    transaction that begins later at `offset + 1` adds at least 2 invisible offsets or none."""
-    stable = source_admin.stable_end(topic, partition)
+    The answer may grow later (a transaction aborted before its records were sent leaves a marker
+    alone after it); what was rendered from it stays valid, since the rest of the run is rendered
+    where the next copy resumes (`_render_leading_gap`)."""
+    stable = source_admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
     if stable <= offset:
         return 0
     with shared_reader(source) as consumer, contextlib.closing(iter_range(consumer, topic, partition, offset,
@@ -191,7 +190,9 @@ class PreserveCopy:
                 prefetched = None
                 error, source_high, blob = fetcher.receive_fetch()
                 if error:
-                    failure = CopyInterrupted if error in wire.TRANSIENT else CopyError
+                    # OFFSET_OUT_OF_RANGE: the log start moved past `position` (records deleted, retention)
+                    # while copying; the next attempt aligns to it
+                    failure = CopyInterrupted if error in wire.TRANSIENT or error == 1 else CopyError
                     raise failure(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
                                   f"{wire.error_name(error)}", topic=topic, partition=partition)
                 batches = [b for b in wire.parse_batches(blob) if b.last_offset >= position]
@@ -264,8 +265,8 @@ def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int, 
     next offset is known to hold a visible record or is the source's end. (A gap of exactly 1
     after it would need its last record inside a transaction.)"""
     batch = batches[index]
-    if (batch.base_offset < position or batch.last_offset >= end or batch.transactional or batch.control
-            or not batch.dense or batch.log_append_time or batch.delete_horizon):
+    if (batch.legacy or batch.base_offset < position or batch.last_offset >= end or batch.transactional
+            or batch.control or not batch.dense or batch.log_append_time or batch.delete_horizon):
         return False
     if batch.last_offset + 1 == end:
         return source_high <= end  # else what follows `end` decides (the record path's `finish`)
@@ -273,21 +274,25 @@ def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int, 
         return False
     following = batches[index + 1]
     return (following.base_offset == batch.last_offset + 1 and not following.transactional
-            and not following.control and following.dense)
+            and not following.control and following.dense and not following.legacy)
 
 
 def _render_leading_gap(writer: Writer, until: int, topic: str, partition: int) -> None:
-    """A gap that starts where this run starts, with no record of this run before it."""
-    gap = until - writer.next_offset
-    if gap == 1:
-        # This copier never leaves a target there (`finish` and `align` look ahead): the record
-        # before it came from another writer, or from a copy made without that look-ahead.
-        raise TargetDiverged(
-            f"{topic}[{partition}]: source offset {writer.next_offset} is a lone transaction marker right after the "
-            f"target's last record (offset {writer.next_offset - 1}), which was written outside a transaction; Kafka "
-            "can put a marker there only in the transaction of that record, so the offsets cannot be preserved from "
-            "here. Nothing was written. Copy this topic in translate mode (translate_topics), or to a target topic "
-            "that does not exist yet", topic=topic, partition=partition)
+    """A gap that starts where this copy starts, with no record of this copy before it: the rest of
+    an invisible run that an earlier round or attempt rendered in part (a round ends wherever the
+    source is stable, and a run of markers can grow after it: a producer that aborts before its
+    records were sent leaves a marker alone), or a compaction gap at the seam. A gap of 1 is an abort
+    marker alone; longer ones are aborted fillers and their marker, as everywhere."""
+    if until - writer.next_offset == 1:
+        if not transport.raw_capable(writer.target, "a lone abort marker"):
+            raise TargetDiverged(
+                f"{topic}[{partition}]: source offset {writer.next_offset} is a transaction marker alone, right where "
+                "this copy resumes; rendering it needs a transaction without records, which the copier writes over "
+                "its own connection, and this target's security settings are ones that connection does not speak "
+                "(see the log). Nothing was written. Copy this topic in one round (pre_copy off) or in translate "
+                "mode (translate_topics)", topic=topic, partition=partition)
+        writer.lone_abort_marker()
+        return
     writer.abort_fillers(writer.next_offset, until)
 
 

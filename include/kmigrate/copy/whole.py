@@ -51,7 +51,7 @@ class _Partition:
 
 
 def plain(batch: wire.Batch) -> bool:
-    return not (batch.transactional or batch.control or not batch.dense or batch.log_append_time
+    return not (batch.legacy or batch.transactional or batch.control or not batch.dense or batch.log_append_time
                 or batch.delete_horizon)
 
 

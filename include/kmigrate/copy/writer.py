@@ -12,10 +12,13 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls, OffsetMismatch
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 
 FILLER_HEADERS = [(FILLER_HEADER, b"1")]
+# a record of message format v0 has no timestamp (a consumer sees -1): written so (as "no timestamp")
+NO_TIMESTAMP = -1
 
 # librdkafka's errors that pass: a leader moving, a broker restarting, the ISR shrinking for a
 # while, a message not delivered in time while that lasted (the copy resumes from the target's end).
@@ -40,6 +43,7 @@ class CopyOptions:
     resume_window: int = 64          # target records compared with the source before resuming
     idle_timeout_s: float = 30.0
     verify: bool = True              # read both sides back and compare digests over [log start, end)
+    live: bool = False               # a pre-copy round: a log start moved past the unit's end is aligned to
     fast_alignment: bool = True      # hand-built filler batches (raw connection); else the producer
     raw_batches: bool = True         # copy plain record batches whole (raw connection); else record by record
     fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
@@ -133,7 +137,7 @@ class Writer:
             "transaction.timeout.ms": 60_000,
             "linger.ms": 0,
         } if transactional else None
-        self._target = target
+        self.target = target
         self._txn: Producer | None = None
         self._txn_open = False  # between begin_transaction and its commit or abort
 
@@ -149,7 +153,7 @@ class Writer:
         copier of this partition and aborts its open transaction (adding its abort marker)."""
         if self._txn is None:
             assert self._txn_config is not None, "translate mode writes no transaction markers"
-            producer = self._connected(Producer(self._target.producer(**self._txn_config)))
+            producer = self._connected(Producer(self.target.producer(**self._txn_config)))
             try:
                 with self._transaction("starting the transactional producer"):
                     producer.init_transactions(30)
@@ -165,10 +169,8 @@ class Writer:
         return self._txn
 
     def _connected(self, producer: Producer) -> Producer:
-        """`producer` once a broker it learned from metadata (not the bootstrap address, which
-        librdkafka drops then) has answered. A transactional producer that looks for its
-        coordinator in between finds no broker up and tries again 500 ms later (measured here:
-        init_transactions took 0.50 s most times, 0.004 s after this)."""
+        """`producer` once a broker it learned from metadata (not the bootstrap address) answered: a
+        transactional producer looking for its coordinator before that retries 500 ms later."""
         for _ in range(5):
             if producer.list_topics(self.topic, timeout=30).orig_broker_id >= 0:
                 break
@@ -207,7 +209,7 @@ class Writer:
     def _produce(self, producer: Producer, key: bytes | None, value: bytes | None,
                  headers: Any, timestamp: int, check: bool) -> None:
         kwargs: dict[str, Any] = {"partition": self.partition, "key": key, "value": value, "headers": headers}
-        if timestamp > 0:
+        if timestamp > 0 or timestamp == NO_TIMESTAMP:
             kwargs["timestamp"] = timestamp
         if check:
             kwargs["on_delivery"] = self._checker(self.next_offset)
@@ -239,11 +241,11 @@ class Writer:
                     key, value, timestamp = msg.key(), msg.value(), msg.timestamp()[1]
                     if i % check_every == 0 or i == count - 1:
                         produce(topic, value, key, partition=partition, headers=msg.headers(),
-                                timestamp=timestamp if timestamp > 0 else 0,
+                                timestamp=timestamp if timestamp > 0 or timestamp == NO_TIMESTAMP else 0,
                                 on_delivery=self._checker(self.next_offset + i))
                     else:
                         produce(topic, value, key, partition=partition, headers=msg.headers(),
-                                timestamp=timestamp if timestamp > 0 else 0)
+                                timestamp=timestamp if timestamp > 0 or timestamp == NO_TIMESTAMP else 0)
                     nbytes += (len(key) if key else 0) + (len(value) if value else 0)
                     i += 1
             except BufferError:
@@ -328,6 +330,15 @@ class Writer:
             self.txn.abort_transaction(30)
             self._txn_open = False
         self.fillers += count
+        self._after_marker()
+
+    def lone_abort_marker(self) -> None:
+        """Render a gap of exactly 1 at `next_offset` that follows no record of this copy: an abort
+        marker alone, from a transaction that registers the partition and writes nothing (`txn_wire`)."""
+        self.flush_bulk()
+        self.options.may_write()
+        txn_wire.lone_abort_marker(self.target, self.topic, self.partition,
+                                   transactional_id(self.options.run_id, self.topic, self.partition) + "-marker")
         self._after_marker()
 
     def _after_marker(self) -> None:

@@ -122,19 +122,27 @@ class ClusterAdmin:
         for progress lines)."""
         return self._list_offsets(partitions, OffsetSpec.latest(), "end offset", retry=retry)
 
+    def stable_ends(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
+        """The last stable offsets of many partitions, in one ListOffsets round (read_committed):
+        below each, every transaction is decided. A pre-copy round copies up to these."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), "last stable offset", retry=retry,
+                                  isolation=IsolationLevel.READ_COMMITTED)
+
     def start_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
         """The log start offsets of many partitions, in one ListOffsets round (by default no retries)."""
         return self._list_offsets(partitions, OffsetSpec.earliest(), "log start offset", retry=retry)
 
     def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str, *,
-                      retry: bool = False) -> dict[tuple[str, int], int]:
+                      retry: bool = False, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+                      ) -> dict[tuple[str, int], int]:
         """One ListOffsets round for `partitions`; with `retry`, the partitions answered with a
         retriable error (a leader moving, not elected yet) are asked again until the admin timeout."""
         wanted = [TopicPartition(t, p) for t, p in partitions]
         out: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + self.timeout_s
         while wanted:
-            futures = self._admin.list_offsets({tp: spec for tp in wanted}, request_timeout=self.timeout_s)
+            futures = self._admin.list_offsets({tp: spec for tp in wanted}, isolation_level=isolation,
+                                               request_timeout=self.timeout_s)
             wanted = []
             for tp, future in futures.items():
                 try:
@@ -148,16 +156,6 @@ class ClusterAdmin:
             if wanted:
                 time.sleep(0.1)
         return out
-
-    def stable_end(self, topic: str, partition: int) -> int:
-        """The partition's last stable offset: below it every transaction is decided, so what a
-        read_committed consumer sees there no longer changes."""
-        tp = TopicPartition(topic, partition)
-        try:
-            return self._admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED,
-                                            request_timeout=self.timeout_s)[tp].result(timeout=self.timeout_s).offset
-        except KafkaException as exc:
-            raise self._unavailable(f"the last stable offset of {topic}[{partition}]", exc) from exc
 
     def wait_for_end(self, topic: str, partition: int, at_least: int, timeout_s: float = 30.0) -> int:
         """Poll until the partition's high watermark is >= `at_least` (transaction markers land

@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import SourceNotReady
+from kmigrate.errors import CopyInterrupted, SourceNotReady
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import Pool, identity
 
@@ -74,6 +74,9 @@ def reader(cluster: ClusterConfig, **overrides: Any) -> Consumer:
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
         "fetch.wait.max.ms": 5,
         "queued.max.messages.kbytes": 256 * 1024,
+        # an offset below the log start (records deleted, or removed by retention, while reading) is an
+        # error, not a silent jump to the new log start: the copier resumes and aligns to it
+        "auto.offset.reset": "error",
         **overrides,
     }))
 
@@ -109,6 +112,10 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
                     if err.code() == KafkaError._PARTITION_EOF:
                         position = max(position, msg.offset())
                         continue
+                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        raise CopyInterrupted(
+                            f"{topic}[{partition}]: offset {position} is below the log start now (records were deleted, "
+                            "or removed by retention, while they were read)", topic=topic, partition=partition)
                     raise KafkaException(err)
                 offset = msg.offset()
                 if offset >= end:
@@ -263,7 +270,7 @@ def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: s
 
     def later() -> Iterator[Record]:
         with ClusterAdmin(source) as admin:
-            stable = admin.stable_end(topic, partition)
+            stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
         return _records(source, topic, partition, end, stable)
 
     return compacted_differences_of(_records(source, topic, partition, start, end),

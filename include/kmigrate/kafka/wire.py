@@ -42,6 +42,19 @@ def error_name(code: int) -> str:
     return ERRORS.get(code, f"error {code}")
 
 
+def uvarint(value: int) -> bytes:
+    """An unsigned varint (the protocol's compact lengths, and under zigzag the records' fields)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 def _string(text: str) -> bytes:
     data = text.encode()
     return struct.pack(">h", len(data)) + data
@@ -49,13 +62,20 @@ def _string(text: str) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class Batch:
-    """One RecordBatch (v2) as fetched: its bytes and the header fields the copier decides on."""
+    """One RecordBatch (v2) as fetched, or one message of an older format (`legacy`): its bytes and the
+    header fields the copier decides on."""
 
     data: bytes | memoryview  # a view into the fetched response (no copy)
     base_offset: int
     last_offset: int
     attributes: int
     records: int
+    magic: int = 2
+
+    @property
+    def legacy(self) -> bool:
+        """A message of format v0 or v1: copied record by record, into v2 batches on the target."""
+        return self.magic < 2
 
     @property
     def transactional(self) -> bool:
@@ -118,19 +138,25 @@ class Idempotence:
 
 
 def parse_batches(records: bytes | memoryview) -> list[Batch]:
-    """The whole v2 batches in a fetched records blob (a trailing partial batch is dropped), each a
-    view into it."""
+    """The whole batches in a fetched records blob (a trailing partial batch is dropped), each a
+    view into it. A message of format v0 or v1 (a log written before Kafka 0.11, or under an older
+    message.format.version) comes as a `legacy` Batch covering just its own offset (a compressed
+    wrapper's is its last inner record's): the copier reads those through the record path."""
     records = memoryview(records)
     out, pos, size = [], 0, len(records)
-    while pos + _HEADER.size <= size:
-        (base, length, _epoch, magic, _crc, attributes, last_delta, _t0, _t1, _pid, _pe, _seq,
-         count) = _HEADER.unpack_from(records, pos)
+    while pos + 17 <= size:
+        base, length, _epoch, magic = struct.unpack_from(">qiib", records, pos)
         end = pos + 12 + length
         if end > size:
             break
-        if magic != 2:
-            raise ValueError(f"record batch at offset {base} has magic {magic}; only v2 is supported")
-        out.append(Batch(records[pos:end], base, base + last_delta, attributes, count))
+        if magic < 2:
+            out.append(Batch(records[pos:end], base, base, 0, 1, magic))
+        else:
+            if pos + _HEADER.size > size:
+                break
+            (base, length, _epoch, magic, _crc, attributes, last_delta, _t0, _t1, _pid, _pe, _seq,
+             count) = _HEADER.unpack_from(records, pos)
+            out.append(Batch(records[pos:end], base, base + last_delta, attributes, count))
         pos = end
     return out
 

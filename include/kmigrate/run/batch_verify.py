@@ -57,8 +57,8 @@ def _pair(prefix: Prefix, a: wire.Batch, b: wire.Batch, window_end: int) -> bool
     """Take the pair (a on the source, b on the target) into `prefix` if it is an equal plain batch
     at the prefix's end, inside the window."""
     if (a.base_offset != prefix.end or b.base_offset != prefix.end or a.last_offset != b.last_offset
-            or a.last_offset >= window_end or a.transactional or a.control or b.transactional or b.control
-            or len(a.data) != len(b.data)):
+            or a.last_offset >= window_end or a.legacy or b.legacy or a.transactional or a.control
+            or b.transactional or b.control or len(a.data) != len(b.data)):
         return False
     (a_head, a_records), (b_head, b_records) = content(a), content(b)
     if a_head != b_head or a_records != b_records or not crc_ok(b):

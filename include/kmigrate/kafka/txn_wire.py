@@ -1,0 +1,199 @@
+"""Transaction requests the copier sends itself, over the raw connection (`wire.BrokerConnection`):
+
+- an abort marker with no record before it (`lone_abort_marker`): FindCoordinator v1, InitProducerId
+  v1, AddPartitionsToTxn v1, EndTxn v1. A transaction that registers a partition and writes nothing
+  to it leaves just its marker there; stock Kafka does the same on a source whenever a producer
+  aborts a transaction before its records were sent, and that offset is then invisible with no
+  record of the same transaction before it. librdkafka cannot register a partition without a
+  record, so the copier speaks these four requests itself. Served by Kafka 0.11 through 4.x.
+- the open transactions of partitions (`open_transactions`): DescribeProducers v0 (KIP-664, Kafka
+  2.8 and later), so that an error about a transaction left open names its producer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+from collections.abc import Iterable, Mapping
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import CopyError, CopyInterrupted
+from kmigrate.kafka import leaders, wire
+
+FIND_COORDINATOR, END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 10, 26, 24, 61
+TRANSACTION_COORDINATOR = 1
+# the coordinator loading, moving or busy with the previous transaction's markers: asked again
+_RETRY = frozenset({7, 13, 14, 15, 16, 51})
+_NOT_COORDINATOR = frozenset({15, 16})
+NAMES = {16: "NOT_COORDINATOR", 51: "CONCURRENT_TRANSACTIONS", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+         47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 35: "UNSUPPORTED_VERSION"}
+
+
+def _name(code: int) -> str:
+    return NAMES.get(code) or wire.error_name(code)
+
+
+class _Retry(Exception):
+    def __init__(self, code: int, find_again: bool = False) -> None:
+        super().__init__(_name(code))
+        self.code, self.find_again = code, find_again
+
+
+def _check(code: int, what: str, topic: str, partition: int) -> None:
+    if not code:
+        return
+    if code in _RETRY:
+        raise _Retry(code, find_again=code in _NOT_COORDINATOR)
+    raise CopyError(f"{topic}[{partition}]: {what} on the target failed: {_name(code)}; check the target broker log "
+                    "and that the migration's principal may use transactional ids prefixed 'kmigrate-'",
+                    topic=topic, partition=partition)
+
+
+def _coordinator(cluster: ClusterConfig, transactional_id: str, topic: str, partition: int) -> tuple[str, int]:
+    with leaders.connect_to_leader(cluster, topic, partition) as conn:  # any broker answers FindCoordinator
+        conn.send(FIND_COORDINATOR, 1, wire._string(transactional_id) + struct.pack(">b", TRANSACTION_COORDINATOR))
+        _, data = conn.receive()
+    _throttle, code, message_len = struct.unpack_from(">ihh", data, 0)
+    pos = 8 + max(message_len, 0)
+    _check(code, "finding the transaction coordinator", topic, partition)
+    (_node, host_len) = struct.unpack_from(">ih", data, pos)
+    host = bytes(data[pos + 6: pos + 6 + host_len]).decode()
+    (port,) = struct.unpack_from(">i", data, pos + 6 + host_len)
+    return host, port
+
+
+def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str,
+                      timeout_s: float = 60.0) -> None:
+    """Append one abort marker, and nothing else, at the end of `topic[partition]`: a transaction of
+    `transactional_id` registers the partition and is aborted. Returns once the coordinator has
+    accepted the abort; the marker lands shortly after (the caller waits for the end offset)."""
+    deadline = time.monotonic() + timeout_s
+    name = wire._string(transactional_id)
+    while True:
+        try:
+            address = _coordinator(cluster, transactional_id, topic, partition)
+            with leaders.connection(cluster, address) as conn:
+                conn.send(wire.INIT_PRODUCER_ID, 1, name + struct.pack(">i", 60_000))
+                _, data = conn.receive()
+                _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+                _check(code, "starting a transaction for a lone abort marker", topic, partition)
+                conn.send(ADD_PARTITIONS_TO_TXN, 1, name + struct.pack(">qhi", producer_id, epoch, 1)
+                          + wire._string(topic) + struct.pack(">ii", 1, partition))
+                _, data = conn.receive()
+                (name_len,) = struct.unpack_from(">h", data, 8)
+                (_index, code) = struct.unpack_from(">ih", data, 10 + name_len + 4)
+                _check(code, "adding the partition to a transaction", topic, partition)
+                conn.send(END_TXN, 1, name + struct.pack(">qhb", producer_id, epoch, 0))
+                _, data = conn.receive()
+                _check(struct.unpack_from(">ih", data, 0)[1], "aborting the lone marker's transaction", topic, partition)
+                return
+        except (_Retry, OSError) as exc:
+            if isinstance(exc, OSError):
+                leaders.connections.close_all()
+            if time.monotonic() > deadline:
+                raise CopyInterrupted(f"{topic}[{partition}]: writing a lone abort marker on the target did not "
+                                      f"succeed in {timeout_s:.0f} s (last: {exc})", topic=topic,
+                                      partition=partition) from exc
+            time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- DescribeProducers v0 (flexible)
+
+@dataclasses.dataclass(frozen=True)
+class OpenTransaction:
+    """A producer with a transaction open on a partition, and the offset where that transaction begins."""
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    last_timestamp: int
+
+
+def _uvarint_at(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _compact_string(text: str) -> bytes:
+    data = text.encode()
+    return wire.uvarint(len(data) + 1) + data
+
+
+def _skip_tags(data: memoryview, pos: int) -> int:
+    count, pos = _uvarint_at(data, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint_at(data, pos)
+        size, pos = _uvarint_at(data, pos)
+        pos += size
+    return pos
+
+
+def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, int]]
+                      ) -> Mapping[tuple[str, int], list[OpenTransaction]]:
+    """{(topic, partition): the transactions open on it now}, asked of each partition's leader.
+    A partition whose leader does not answer DescribeProducers (older than Kafka 2.8, or a request
+    refused) is left out: the caller names the transaction by its offset alone."""
+    wanted = list(partitions)
+    out: dict[tuple[str, int], list[OpenTransaction]] = {}
+    try:
+        places = leaders.look_up(cluster, wanted)
+    except Exception:  # noqa: BLE001 - naming the producer is a courtesy; the error stands without it
+        return out
+    by_leader: dict[tuple[str, int], dict[str, list[int]]] = {}
+    for (topic, partition), address in places.items():
+        by_leader.setdefault(address, {}).setdefault(topic, []).append(partition)
+    for address, topics in by_leader.items():
+        body = [b"\x00", wire.uvarint(len(topics) + 1)]  # the request header's tagged fields, then the topics
+        for topic, numbers in topics.items():
+            body += [_compact_string(topic), wire.uvarint(len(numbers) + 1), struct.pack(f">{len(numbers)}i", *numbers),
+                     b"\x00"]
+        body.append(b"\x00")
+        try:
+            with leaders.connection(cluster, address) as conn:
+                conn.send(DESCRIBE_PRODUCERS, 0, b"".join(body))
+                _, data = conn.receive()
+        except OSError:
+            continue
+        pos = _skip_tags(data, 0) + 4  # response header tags, throttle
+        topic_count, pos = _uvarint_at(data, pos)
+        for _ in range(topic_count - 1):
+            size, pos = _uvarint_at(data, pos)
+            topic = bytes(data[pos: pos + size - 1]).decode()
+            pos += size - 1
+            partition_count, pos = _uvarint_at(data, pos)
+            for _ in range(partition_count - 1):
+                partition, code = struct.unpack_from(">ih", data, pos)
+                pos += 6
+                size, pos = _uvarint_at(data, pos)
+                pos += max(size - 1, 0)
+                producers, pos = _uvarint_at(data, pos)
+                found = []
+                for _ in range(producers - 1):
+                    pid, epoch, _seq, last_ts, _coord, txn_start = struct.unpack_from(">qiiqiq", data, pos)
+                    pos = _skip_tags(data, pos + 36)
+                    if txn_start >= 0:
+                        found.append(OpenTransaction(pid, epoch, txn_start, last_ts))
+                pos = _skip_tags(data, pos)
+                if not code:
+                    out[(topic, partition)] = sorted(found, key=lambda t: t.first_offset)
+            pos = _skip_tags(data, pos)
+    return out
+
+
+def describe_open(cluster: ClusterConfig, topic: str, partition: int, stable_offset: int) -> str:
+    """A phrase naming the transaction that holds `topic[partition]`'s last stable offset at
+    `stable_offset`: its first offset and, where the broker tells, its producer id and epoch."""
+    found = [t for t in open_transactions(cluster, [(topic, partition)]).get((topic, partition), [])
+             if t.first_offset == stable_offset]
+    if not found:
+        return f"a transaction open since offset {stable_offset}"
+    txn = found[0]
+    since = time.strftime("%H:%M:%S UTC", time.gmtime(txn.last_timestamp / 1000)) if txn.last_timestamp > 0 else "?"
+    return (f"a transaction open since offset {stable_offset} by producer id {txn.producer_id} (epoch "
+            f"{txn.producer_epoch}, last write {since})")
