@@ -77,6 +77,11 @@ RUN_ID = "{{ params.run_name or run_id }}"
         "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
                                  description="Source end offsets must stay still (and selected groups empty) this "
                                              "long before the snapshot"),
+        "member_session_timeout_s": Param(45, type="integer", minimum=0, maximum=3600,
+                                          title="Wait for members that stopped without leaving",
+                                          description="A selected group whose offsets stand still may keep members "
+                                                      "this long after its consumer stopped (Kafka Streams does not "
+                                                      "leave its group on close): its group's session.timeout.ms"),
         **spark_params(),
         **state_params(),
         "run_name": run_name_param(),

@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                     session, round_units,
                     # a partial of a library function: executors import it by name, nothing from this file
                     functools.partial(copy_task, clients=clients, run_id=args.run_id,
-                                      fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify),
+                                      fetch_max_bytes=args.fetch_max_bytes, verify=not args.no_verify,
+                                      live=args.plan_part != Part.PLAN or args.catch_up),
                     job=JOB, action="copy", describe=describe, parallelism=args.parallelism,
                     progress=copy_progress(clients[1], round_units),
                     settle=functools.partial(targets_settled, clients[1], round_units),

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.claims import check_topics_free, claim_topics, release_topics
-from kmigrate.errors import GroupActive, KmigrateError, TopicsHeld
+from kmigrate.errors import GroupActive, KmigrateError, TopicsHeld, TransactionOpen
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run import connectors as connector_steps
 from kmigrate.run import events, targets, timeline
@@ -81,6 +81,9 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
     for step, method in plan["methods"].items():
         log.info("%s: %s", step, method)
+    for topic, changes in plan["config_changes"].items():
+        for text in changes.values():
+            log.warning("%s: %s", topic, text)
     log.info("plan details: %s", json.dumps(plan, indent=1))
     return plan
 
@@ -138,9 +141,11 @@ def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = N
 @task.sensor(poke_interval=5, timeout=3600, mode="reschedule")
 def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
-    their owners), and no selected consumer group with members: one still consuming after that
-    long fails the task, naming it (no retry: its consumers must be stopped first). A poke samples
-    for up to a minute, so that a quiet source passes right after its quiesce window."""
+    their owners) with no transaction left open on them, and no selected consumer group with members
+    (those whose offsets stand still are waited for up to member_session_timeout_s): a transaction
+    still open or a group still consuming fails the task, naming it (no retry: its producer or
+    consumers must be stopped first). A poke samples for up to a minute, so that a quiet source
+    passes right after its quiesce window."""
     manifest = _manifest(params, run_id)
     if events.finished(manifest):
         return True  # a re-run of a finished run: its source may be in use again
@@ -148,8 +153,9 @@ def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     topics = selected_topics(source, _selection(params))
     began = time.time()
     try:
-        quiet = quiesce_poke(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "")
-    except GroupActive as exc:
+        quiet = quiesce_poke(manifest, source, topics, params["quiesce_seconds"], params.get("groups") or "",
+                             member_timeout_s=params.get("member_session_timeout_s", 45))
+    except (GroupActive, TransactionOpen) as exc:
         raise AirflowFailException(str(exc)) from exc
     if quiet:  # from the first sample (an earlier poke's) to now
         first = manifest.read(f"{Part.QUIESCE}/0")

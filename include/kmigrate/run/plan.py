@@ -19,13 +19,17 @@ def topic_partitions(admin: ClusterAdmin, topic: str) -> list[dict[str, int]]:
     return topics_partitions(admin, [topic])[topic]
 
 
-def topics_partitions(admin: ClusterAdmin, topics: Iterable[str]) -> dict[str, list[dict[str, int]]]:
+def topics_partitions(admin: ClusterAdmin, topics: Iterable[str], *, stable: bool = False
+                      ) -> dict[str, list[dict[str, int]]]:
     """{topic: each partition's log start and end offsets now}, in one metadata request and two
     ListOffsets rounds for all of them (not a request a partition: thousands of partitions are read
-    in about the time of one)."""
+    in about the time of one). `stable`: the end is the last stable offset (a third round), where a
+    pre-copy round ends while the source is live: beyond it a transaction is still open."""
     counts = admin.partition_counts(topics)
-    marks = admin.watermarks_of((t, p) for t, n in counts.items() for p in range(n))
-    return {t: [{"partition": p, "log_start": marks[(t, p)][0], "end": marks[(t, p)][1]} for p in range(n)]
+    keys = [(t, p) for t, n in counts.items() for p in range(n)]
+    marks = admin.watermarks_of(keys)
+    ends = admin.stable_ends(keys, retry=True) if stable else {k: marks[k][1] for k in keys}
+    return {t: [{"partition": p, "log_start": marks[(t, p)][0], "end": ends[(t, p)]} for p in range(n)]
             for t, n in counts.items()}
 
 
@@ -108,10 +112,12 @@ def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[
 
 def write_pre_copy_plan(manifest: Manifest, source: ClusterConfig, topics: Sequence[str],
                         modes: Mapping[str, str]) -> dict[str, Any]:
-    """The pre-copy's plan: the topics up to their ends now, while the source is still live."""
+    """The pre-copy's plan: the topics up to their last stable offsets now, while the source is still
+    live (an open transaction's records are left for a later round or the window)."""
     def compute() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
-            return plan_from_topics({t: {"partitions": p} for t, p in topics_partitions(admin, topics).items()}, modes)
+            partitions = topics_partitions(admin, topics, stable=True)
+        return plan_from_topics({t: {"partitions": p} for t, p in partitions.items()}, modes)
     return manifest.get_or_create(Part.PRE_COPY_PLAN, compute)
 
 
@@ -180,7 +186,8 @@ def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[
 
 
 def source_ends_now(source: ClusterConfig, units: Sequence[WorkUnit]) -> list[WorkUnit]:
-    """`units` up to the source's current ends (one ListOffsets round)."""
+    """`units` up to the source's last stable offsets now (one ListOffsets round): a catch-up round
+    while the source is live copies what is decided."""
     with ClusterAdmin(source) as admin:
-        ends = admin.end_offsets((u.topic, u.partition) for u in units)
+        ends = admin.stable_ends(((u.topic, u.partition) for u in units), retry=True)
     return [WorkUnit(u.topic, u.partition, max(u.end_offset, ends[(u.topic, u.partition)]), u.mode) for u in units]

@@ -26,7 +26,7 @@ def pre_copy_rounds(manifest: Manifest, source: ClusterConfig, units: Sequence[W
                     verify_round: Callable[[Sequence[WorkUnit], Mapping], list[dict[str, Any]]] | None = None, *,
                     max_rounds: int, converged_records: int,
                     say: Callable[[str], None] = print) -> tuple[list[WorkUnit], list[dict]]:
-    """Copy `units`, then again up to the source's new ends while more than `converged_records`
+    """Copy `units`, then again up to the source's new last stable offsets while more than `converged_records`
     offsets were written during the round, at most `max_rounds` rounds this time (numbered on from the
     run's earlier rounds: a retry, a catch-up round); each round resumes
     from the target's end. With `verify_round(units, previous rows)`, each round then verifies what
@@ -52,8 +52,8 @@ def pre_copy_rounds(manifest: Manifest, source: ClusterConfig, units: Sequence[W
                 "round": number, "rows": verified, "seconds": round(time.time() - checked, 3)})
             timeline.record(manifest, "live_verify", checked, round=number)
             previous = {(r["topic"], r["partition"]): r for r in verified}
-        with ClusterAdmin(source) as admin:
-            ends = admin.end_offsets((u.topic, u.partition) for u in units)
+        with ClusterAdmin(source) as admin:  # the next round ends where the source is stable
+            ends = admin.stable_ends(((u.topic, u.partition) for u in units), retry=True)
         behind = sum(max(0, ends[(u.topic, u.partition)] - u.end_offset) for u in units)
         copied = sum(r["records"] for r in rows if r["ok"])
         manifest.write_once(Part.attempt(Part.PRE_COPY_ROUNDS), {

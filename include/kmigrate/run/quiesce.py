@@ -1,62 +1,134 @@
-"""The quiesce sensor's poke: the source's end offsets still, and no selected consumer group with
-members, for the quiesce window."""
+"""The quiesce sensor's poke: the source's end offsets still, every transaction on them decided, and
+no selected consumer group with members, for the quiesce window."""
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import GroupActive
+from kmigrate.errors import GroupActive, TransactionOpen
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.plan import topics_partitions
 from kmigrate.run.snapshot import selected_groups
 
+log = logging.getLogger(__name__)
+
+# how long a consumer group member may stay after its consumer stopped without leaving (Kafka Streams
+# closes so; the broker expires it after the group's session.timeout.ms, 45 s by default)
+MEMBER_SESSION_TIMEOUT_S = 45.0
+
 
 def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
-                   groups: str = "") -> bool:
-    """One poke of the quiesce sensor: record the source's end offsets and the selected groups that
-    have members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
-    equal samples at least `stable_for_s` old and no selected group has members. A group that has
-    had members for `stable_for_s` once the ends are still is refused (GroupActive, naming it and its
-    members): its consumer is running, and its offsets would be copied from under it (the groups of
-    sink connectors the run paused on an old worker keep their members and are not counted). The samples
-    live in the manifest, so the sensor holds no worker between pokes."""
+                   groups: str = "", member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S) -> bool:
+    """One poke of the quiesce sensor: record the source's end offsets, the partitions whose last
+    stable offset is short of their end (a transaction open) and the selected groups that have
+    members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
+    equal samples at least `stable_for_s` old, no transaction is open and no selected group has
+    members.
+
+    A transaction still open once the ends have stood still that long is refused (TransactionOpen,
+    naming the partition, the transaction's first offset and its producer where the broker tells).
+    A group with members is waited for while its committed offsets stand still, up to
+    `member_timeout_s` (a member whose consumer stopped without leaving the group stays until its
+    session expires); one whose offsets move, or whose members outlive that, is refused (GroupActive:
+    its consumer runs, and its offsets would be copied from under it). The groups of sink connectors
+    the run paused on an old worker keep their members and are not counted. The samples live in the
+    manifest, so the sensor holds no worker between pokes."""
     if manifest.exists(Part.SNAPSHOT):
         return True  # the snapshot is taken: quiescing is behind this run
     with ClusterAdmin(source) as admin:
-        ends = {f"{t}:{p['partition']}": p["end"] for t, parts in topics_partitions(admin, topics).items() for p in parts}
+        marks = topics_partitions(admin, topics)
+        keys = [(t, p["partition"]) for t, parts in marks.items() for p in parts]
+        stable = admin.stable_ends(keys, retry=True)
+        ends = {f"{t}:{p['partition']}": p["end"] for t, parts in marks.items() for p in parts}
+        unstable = {f"{t}:{p}": stable[(t, p)] for t, p in keys if stable[(t, p)] < ends[f"{t}:{p}"]}
         paused = set((manifest.read(Part.CONNECTOR_STATES) or {}).get("paused_groups", ()))
-        live = {group: members for group in selected_groups(admin, groups, set(topics))
-                if group not in paused and (members := admin.live_members(group))}
+        offsets = selected_groups(admin, groups, set(topics))
+        live = {group: members for group in offsets if group not in paused and (members := admin.live_members(group))}
     samples = sorted((p for p in manifest.parts() if p.startswith(f"{Part.QUIESCE}/")), key=lambda p: int(p.split("/")[1]))
     now = time.time()
-    manifest.write_once(f"{Part.QUIESCE}/{len(samples)}", {"at": now, "ends": ends, "live_groups": live})
+    moved = {g: _offsets_key(offsets[g]) for g in live}
+    manifest.write_once(f"{Part.QUIESCE}/{len(samples)}", {"at": now, "ends": ends, "unstable": unstable,
+                                                           "live_groups": live, "live_offsets": moved})
     stable_since = now
     live_since = dict.fromkeys(live, now)
+    still_since = dict.fromkeys(live, now)  # since when each live group's offsets stand as they are now
     previous = _Lazy(manifest, reversed(samples))  # read back only as far as the samples stay equal
     for sample in previous:
         if sample["ends"] != ends:
             break
         stable_since = sample["at"]
     for group in live:
+        unchanged = True
         for sample in previous:
             if group not in sample.get("live_groups", {}):
                 break
             live_since[group] = sample["at"]
+            unchanged = unchanged and sample.get("live_offsets", {}).get(group) == moved[group]
+            if unchanged:
+                still_since[group] = sample["at"]
     if now - stable_since < stable_for_s:
         return False
-    refused = sorted(g for g, since in live_since.items() if now - since >= stable_for_s)
-    if refused:
-        detail = "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in refused)
-        raise GroupActive(
-            f"consumer group{'s' if len(refused) > 1 else ''} {detail} still consume{'' if len(refused) > 1 else 's'} "
-            f"on the source cluster ({source.bootstrap_servers}) after {stable_for_s:.0f}s of quiesce; their offsets "
-            "would be copied from under a running consumer. Nothing was copied for them. Stop those consumers, then "
-            "clear this task to quiesce again (or run the rollback DAG to resume the source connectors)",
-            group=refused[0])
+    if unstable:
+        _refuse_open(source, unstable, stable_for_s)
+    # committed offsets that moved within the window: a consumer is working; standing still: it may
+    # have stopped without leaving, and the broker drops it once its session expires
+    consuming = sorted(g for g in live if now - live_since[g] >= stable_for_s and now - still_since[g] < stable_for_s)
+    lingering = sorted(g for g in live if now - live_since[g] >= max(stable_for_s, member_timeout_s)
+                       and g not in consuming)
+    waiting = sorted(set(live) - set(consuming) - set(lingering))
+    if waiting and not consuming and not lingering:
+        log.info("consumer group%s %s still ha%s members, but %s offsets stand still: waiting up to %.0f s for the "
+                 "broker to expire members whose consumer stopped without leaving the group (Kafka Streams closes so; "
+                 "the group's session.timeout.ms decides)", "s" if len(waiting) > 1 else "", ", ".join(map(repr, waiting)),
+                 "ve" if len(waiting) > 1 else "s", "their" if len(waiting) > 1 else "its", member_timeout_s)
+    if consuming or lingering:
+        raise GroupActive(_group_text(source, live, consuming, lingering, stable_for_s, member_timeout_s),
+                          group=(consuming or lingering)[0])
     return not live
+
+
+def _offsets_key(offsets: Sequence[Mapping[str, Any]]) -> str:
+    return ",".join(f"{o['topic']}:{o['partition']}:{o['offset']}" for o in offsets)
+
+
+def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], stable_for_s: float) -> None:
+    names = []
+    for key, stable in sorted(unstable.items()):
+        topic, partition = key.rsplit(":", 1)
+        names.append(f"{topic}[{partition}]: {txn_wire.describe_open(source, topic, int(partition), stable)}")
+    raise TransactionOpen(
+        f"the source's end offsets stood still for {stable_for_s:.0f}s, but {len(names)} partition"
+        f"{'s hold' if len(names) > 1 else ' holds'} a transaction that is still open: " + "; ".join(names)
+        + ". What it will hold is not decided, so no snapshot was taken and nothing was copied in the window. "
+        "Let its producer commit or abort it (a producer that was killed is aborted by the broker after its "
+        "transaction.timeout.ms), then clear this task to quiesce again; or run the rollback DAG to resume the "
+        "source connectors")
+
+
+def _group_text(source: ClusterConfig, live: Mapping[str, list[str]], consuming: list[str], lingering: list[str],
+                stable_for_s: float, member_timeout_s: float) -> str:
+    parts = []
+    if consuming:
+        parts.append("consumer group" + ("s " if len(consuming) > 1 else " ")
+                     + "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in consuming)
+                     + f" committed new offsets during the {stable_for_s:.0f}s of quiesce: a consumer of "
+                     + ("them" if len(consuming) > 1 else "it") + " is running")
+    if lingering:
+        parts.append("consumer group" + ("s " if len(lingering) > 1 else " ")
+                     + "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in lingering)
+                     + f" kept members for more than {member_timeout_s:.0f}s with offsets standing still: longer "
+                     "than a session that is not renewed lasts, so a consumer still heartbeats (idle, or paused). "
+                     "If it stopped for good and its group's session.timeout.ms is longer, raise "
+                     "member_session_timeout_s to it")
+    return ("; ".join(parts) + f" on the source cluster ({source.bootstrap_servers}). Their offsets would be copied "
+            "from under a running consumer; nothing was copied for them. Stop those consumers (or wait until the "
+            "broker drops them), then clear this task to quiesce again, or run the rollback DAG to resume the "
+            "source connectors")
 
 
 class _Lazy:
@@ -73,7 +145,8 @@ class _Lazy:
 
 
 def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
-                 groups: str = "", budget_s: float = 60.0) -> bool:
+                 groups: str = "", budget_s: float = 60.0,
+                 member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S) -> bool:
     """One poke of the quiesce sensor: samples (quiesce_sample) every quarter of the quiesce window
     (0.25 s to 5 s apart) until the source is quiet, or False once `budget_s` is spent (the sensor
     pokes again later, holding no worker meanwhile). Quiet sources pass within about
@@ -81,7 +154,7 @@ def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str
     interval = min(5.0, max(0.25, stable_for_s / 4))
     deadline = time.monotonic() + max(budget_s, stable_for_s + 2 * interval)
     while True:
-        if quiesce_sample(manifest, source, topics, stable_for_s, groups):
+        if quiesce_sample(manifest, source, topics, stable_for_s, groups, member_timeout_s):
             return True
         if time.monotonic() + interval > deadline:
             return False

@@ -9,7 +9,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, SourceMoved
+from kmigrate.errors import ConfigError, SourceMoved, TransactionOpen
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
@@ -20,7 +21,21 @@ from kmigrate.run.selection import select
 
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
+    """Each topic's partitions (log start and end) and explicit configs. Every transaction on them
+    must be decided (last stable offset = end): the snapshot ends are what the window copies, and a
+    transaction open there would leave its records' fate unknown (TransactionOpen, naming it)."""
     partitions = topics_partitions(admin, topics)
+    keys = [(t, p["partition"]) for t in topics for p in partitions[t]]
+    stable = admin.stable_ends(keys, retry=True)
+    open_at = {key: stable[key] for key in keys
+               if stable[key] < next(p["end"] for p in partitions[key[0]] if p["partition"] == key[1])}
+    if open_at:
+        names = "; ".join(f"{t}[{p}]: {txn_wire.describe_open(admin.cluster, t, p, at)}"
+                          for (t, p), at in sorted(open_at.items()))
+        raise TransactionOpen(
+            f"a transaction is open on the source at the snapshot ({names}): a producer outside Connect still writes. "
+            "Nothing was recorded or copied. Stop it (its transaction committed or aborted), then clear the snapshot "
+            "task; or run the rollback DAG to resume the source connectors")
     configs = admin.topics_configs(topics, explicit_only=True)
     return {topic: {"partitions": partitions[topic], "configs": configs[topic]} for topic in topics}
 

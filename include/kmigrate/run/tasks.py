@@ -71,13 +71,14 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
               resume_map: Sequence[OffsetRun | Sequence[int]] = (), own_end: int | None = None,
               fetch_max_bytes: int | None = None, progress_every_s: float = 10.0,
               verify: bool = True, lease: PartitionLease | None = None,
-              target_configs: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+              target_configs: Mapping[str, Mapping[str, str]] | None = None, live: bool = False) -> dict[str, Any]:
     """Copy one unit; returns its result row with "ok". `resume_map`: the offset map of the earlier
     runs of a translate-mode partition; `own_end`: where this run's earlier copy left a
     preserve-mode partition's end (copy_partition's). Both travel with the unit (`unit_extras`),
     not the whole run's with every task. `lease` and `target_configs`: what `copy_bin` took or read
-    for all the units of a task at once (the unit's lease, the target topics' configs). Data errors (foreign target, offset mismatch, ...) become
-    a failed row naming the partition; anything else propagates so that Spark retries the task,
+    for all the units of a task at once (the unit's lease, the target topics' configs). `live`: a
+    pre-copy round while the source is live (CopyOptions.live). Data errors (foreign target, offset
+    mismatch, ...) become a failed row naming the partition; anything else propagates so that Spark retries the task,
     whose copier resumes from the target's end."""
     _setup_logging()
     source, target = clients
@@ -96,7 +97,7 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
     if kill is not None and not fetch_max_bytes:
         fetch_max_bytes = 16 << 10  # small fetches, so that the hook sees progress before the end
     options = CopyOptions(run_id=run_id, progress_hook=progress, verify=verify, target_configs=target_configs,
-                          **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
+                          live=live, **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
     try:
         result = copy_partition(source, target, unit, options, offset_runs(resume_map), own_end, lease)

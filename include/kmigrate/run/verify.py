@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
+from kmigrate.errors import CopyInterrupted
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
@@ -70,7 +71,20 @@ def _compare_after(prefix: Prefix, source: ClusterConfig, target: ClusterConfig,
 
 
 def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, compacted: bool = False,
-                previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                previous: Mapping[str, Any] | None = None, attempts: int = 3) -> dict[str, Any]:
+    """`_verify_live`, read again when the source's log start moved past what it was reading
+    (records deleted, or removed by retention, meanwhile), up to `attempts` times."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _verify_live(source, target, unit, compacted, previous)
+        except CopyInterrupted:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, compacted: bool = False,
+                 previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """While the source is live: the pre-copied range of `unit` (its end offset is the pre-copy
     round's), from the source's log start up to that end or the source's last stable offset,
     whichever is lower (an open transaction there is decided later and verified then). With
@@ -80,7 +94,7 @@ def verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, co
     topic, partition = unit.topic, unit.partition
     with shared_admin(source) as admin:
         source_low, _ = admin.watermarks(topic, partition)
-        stable = admin.stable_end(topic, partition)
+        stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
     with shared_admin(target) as admin:
         target_low, target_high = admin.watermarks(topic, partition)
     end = max(source_low, min(unit.end_offset, stable, target_high))
