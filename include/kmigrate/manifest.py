@@ -35,6 +35,7 @@ class Part:
     COPY_RESULTS = "copy-results"                # attempts: a copy job's result rows
     VERIFICATION = "verification"                # attempts: a verify job's table
     TOPIC_CONFIGS = "topic-configs"              # attempts: the copy's topic settings restored
+    CONFIG_VERSIONS = "config-versions"          # attempts: source configs the target's Kafka removed, mapped
     GROUP_RESULTS = "group-replication"          # attempts: groups written on the target
     CONNECTOR_RESULTS = "connector-migration"    # attempts: connectors created on the target
     RESUMED = "resumed-connectors"               # connectors in their source state on the target

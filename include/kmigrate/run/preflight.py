@@ -7,7 +7,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run import versions
+from kmigrate.run import config_versions, versions
 from kmigrate.run.plan import topics_partitions
 from kmigrate.run.rights import check_rights
 from kmigrate.run.selection import Selection, select
@@ -55,6 +55,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                 connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
             versions.check_workers(source_connect, target_connect, infos, admin)
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
+        across = config_versions.changes_for(admin.topics_configs(topics, explicit_only=True), target)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
     return {
         "topics": {t: {"partitions": len(p), "offsets": sum(x["end"] - x["log_start"] for x in p)}
@@ -65,6 +66,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         "groups": groups,
         "connectors": connectors,
         "methods": methods,
+        # source configs the target's Kafka version removed: mapped to their successors or dropped
+        "config_changes": across,
         # a rough figure for a person to read: the copier's measured whole-batch rate on the
         # development machine is far above this, but verification reads both sides
         "estimated_copy_s": round(offsets / 150_000, 1),

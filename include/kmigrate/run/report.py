@@ -75,6 +75,8 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "connectors_resumed": sum(1 for c in resumed["connectors"] if c["state"] == c.get("wanted", "RUNNING")),
         "topic_changes": topic_changes(manifest),
         "configs_restored": (_latest(manifest, Part.TOPIC_CONFIGS) or {"topics": {}})["topics"],
+        # source configs the target's Kafka version no longer knows, and what became of each
+        "config_versions": (_latest(manifest, Part.CONFIG_VERSIONS) or {"topics": {}})["topics"],
         "downtime_s": downtime_s(manifest),
         "window": timeline.window(manifest, (stopped or {}).get("at"), (resumed_at or {}).get("at")),
         "pre_copy_rounds": [{k: r[k] for k in ("round", "records", "bytes", "seconds", "behind_after", "started")}
@@ -195,6 +197,12 @@ def render(summary: dict[str, Any]) -> str:
             grown = f"{change['partitions'][0]} -> {change['partitions'][1]}" if change["partitions"] else "-"
             configs = ", ".join(f"{k}: {old} -> {new}" for k, (old, new) in change["configs"].items()) or "-"
             lines.append(f"| {topic} | {grown} | {configs} |")
+        lines.append("")
+    if summary["config_versions"]:
+        lines += ["Source configs that the target's Kafka version removed:", "", "| topic | config | on the target |",
+                  "| --- | --- | --- |"]
+        for topic, changes in sorted(summary["config_versions"].items()):
+            lines += [f"| {topic} | {name} | {text} |" for name, text in sorted(changes.items())]
         lines.append("")
     lines += ["Configs the copy set on the target topics, and their values after it (the source's):", "",
               "| topic | config | during the copy | now |", "| --- | --- | --- | --- |"]

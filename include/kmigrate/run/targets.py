@@ -15,6 +15,7 @@ from kmigrate.errors import TopicMismatch, TopicNotFound
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
+from kmigrate.run import config_versions
 from kmigrate.run.events import finished
 from kmigrate.run.rights import check_created
 from kmigrate.run.snapshot import read_snapshot
@@ -65,11 +66,13 @@ class TopicPlan:
     created: bool
 
 
-def desired_configs(source_explicit: dict[str, str], source_effective: dict[str, str]) -> dict[str, str]:
-    """The configs a target topic keeps after the migration: the source's own settings."""
+def desired_configs(source_explicit: dict[str, str], source_effective: dict[str, str],
+                    kafka_4: bool = True) -> dict[str, str]:
+    """The configs a target topic keeps after the migration: the source's own settings, those a Kafka 4
+    target (`kafka_4`) no longer knows mapped to their successors or dropped (`config_versions`)."""
     configs = {k: v for k, v in source_explicit.items() if k not in NOT_COPIED}
     configs.update({k: source_effective[k] for k in CARRY_EFFECTIVE if k in source_effective})
-    return configs
+    return config_versions.for_target(configs, kafka_4)[0]
 
 
 def conflicts(desired: dict[str, str], target_configs: dict[str, str]) -> dict[str, tuple[str | None, str]]:
@@ -87,8 +90,9 @@ def conflicts(desired: dict[str, str], target_configs: dict[str, str]) -> dict[s
     return out
 
 
-def _wanted(source: ClusterAdmin, topic: str) -> dict[str, str]:
-    return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic))
+def _wanted(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> dict[str, str]:
+    return desired_configs(source.topic_configs(topic, explicit_only=True), source.topic_configs(topic),
+                           config_versions.is_kafka_4(target.cluster))
 
 
 def replication_settings(source_replicas: int, brokers: int, topic: str,
@@ -117,7 +121,7 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     caller to create with the others in one request (`topic_io.create_all`), not created here."""
     facts = facts or facts_of(source, target, topic)
     partitions, source_effective = facts.partitions, facts.source_effective
-    wanted = desired_configs(facts.source_explicit, source_effective)
+    wanted = desired_configs(facts.source_explicit, source_effective, config_versions.is_kafka_4(target.cluster))
     existing = facts.target_partitions
     if existing is None:
         replicas, replication = replication_settings(facts.source_replicas, facts.target_brokers, topic,
@@ -171,7 +175,7 @@ def reconcile_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: st
     if existing is None:
         return {"partitions": None, "configs": {}}
     partitions = source.require_partition_count(topic)
-    wrong = conflicts(_wanted(source, topic), target.topic_configs(topic))
+    wrong = conflicts(_wanted(source, target, topic), target.topic_configs(topic))
     grown = [existing, partitions] if existing < partitions else None
     if (grown or wrong) and not created_by_run:
         changes = ([f"partitions {existing} -> {partitions}"] if grown else []) + \
@@ -193,7 +197,9 @@ def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str)
     setting where it has one, else the target's default, set explicitly when that default differs
     from the source's effective value. A setting already equal is not touched, so a re-run
     changes nothing. Returns {config: [value during the copy, value now]}."""
-    explicit, effective = source.topic_configs(topic, explicit_only=True), source.topic_configs(topic)
+    kafka_4 = config_versions.is_kafka_4(target.cluster)
+    explicit = config_versions.for_target(source.topic_configs(topic, explicit_only=True), kafka_4)[0]
+    effective = {**config_versions.for_target(source.topic_configs(topic), kafka_4)[0], **explicit}
     before = target.topic_configs(topic)
     stale = [k for k in COPY_SETTINGS if k in effective and before.get(k) != effective[k]]
     target.alter_topic_configs(topic, {k: explicit[k] for k in stale if k in explicit},
@@ -232,6 +238,12 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                     f"topic {topic!r} has {count} partitions on the source, the plan has {partitions}; the plan is "
                     "from another cluster or the topic was re-created: start a new run id")
         if manifest is not None:
+            explicit = ({t: f.source_explicit for t, f in facts.items()} if facts else
+                        source_admin.topics_configs(sorted(needed), explicit_only=True))
+            across = config_versions.changes_for(explicit, target)
+            if across:
+                log.warning("configs the target's Kafka version removed: %s", across)
+                manifest.write_once(Part.attempt(Part.CONFIG_VERSIONS), {"topics": across})
             for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed)):
                 facts.pop(topic, None)  # the run changed the target topic: read it again
         by_topic: dict[str, list[WorkUnit]] = {}
