@@ -133,5 +133,5 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if {"integration", "secure", "faults"} & set(item.path.parts):
+        if {"integration", "secure", "faults", "chaos"} & set(item.path.parts):
             item.add_marker(pytest.mark.stack)
