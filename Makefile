@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -129,6 +129,19 @@ test-faults: install
 	@rm -f test-artifacts/fault-results.jsonl
 	@KMIGRATE_FAULT_RESULTS=$(CURDIR)/test-artifacts/fault-results.jsonl $(VPY) -m pytest tests/faults $(PYTEST_ARGS); \
 	  status=$$?; $(VPY) -m tests.faults.summary test-artifacts/fault-results.jsonl || status=1; exit $$status
+
+# Seeded runs of the copy contract against a live source (tests/chaos): SEEDS seeds from FIRST_SEED,
+# each pre-copy rounds at random moments while producers write, then the cutover, every partition
+# compared with the source and a model of what the producers were told; the last line is one JSON
+# object (tests/chaos/summary.py). `make test` runs seeds 0-4.
+SEEDS ?= 5
+FIRST_SEED ?= 0
+test-chaos: install
+	@rm -f test-artifacts/chaos-results.jsonl
+	@KMIGRATE_CHAOS_SEEDS=$(SEEDS) KMIGRATE_CHAOS_FIRST_SEED=$(FIRST_SEED) \
+	  KMIGRATE_CHAOS_RESULTS=$(CURDIR)/test-artifacts/chaos-results.jsonl \
+	  $(STACK) run -- $(VPY) -m pytest tests/chaos -q $(PYTEST_ARGS); \
+	  status=$$?; $(VPY) -m tests.chaos.summary test-artifacts/chaos-results.jsonl || status=1; exit $$status
 
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -316,7 +316,8 @@ def test_a_group_still_consuming_on_the_source_fails_the_run_before_resuming_and
             wait_until(lambda: admin.describe_group(group)["members"] and admin.committed_offsets(group),
                        "the consumer to join and commit")
         conf = {"topics_include": topic.replace(".", r"\."), "groups": rf"{topic}\.reader".replace(".", r"\.", 1),
-                "pre_copy": False, "quiesce_seconds": 2, "state_location": str(tmp_path / "state")}
+                "pre_copy": False, "quiesce_seconds": 2, "member_session_timeout_s": 4,
+                "state_location": str(tmp_path / "state")}
         capfd.readouterr()
         run = run_dag(dagbag, run_name="live", **conf)
         out = "".join(capfd.readouterr())

@@ -7,6 +7,8 @@ import pytest
 from confluent_kafka import Producer
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
+from kmigrate.errors import SourceNotReady
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
@@ -15,6 +17,7 @@ from tests.integration.test_copier import (  # noqa: F401 - a fixture
     all_watermarks,
     assert_same_partition,
     records_of,
+    seed_plain,
 )
 from tests.kafka_helpers import create_topic
 
@@ -94,3 +97,82 @@ def test_a_round_that_ends_before_a_lone_marker_writes_it_and_the_next_round_con
     assert final.digests_equal and final.records == 3
     assert_same_partition(stack, unique_name, 0)
     assert [o for o, *_ in records_of(stack.target, unique_name, 0)] == [0, 1, 2, 3, 4, 6, 7, 8]
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_a_marker_alone_after_a_round_end_is_written_alone(stack, unique_name, source_untouched, raw_batches):
+    """A round renders the single invisible offset after a transaction as its commit marker; then a
+    transaction aborted before its record was sent adds an abort marker right after it (the run of
+    invisible offsets grew past the round's end). The next round must put a marker alone there:
+    before, this was a dead end that no later copy could continue (chaos seeds found it)."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                            # 0-1
+    marker = seed.transaction(3, "b", commit=True)  # 2-4, marker 5
+    first = copy_to(stack, unique_name, seed.end, raw_batches)  # a round up to the stable end, 6
+    assert first.target_end == marker + 1 and first.digests_equal
+    txn_wire.lone_abort_marker(stack.source, unique_name, 0, f"{unique_name}-lone")  # 6: a marker alone
+    seed.end += 1
+    with ClusterAdmin(stack.source) as admin:
+        admin.wait_for_end(unique_name, 0, seed.end)
+    seed.records(3, "c")                            # 7-9
+    source_untouched(unique_name)
+
+    final = copy_to(stack, unique_name, seed.end, raw_batches)
+    assert final.digests_equal and final.records == 3 and final.markers == 1
+    assert_same_partition(stack, unique_name, 0)
+    assert [o for o, *_ in records_of(stack.target, unique_name, 0)] == [0, 1, 2, 3, 4, 7, 8, 9]
+
+
+def test_a_round_ends_at_the_last_stable_offset_and_names_an_open_transaction(stack, unique_name, source_untouched):
+    """A transaction open when a round is planned: the round ends where the source is stable; a copy
+    asked to go past it names the transaction and its producer (DescribeProducers) instead of calling
+    the source truncated; once it commits, the next round continues."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                                   # 0-1
+    seed.txn.begin_transaction()
+    for i in range(3):                                     # 2-4, open
+        seed.txn.produce(unique_name, key=f"open-{i}".encode(), value=b"txn", partition=0)
+    seed.txn.flush(30)
+    with ClusterAdmin(stack.source) as admin:
+        stable = admin.stable_ends([(unique_name, 0)])[(unique_name, 0)]
+        high = admin.end_offsets([(unique_name, 0)])[(unique_name, 0)]
+    assert (stable, high) == (2, 5)
+    try:
+        first = copy_to(stack, unique_name, stable, raw_batches=True)
+        assert first.digests_equal and first.target_end == 2
+        with pytest.raises(SourceNotReady, match=r"a transaction open since offset 2 by producer id \d+"):
+            copy_to(stack, unique_name, high, raw_batches=True)
+    finally:
+        seed.txn.commit_transaction(30)                    # marker 5
+    seed.end = 6
+    seed.records(2, "c")                                   # 6-7
+    source_untouched(unique_name)
+    final = copy_to(stack, unique_name, seed.end, raw_batches=True)
+    assert final.digests_equal
+    assert_same_partition(stack, unique_name, 0)
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_records_deleted_on_the_source_while_a_round_copies(stack, unique_name, source_untouched, raw_batches):
+    """DeleteRecords on the source while a pre-copy round reads it (or retention): the copy resumes,
+    aligns the target to the new log start (what it wrote below it is its own) and goes on; the
+    partition ends equal (chaos seeds 12 and 24 found the refusal this replaced)."""
+    seed_plain(stack.source, unique_name, partitions=1, per_partition=30_000)
+    deleted = []
+
+    def delete_once(_records: int) -> None:
+        if not deleted:
+            with ClusterAdmin(stack.source) as admin:
+                deleted.append(admin.delete_records(unique_name, 0, 25_000))
+
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    options = CopyOptions(raw_batches=raw_batches, live=True, progress_hook=delete_once, fetch_max_bytes=64 << 10)
+    copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 30_000), options)
+    assert deleted
+    source_untouched(unique_name)
+    final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 30_000), CopyOptions(live=True))
+    assert final.digests_equal
+    assert_same_partition(stack, unique_name, 0)

@@ -112,23 +112,22 @@ def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], stable_for_
 
 def _group_text(source: ClusterConfig, live: Mapping[str, list[str]], consuming: list[str], lingering: list[str],
                 stable_for_s: float, member_timeout_s: float) -> str:
-    parts = []
+    refused = consuming + lingering
+    detail = "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in refused)
+    many = len(refused) > 1
+    reasons = []
     if consuming:
-        parts.append("consumer group" + ("s " if len(consuming) > 1 else " ")
-                     + "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in consuming)
-                     + f" committed new offsets during the {stable_for_s:.0f}s of quiesce: a consumer of "
-                     + ("them" if len(consuming) > 1 else "it") + " is running")
+        reasons.append(f"{', '.join(map(repr, consuming))}: committed offsets moved during the {stable_for_s:.0f}s of "
+                       "quiesce")
     if lingering:
-        parts.append("consumer group" + ("s " if len(lingering) > 1 else " ")
-                     + "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in lingering)
-                     + f" kept members for more than {member_timeout_s:.0f}s with offsets standing still: longer "
-                     "than a session that is not renewed lasts, so a consumer still heartbeats (idle, or paused). "
-                     "If it stopped for good and its group's session.timeout.ms is longer, raise "
-                     "member_session_timeout_s to it")
-    return ("; ".join(parts) + f" on the source cluster ({source.bootstrap_servers}). Their offsets would be copied "
-            "from under a running consumer; nothing was copied for them. Stop those consumers (or wait until the "
-            "broker drops them), then clear this task to quiesce again, or run the rollback DAG to resume the "
-            "source connectors")
+        reasons.append(f"{', '.join(map(repr, lingering))}: members stayed for more than {member_timeout_s:.0f}s while "
+                       "the offsets stood still, longer than a session lasts without heartbeats, so a consumer still "
+                       "runs (idle or paused); if it stopped for good and its group's session.timeout.ms is longer, "
+                       "set member_session_timeout_s to it")
+    return (f"consumer group{'s' if many else ''} {detail} still consume{'' if many else 's'} on the source cluster "
+            f"({source.bootstrap_servers}) ({'; '.join(reasons)}); their offsets would be copied from under a running "
+            "consumer. Nothing was copied for them. Stop those consumers, then clear this task to quiesce again (or "
+            "run the rollback DAG to resume the source connectors)")
 
 
 class _Lazy:
