@@ -133,12 +133,12 @@ test-faults: install
 # Seeded runs of the copy contract against a live source (tests/chaos): SEEDS seeds from FIRST_SEED,
 # each pre-copy rounds at random moments while producers write, then the cutover, every partition
 # compared with the source and a model of what the producers were told; the last line is one JSON
-# object (tests/chaos/summary.py). `make test` runs seeds 0-4.
+# object (tests/chaos/summary.py). `make test` runs seeds 0-4; this target also the regression seeds.
 SEEDS ?= 5
 FIRST_SEED ?= 0
 test-chaos: install
 	@rm -f test-artifacts/chaos-results.jsonl
-	@KMIGRATE_CHAOS_SEEDS=$(SEEDS) KMIGRATE_CHAOS_FIRST_SEED=$(FIRST_SEED) \
+	@KMIGRATE_CHAOS_SEEDS=$(SEEDS) KMIGRATE_CHAOS_FIRST_SEED=$(FIRST_SEED) KMIGRATE_CHAOS_REGRESSION=1 \
 	  KMIGRATE_CHAOS_RESULTS=$(CURDIR)/test-artifacts/chaos-results.jsonl \
 	  $(STACK) run -- $(VPY) -m pytest tests/chaos -q $(PYTEST_ARGS); \
 	  status=$$?; $(VPY) -m tests.chaos.summary test-artifacts/chaos-results.jsonl || status=1; exit $$status

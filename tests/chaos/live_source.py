@@ -26,6 +26,8 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range
 
 from tests.kafka_helpers import create_topic
 
@@ -225,3 +227,50 @@ class LiveSource:
             return consumer.get_watermark_offsets(tp, timeout=10)
         finally:
             consumer.close()
+
+
+def _view(cluster: ClusterConfig, topic: str, partition: int) -> dict[int, tuple]:
+    """{offset: (key, value, headers, timestamp)} of every record a read_committed consumer sees."""
+    with ClusterAdmin(cluster) as admin:
+        low, high = admin.watermarks(topic, partition)
+    return {m.offset(): (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+            for m in read_range(cluster, topic, partition, low, high)}
+
+
+def compare_with_model(stack: Any, topics: dict[str, int], compacted: set[str], model: Model) -> int:
+    """Every partition: both sides' log start and end equal; the read_committed views equal (on a
+    compacted topic: what the source holds is on the target, and what only the target holds is
+    superseded there); and the target's view is what the producers were told: every record on it
+    one they wrote at that offset and saw committed, every such record from the log start on there
+    (on a compacted topic, the latest of each key). Returns the records compared."""
+    compared = 0
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        for topic, count in topics.items():
+            for partition in range(count):
+                marks = source.watermarks_of([(topic, partition)])[(topic, partition)]
+                assert target.watermarks_of([(topic, partition)])[(topic, partition)] == marks, f"{topic}[{partition}]"
+                on_source, on_target = _view(stack.source, topic, partition), _view(stack.target, topic, partition)
+                told = {o: r for o, r in model.visible.get((topic, partition), {}).items() if o >= marks[0]}
+                where = f"{topic}[{partition}]"
+                for offset, record in on_target.items():
+                    assert told.get(offset) == record, f"{where}: target offset {offset} is not what a producer wrote there"
+                if topic in compacted:
+                    for offset, record in on_source.items():
+                        assert on_target.get(offset) == record, f"{where}: source offset {offset} differs on the target"
+                    later = {}
+                    for offset in sorted(on_target):
+                        later[on_target[offset][0]] = offset
+                    for offset, record in on_target.items():
+                        assert offset in on_source or later[record[0]] > offset, f"{where}: {offset} only on the target"
+                    newest = {}
+                    for offset in sorted(told):
+                        newest[told[offset][0]] = offset
+                    for name, offset in newest.items():
+                        assert offset in on_target, f"{where}: the latest record of key {name!r} ({offset}) is missing"
+                else:
+                    assert on_target == on_source, f"{where}: the read_committed views differ"
+                    assert set(on_target) == set(told), (
+                        f"{where}: offsets the producers saw committed {sorted(set(told) - set(on_target))[:5]} missing, "
+                        f"{sorted(set(on_target) - set(told))[:5]} not theirs")
+                compared += len(on_target)
+    return compared

@@ -17,7 +17,6 @@ import time
 import uuid
 
 import pytest
-from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.plan import (
     copied_ends,
@@ -36,19 +35,27 @@ from kmigrate.run.targets import prepare_targets
 from kmigrate.run.tasks import copy_bin, copy_extras, key, live_verify_task, verify_bin, verify_extras
 
 from tests import results
-from tests.chaos.live_source import LiveSource, Model
-from tests.integration.test_copier import records_of
+from tests.chaos.live_source import LiveSource, compare_with_model
 
 RESULTS_ENV = "KMIGRATE_CHAOS_RESULTS"
 SEEDS = int(os.environ.get("KMIGRATE_CHAOS_SEEDS", "5"))
 FIRST_SEED = int(os.environ.get("KMIGRATE_CHAOS_FIRST_SEED", "0"))
-# seeds that once failed, and what they found; each runs in every suite
-REGRESSION_SEEDS: dict[int, str] = {}
+# Seeds that once failed, and what they found (each also has a fixed test now); `make test-chaos` runs
+# them too. A seed fixes every choice of the run, not the threads' timing: a seed that failed once
+# shows the same kind of run again, not always the same interleaving.
+REGRESSION_SEEDS: dict[int, str] = {
+    12: "records deleted on the source while a round copied: the retry refused the target as foreign "
+        "(test_markers.py::test_records_deleted_on_the_source_while_a_round_copies)",
+    24: "the same, on another partition",
+}
 QUIESCE_S = 2.0
 
 
 def _seeds() -> list[int]:
-    return sorted(set(range(FIRST_SEED, FIRST_SEED + SEEDS)) | set(REGRESSION_SEEDS))
+    seeds = set(range(FIRST_SEED, FIRST_SEED + SEEDS))
+    if os.environ.get("KMIGRATE_CHAOS_REGRESSION"):
+        seeds |= set(REGRESSION_SEEDS)
+    return sorted(seeds)
 
 
 @pytest.mark.parametrize("seed", _seeds())
@@ -124,46 +131,3 @@ def run_seed(stack, seed: int, state) -> dict:
     return {"rounds": rounds, "partitions_compared": len(units), "records_compared": compared,
             "transactions": live.model.transactions, "aborts": live.model.aborts,
             "lone_aborts": live.model.lone_aborts, "deletes": live.model.deletes}
-
-
-def _view(cluster, topic: str, partition: int) -> dict[int, tuple]:
-    return {offset: (k, v, tuple(h or ()), ts) for offset, k, v, h, ts in records_of(cluster, topic, partition)}
-
-
-def compare_with_model(stack, topics: dict[str, int], compacted: set[str], model: Model) -> int:
-    """Every partition: both sides' log start and end equal; the read_committed views equal (on a
-    compacted topic: what the source holds is on the target, and what only the target holds is
-    superseded there); and the target's view is what the producers were told: every record on it
-    one they wrote at that offset and saw committed, every such record from the log start on there
-    (on a compacted topic, the latest of each key). Returns the records compared."""
-    compared = 0
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        for topic, count in topics.items():
-            for partition in range(count):
-                marks = source.watermarks_of([(topic, partition)])[(topic, partition)]
-                assert target.watermarks_of([(topic, partition)])[(topic, partition)] == marks, f"{topic}[{partition}]"
-                on_source, on_target = _view(stack.source, topic, partition), _view(stack.target, topic, partition)
-                told = {o: r for o, r in model.visible.get((topic, partition), {}).items() if o >= marks[0]}
-                where = f"{topic}[{partition}]"
-                for offset, record in on_target.items():
-                    assert told.get(offset) == record, f"{where}: target offset {offset} is not what a producer wrote there"
-                if topic in compacted:
-                    for offset, record in on_source.items():
-                        assert on_target.get(offset) == record, f"{where}: source offset {offset} differs on the target"
-                    later = {}
-                    for offset in sorted(on_target):
-                        later[on_target[offset][0]] = offset
-                    for offset, record in on_target.items():
-                        assert offset in on_source or later[record[0]] > offset, f"{where}: {offset} only on the target"
-                    newest = {}
-                    for offset in sorted(told):
-                        newest[told[offset][0]] = offset
-                    for name, offset in newest.items():
-                        assert offset in on_target, f"{where}: the latest record of key {name!r} ({offset}) is missing"
-                else:
-                    assert on_target == on_source, f"{where}: the read_committed views differ"
-                    assert set(on_target) == set(told), (
-                        f"{where}: offsets the producers saw committed {sorted(set(told) - set(on_target))[:5]} missing, "
-                        f"{sorted(set(on_target) - set(told))[:5]} not theirs")
-                compared += len(on_target)
-    return compared

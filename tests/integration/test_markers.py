@@ -176,3 +176,30 @@ def test_records_deleted_on_the_source_while_a_round_copies(stack, unique_name, 
     final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 30_000), CopyOptions(live=True))
     assert final.digests_equal
     assert_same_partition(stack, unique_name, 0)
+
+
+def test_a_log_start_that_became_a_lone_marker_after_a_round_aligned_to_it(stack, unique_name, source_untouched):
+    """Records deleted up to a transaction still open: a round aligns the target to that log start
+    (undecided then); the transaction commits and its marker lands at the log start. The next round
+    must render that marker alone (the DAG test with live producers found this dead end)."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                                   # 0-1
+    seed.txn.begin_transaction()
+    for i in range(3):                                     # 2-4, open
+        seed.txn.produce(unique_name, key=f"open-{i}".encode(), value=b"txn", partition=0)
+    seed.txn.flush(30)
+    with ClusterAdmin(stack.source) as admin:
+        assert admin.delete_records(unique_name, 0, 5) == 5
+        stable = admin.stable_ends([(unique_name, 0)])[(unique_name, 0)]
+    try:
+        first = copy_to(stack, unique_name, stable, raw_batches=True)
+        assert (first.target_end, all_watermarks(stack.target, unique_name)) == (5, [(5, 5)])
+    finally:
+        seed.txn.commit_transaction(30)                    # marker 5: the log start, alone
+    seed.end = 6
+    seed.records(2, "c")                                   # 6-7
+    source_untouched(unique_name)
+    final = copy_to(stack, unique_name, seed.end, raw_batches=True)
+    assert final.digests_equal and final.markers == 1
+    assert_same_partition(stack, unique_name, 0)

@@ -52,7 +52,11 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
 
     started = time.monotonic()
     if target_high <= source_low:
-        lone_marker = source_low > 0 and invisible_run_at(source, source_admin, topic, partition, source_low) == 1
+        # a log start on a marker alone: a filler and its commit marker below and at it; a target that
+        # an earlier round aligned to it already (the marker was not decided then) gets an abort marker
+        # alone there from the copy (`_render_leading_gap`)
+        lone_marker = (target_high < source_low and source_low > 0
+                       and invisible_run_at(source, source_admin, topic, partition, source_low) == 1)
         target_high = align(source_low, target_low, target_high, topic, partition, target, target_admin, writer,
                              lone_marker, own_end)
     elif target_low > source_low:
