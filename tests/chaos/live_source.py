@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import read_range
+from kmigrate.kafka.records import read_range, timestamp_of
 
 from tests.kafka_helpers import create_topic
 
@@ -233,7 +233,7 @@ def _view(cluster: ClusterConfig, topic: str, partition: int) -> dict[int, tuple
     """{offset: (key, value, headers, timestamp)} of every record a read_committed consumer sees."""
     with ClusterAdmin(cluster) as admin:
         low, high = admin.watermarks(topic, partition)
-    return {m.offset(): (m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+    return {m.offset(): (m.key(), m.value(), tuple(m.headers() or ()), timestamp_of(m))
             for m in read_range(cluster, topic, partition, low, high)}
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
@@ -31,6 +32,7 @@ from tests.dags.test_kafka_migration import (
 )
 from tests.integration import test_copier
 from tests.kafka_helpers import all_watermarks as topic_watermarks
+from tests.kafka_helpers import create_topic
 
 VERSIONS = os.environ.get("KMIGRATE_COMPAT_VERSIONS", "3.9.1").split(",")
 RESULTS_ENV = "KMIGRATE_COMPAT_RESULTS"
@@ -131,3 +133,58 @@ def test_compaction_gaps_on_an_older_source(compat_stack, unique_name, untouched
 @pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
 def test_transactions_with_aborts_from_an_older_source(compat_stack, unique_name, untouched, raw_batches):
     test_copier.test_transactional_topic_keeps_offsets_and_visibility(compat_stack, unique_name, untouched, raw_batches)
+
+
+def _produce(cluster: ClusterConfig, topic: str, records: list[tuple[bytes | None, bytes | None]], **settings) -> None:
+    producer = Producer(cluster.producer(**{"linger.ms": 5, **settings}))
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, tmp_path, request):
+    """Logs of a cluster upgraded from 0.9/0.10: batches of format v0 (plain, gzip and lz4 wrappers)
+    and v1 (a compacted topic the cleaner has worked on), and topic configs that Kafka 4 removed
+    (message.format.version, message.downconversion.enable, message.timestamp.difference.max.ms).
+    Every partition migrates equal through the DAG; the removed configs are mapped or dropped and the
+    report names each. Formats below v2 exist only on sources before 3.0 (KIP-724)."""
+    version = request.node.callspec.params["compat_stack"]
+    if tuple(int(x) for x in version.split(".")[:2]) >= (3, 0):
+        pytest.skip(f"Kafka {version} writes every batch in format v2")
+    stack = compat_stack
+    prefix = f"formats{os.urandom(3).hex()}"
+    topics = {f"{prefix}.v0": {"message.format.version": "0.9.0"},
+              f"{prefix}.v1": {"message.format.version": "0.10.2", "cleanup.policy": "compact", "segment.ms": "100",
+                               "min.cleanable.dirty.ratio": "0.01"},
+              f"{prefix}.configs": {"message.downconversion.enable": "false",
+                                    "message.timestamp.difference.max.ms": "86400000"}}
+    for topic, config in topics.items():
+        create_topic(stack.source, topic, 1, config)
+    for codec in ("none", "gzip", "lz4"):
+        _produce(stack.source, f"{prefix}.v0", [(f"{codec}-{i}".encode(), b"v0" * (i % 40)) for i in range(300)],
+                 **{"compression.type": codec})
+    for round_ in range(4):  # rolled segments the cleaner compacts: gaps of removed keys
+        _produce(stack.source, f"{prefix}.v1", [(f"k{i % 25}".encode(), None if i % 9 == 0 else f"{round_}-{i}".encode())
+                                               for i in range(200)], **{"compression.type": "gzip"})
+    _produce(stack.source, f"{prefix}.configs", [(None, f"r{i}".encode()) for i in range(100)])
+    state = tmp_path / "state"
+    source_before = all_watermarks(stack.source, dict.fromkeys(topics, 1))
+    run = run_dag(dagbag, **{**CONNECTIONS, "topics_include": rf"{prefix}\..*", "quiesce_seconds": 2,
+                             "state_location": str(state), "run_name": prefix})
+    summary = summarize(Manifest(str(state), prefix))
+    results.record(RESULTS_ENV, source_version=f"{version} v0/v1 formats", run_state=str(run.state),
+                   partitions=summary["partitions"], partitions_equal=summary["partitions_equal"], groups=0,
+                   groups_exact=0, connectors=0, connectors_resumed=0, connector_offsets_equal=True, stopped_by=[],
+                   configs_mapped=sorted(n for c in summary["config_versions"].values() for n in c))
+    assert str(run.state) == "success", task_states(run)
+    assert summary["partitions"] == summary["partitions_equal"] == 3
+    assert_migrated_exactly(stack.source, stack.target, dict.fromkeys(topics, 1), [], source_before)
+    v0 = test_copier.records_of(stack.target, f"{prefix}.v0", 0)
+    assert len(v0) == 900 and {ts for *_, ts in v0} == {-1}  # format v0 has no timestamps: none on the target
+    assert {n for c in summary["config_versions"].values() for n in c} == {
+        "message.format.version", "message.downconversion.enable", "message.timestamp.difference.max.ms"}
+    with ClusterAdmin(stack.target) as target:
+        configs = target.topic_configs(f"{prefix}.configs")
+    assert configs["message.timestamp.before.max.ms"] == configs["message.timestamp.after.max.ms"] == "86400000"
+    assert "Source configs that the target's Kafka version removed" in (state / prefix / "report.md").read_text()

@@ -15,7 +15,13 @@ from confluent_kafka.admin import AdminClient
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import compacted_differences, compacted_differences_of, partition_digest, read_range
+from kmigrate.kafka.records import (
+    compacted_differences,
+    compacted_differences_of,
+    partition_digest,
+    read_range,
+    timestamp_of,
+)
 from kmigrate.model import PRESERVE, WorkUnit
 from kmigrate.run.targets import prepare_target_topic, prepare_targets
 from kmigrate.run.verify import verify_live, verify_partition
@@ -49,7 +55,7 @@ def produce_at(cluster, topic: str, records: Iterable[tuple[bytes, bytes | None]
 
 
 def records_of(cluster, topic: str, start: int, end: int) -> list[tuple]:
-    return [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
+    return [(m.offset(), m.key(), m.value(), m.headers(), timestamp_of(m))
             for m in read_range(cluster, topic, 0, start, end)]
 
 

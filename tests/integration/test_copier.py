@@ -18,7 +18,7 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import ForeignTarget, OffsetMismatch, TargetDiverged, TopicMismatch
 from kmigrate.kafka import pool, records
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import read_range
+from kmigrate.kafka.records import read_range, timestamp_of
 from kmigrate.model import WorkUnit
 from kmigrate.offsets import translate_offset
 from kmigrate.run.targets import prepare_target_topic
@@ -33,7 +33,7 @@ def records_of(cluster, topic, partition, start=0, end=None):
         with ClusterAdmin(cluster) as admin:
             start_, end = admin.watermarks(topic, partition)
             start = max(start, start_)
-    return [(m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1])
+    return [(m.offset(), m.key(), m.value(), m.headers(), timestamp_of(m))
             for m in read_range(cluster, topic, partition, start, end)]
 
 

@@ -21,6 +21,7 @@ from kmigrate.kafka.records import (
     read_range,
     reader,
     shared_reader,
+    timestamp_of,
 )
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 
@@ -342,7 +343,7 @@ def _diverged(topic: str, partition: int, target_high: int, detail: str) -> Targ
 
 
 def _record(msg: Any) -> tuple[int, bytes | None, bytes | None, Any, int]:
-    return msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]
+    return msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
 
 
 def _fingerprint(msg: Any) -> tuple[int, str]:

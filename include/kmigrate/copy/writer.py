@@ -14,7 +14,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls, OffsetMismatch
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
+from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY, timestamp_of
 
 FILLER_HEADERS = [(FILLER_HEADER, b"1")]
 # a record of message format v0 has no timestamp (a consumer sees -1): written so (as "no timestamp")
@@ -224,7 +224,7 @@ class Writer:
     def write_one(self, msg: Any) -> None:
         """Bulk-write one record, delivery checked."""
         self.options.may_write()
-        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], True)
+        self._produce(self.bulk, msg.key(), msg.value(), msg.headers(), timestamp_of(msg), True)
 
     def write_run(self, msgs: list[Any]) -> int:
         """Bulk-write records that take consecutive offsets from `next_offset`; returns their key +
@@ -238,7 +238,7 @@ class Writer:
             try:
                 while i < count:
                     msg = msgs[i]
-                    key, value, timestamp = msg.key(), msg.value(), msg.timestamp()[1]
+                    key, value, timestamp = msg.key(), msg.value(), timestamp_of(msg)
                     if i % check_every == 0 or i == count - 1:
                         produce(topic, value, key, partition=partition, headers=msg.headers(),
                                 timestamp=timestamp if timestamp > 0 or timestamp == NO_TIMESTAMP else 0,
@@ -275,7 +275,7 @@ class Writer:
 
     def commit_with_marker(self, msg: Any) -> None:
         """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
-        self._commit_one(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+        self._commit_one(msg.key(), msg.value(), msg.headers(), timestamp_of(msg))
 
     def commit_filler(self) -> None:
         """One filler in a committed transaction: the filler and its commit marker take two offsets

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyInterrupted, SourceNotReady
@@ -50,7 +50,7 @@ class ContentDigest:
         self.records += 1
 
     def update_message(self, msg: Any) -> None:
-        self.update(msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+        self.update(msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg))
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
@@ -60,6 +60,13 @@ class ContentDigest:
         self._hash.update(other_digest)
         self.records += records
         return self
+
+
+def timestamp_of(msg: Any) -> int:
+    """A record's timestamp as a consumer sees it: -1 for one without (message format v0, which
+    librdkafka reports as 0 of type "not available"; Kafka's own clients as -1)."""
+    kind, value = msg.timestamp()
+    return -1 if kind == TIMESTAMP_NOT_AVAILABLE else value
 
 
 def is_filler(msg: Any) -> bool:
@@ -163,7 +170,7 @@ def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: 
                 if mapped is None:
                     digest.unmapped += 1
                 else:
-                    digest.update(mapped, msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+                    digest.update(mapped, msg.key(), msg.value(), msg.headers(), timestamp_of(msg))
     return digest
 
 
@@ -259,7 +266,7 @@ def _records(cluster: ClusterConfig, topic: str, partition: int, start: int, end
                                                                            end)) as chunks:
         for chunk in chunks:  # closed (unassigned) before the reader goes back to its pool
             for msg in chunk:
-                yield msg.offset(), msg.key(), msg.value(), msg.headers(), msg.timestamp()[1]
+                yield msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
 
 
 def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int,

@@ -10,7 +10,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.pool import identity
 from kmigrate.run import versions
 
-PRODUCE = 0
+FETCH = 1
 # {config: (successors, why)}: removed by Kafka 4.0. A successor takes the removed config's value
 # unless the source sets the successor itself.
 REMOVED_IN_KAFKA_4: dict[str, tuple[tuple[str, ...], str]] = {
@@ -23,14 +23,14 @@ REMOVED_IN_KAFKA_4: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def is_kafka_4(cluster: ClusterConfig) -> bool:
-    """Whether the cluster runs Kafka 4.0 or later: its brokers no longer answer Produce below v3
+    """Whether the cluster runs Kafka 4.0 or later: its brokers no longer answer Fetch below v4
     (KIP-896). A cluster whose versions cannot be read counts as Kafka 4 (the configs it removed
     are then mapped: harmless on 3.x, where the first two are ignored for format v2 and the
     successors of the third exist since 3.6)."""
     key = identity(cluster)
     if key not in _kafka_4:
         supported = versions.api_versions(cluster)
-        _kafka_4[key] = supported is None or PRODUCE not in supported or supported[PRODUCE][0] >= 3
+        _kafka_4[key] = supported is None or FETCH not in supported or supported[FETCH][0] >= 4
     return _kafka_4[key]
 
 
