@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, GroupError, KmigrateError, TopicNotFound
+from kmigrate.kafka import group_wire
 
 log = logging.getLogger(__name__)
 
@@ -95,16 +96,14 @@ class ClusterAdmin:
                 time.sleep(0.1)
 
     def watermarks_of(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
-        """`watermarks` of many partitions in two ListOffsets rounds (log starts, ends), the
-        partitions whose answer was a retriable error asked again until the admin timeout."""
+        """`watermarks` of many partitions in two ListOffsets rounds (retriable errors asked again)."""
         keys = list(partitions)
         starts = self._list_offsets(keys, OffsetSpec.earliest(), "log start offset", retry=True)
         ends = self._list_offsets(keys, OffsetSpec.latest(), "end offset", retry=True)
         return {key: (starts[key], ends[key]) for key in keys}
 
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        """Each topic's partition count, from one metadata request; TopicNotFound naming the first
-        topic that does not exist."""
+        """Each topic's partition count (one metadata request); TopicNotFound naming a missing one."""
         try:
             meta = self._admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
@@ -118,13 +117,11 @@ class ClusterAdmin:
         return counts
 
     def end_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
-        """The high watermarks of many partitions, in one ListOffsets round (by default no retries:
-        for progress lines)."""
+        """The high watermarks of many partitions, in one ListOffsets round (default: no retries)."""
         return self._list_offsets(partitions, OffsetSpec.latest(), "end offset", retry=retry)
 
     def stable_ends(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
-        """The last stable offsets of many partitions, in one ListOffsets round (read_committed):
-        below each, every transaction is decided. A pre-copy round copies up to these."""
+        """The last stable offsets of many partitions (one ListOffsets round, read_committed)."""
         return self._list_offsets(partitions, OffsetSpec.latest(), "last stable offset", retry=retry,
                                   isolation=IsolationLevel.READ_COMMITTED)
 
@@ -158,8 +155,7 @@ class ClusterAdmin:
         return out
 
     def wait_for_end(self, topic: str, partition: int, at_least: int, timeout_s: float = 30.0) -> int:
-        """Poll until the partition's high watermark is >= `at_least` (transaction markers land
-        after commit/abort returns); returns it."""
+        """Poll until the partition's high watermark is >= `at_least` (a marker landed); returns it."""
         deadline = time.monotonic() + timeout_s
         while True:
             _, high = self.watermarks(topic, partition)
@@ -334,12 +330,15 @@ class ClusterAdmin:
         return described["members"] or ["joining"]
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        """The group's committed offsets, by (topic, partition); empty for an unknown group."""
+        """The group's committed offsets (`committed` without metadata)."""
         return {key: committed.offset for key, committed in self.committed(group).items()}
 
     def committed(self, group: str) -> dict[tuple[str, int], Committed]:
-        """Everything the group committed, by (topic, partition): offset and metadata (the leader
-        epoch is left out: it means nothing on another cluster); empty for an unknown group."""
+        """Everything the group committed, by (topic, partition): offset and metadata (not the leader
+        epoch, meaningless on another cluster); empty for an unknown group. Read over the raw
+        connection where it can (`group_wire`: the metadata whole), else librdkafka."""
+        if group_wire.raw_capable(self.cluster):
+            return {key: Committed(*value) for key, value in group_wire.committed(self.cluster, group).items()}
         try:
             answer = self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)[group].result(
@@ -352,7 +351,11 @@ class ClusterAdmin:
 
     def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int | Committed]) -> None:
         """Set the group's committed offsets, with their metadata when given (the group must have
-        no members)."""
+        no members); over the raw connection where it can (`group_wire`: the metadata as it is)."""
+        if group_wire.raw_capable(self.cluster):
+            group_wire.commit(self.cluster, group, {key: (value.offset, value.metadata) if isinstance(value, Committed)
+                                                    else (value, "") for key, value in offsets.items()})
+            return
         request = ConsumerGroupTopicPartitions(group, [
             TopicPartition(topic, partition, value.offset, metadata=value.metadata)
             if isinstance(value, Committed) else TopicPartition(topic, partition, value)

@@ -44,7 +44,12 @@ def _positions(offsets: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[int
 
 def _moved(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
     old, new = _positions(before), _positions(after)
-    return ", ".join(f"{t}[{p}] {old.get((t, p), (None,))[0]} -> {new.get((t, p), (None,))[0]}"
+
+    def change(was: tuple[int, str] | None, now: tuple[int, str] | None) -> str:
+        if was and now and was[0] == now[0]:
+            return f"{was[0]}, metadata {was[1]!r} -> {now[1]!r}"
+        return f"{(was or (None,))[0]} -> {(now or (None,))[0]}"
+    return ", ".join(f"{t}[{p}] {change(old.get((t, p)), new.get((t, p)))}"
                      for (t, p) in sorted(set(old) | set(new)) if old.get((t, p)) != new.get((t, p)))
 
 

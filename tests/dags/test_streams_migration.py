@@ -1,0 +1,157 @@
+"""A Kafka Streams exactly-once application that this project did not write (Apache Kafka's own
+WordCountDemo, from org.apache.kafka:kafka-streams-examples on Maven Central) moved by the
+kafka_migration DAG: stopped mid-stream right before the run, with its default session timeout (it
+does not leave its group when it closes), migrated with the default quiesce, then started on the
+target with an empty state directory. Every count it outputs, on either cluster, must be what one
+uninterrupted run gives: for each word 1, 2, ..., n in order, none repeated, none skipped."""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from kmigrate import claims
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range
+
+from tests.conftest import PROJECT_DIR
+from tests.dags.test_kafka_migration import run_dag, task_states
+from tests.integration.test_stack_connect import wait_until
+from tests.kafka_helpers import create_topic
+
+INPUT, OUTPUT = "streams-plaintext-input", "streams-wordcount-output"  # WordCountDemo's own topic names
+WORDS = ["kafka", "offset", "stream", "topic", "record", "broker", "replica", "leader", "commit", "window",
+         "state", "store", "count", "word", "table", "join", "merge", "split", "batch", "marker"]
+
+
+def _streams_examples():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kmigrate_streams_examples", PROJECT_DIR / "stack" / "streams_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def drop_topics(cluster, names_or_prefix) -> None:
+    """Delete the topics left by an earlier run of this test, and wait until they are gone."""
+    admin = AdminClient(cluster.admin())
+    existing = [t for t in admin.list_topics(timeout=10).topics if names_or_prefix(t)]
+    if not existing:
+        return
+    for future in admin.delete_topics(existing, operation_timeout=30).values():
+        try:
+            future.result(30)
+        except KafkaException:
+            pass
+    wait_until(lambda: not any(names_or_prefix(t) for t in admin.list_topics(timeout=10).topics),
+               "the old topics to be deleted")
+
+
+class WordCount:
+    """WordCountDemo in its own JVM, exactly once, against one cluster; stopped with SIGTERM (its
+    shutdown hook closes Kafka Streams, which does not leave the group)."""
+
+    def __init__(self, examples, cluster, app_id: str, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        props = workdir / "streams.properties"
+        props.write_text(f"application.id={app_id}\nbootstrap.servers={cluster.bootstrap_servers}\n"
+                         f"processing.guarantee=exactly_once_v2\nstate.dir={workdir / 'state'}\n"
+                         "replication.factor=1\n")
+        self.log = workdir / "wordcount.log"
+        with open(self.log, "w") as out:
+            self.process = subprocess.Popen(examples.command(examples.WORDCOUNT, str(props)), stdout=out,
+                                            stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+
+
+def produce_lines(cluster, rng: random.Random, lines: int, counts: collections.Counter) -> None:
+    producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+    for _ in range(lines):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(3, 8))]
+        counts.update(words)
+        producer.produce(INPUT, value=" ".join(words).encode(), key=None)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def consumed_all(cluster, group: str) -> bool:
+    with ClusterAdmin(cluster) as admin:
+        ends = admin.end_offsets([(INPUT, 0), (INPUT, 1)])
+        committed = admin.committed_offsets(group)
+    return all(committed.get(tp) == end for tp, end in ends.items())
+
+
+def counts_output(cluster) -> dict[str, list[int]]:
+    """Each word's counts in the order WordCountDemo wrote them (a word's counts are in one partition)."""
+    out: dict[str, list[int]] = collections.defaultdict(list)
+    with ClusterAdmin(cluster) as admin:
+        marks = admin.watermarks_of([(OUTPUT, 0), (OUTPUT, 1)])
+    for (topic, partition), (low, high) in marks.items():
+        for msg in read_range(cluster, topic, partition, low, high):
+            out[msg.key().decode()].append(int.from_bytes(msg.value(), "big", signed=True))
+    return out
+
+
+@pytest.fixture
+def examples():
+    return _streams_examples()
+
+
+def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues_exactly(
+        stack, dagbag, tmp_path, examples):
+    app = f"wordcount-{uuid.uuid4().hex[:6]}"
+    ours = lambda t: t in (INPUT, OUTPUT) or t.startswith("wordcount-")  # noqa: E731
+    for cluster in (stack.source, stack.target):
+        drop_topics(cluster, ours)
+    for run in claims.claim_log(stack.target).current().conflicts(app, [INPUT, OUTPUT]):
+        claims.release_topics(stack.target, run)  # an earlier run of this test that did not finish
+    create_topic(stack.source, INPUT, 2)
+    create_topic(stack.source, OUTPUT, 2)
+    rng, counts = random.Random(7), collections.Counter()
+    produce_lines(stack.source, rng, 300, counts)
+    on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
+    apps = [on_source]
+    try:
+        wait_until(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
+        produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
+        on_source.stop()
+        with ClusterAdmin(stack.source) as admin:
+            assert admin.live_members(app), "Kafka Streams left its group on close (the case this test is about)"
+
+        started = time.monotonic()
+        run = run_dag(dagbag, topics_include=f"{INPUT}|{OUTPUT}|{app}-.*", groups=app,
+                      state_location=str(tmp_path / "state"), run_name=app)  # default quiesce_seconds
+        assert str(run.state) == "success", task_states(run)
+        assert time.monotonic() - started < 240
+
+        on_target = WordCount(examples, stack.target, app, tmp_path / "target-app")  # an empty state directory
+        apps.append(on_target)
+        produce_lines(stack.target, rng, 100, counts)
+        wait_until(lambda: consumed_all(stack.target, app), "WordCountDemo on the target to catch up", 180)
+    finally:
+        for process in apps:
+            process.stop()
+    output = counts_output(stack.target)
+    assert set(output) == set(counts)
+    wrong = {w: (seen[:3], seen[-3:], counts[w]) for w, seen in output.items() if seen != list(range(1, counts[w] + 1))}
+    assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
+    for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
+        drop_topics(cluster, ours)
+    assert os.path.exists(on_source.log)
