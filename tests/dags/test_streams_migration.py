@@ -144,7 +144,8 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
         on_target = WordCount(examples, stack.target, app, tmp_path / "target-app")  # an empty state directory
         apps.append(on_target)
         produce_lines(stack.target, rng, 100, counts)
-        wait_until(lambda: consumed_all(stack.target, app), "WordCountDemo on the target to catch up", 180)
+        wait_until(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
+                   "WordCountDemo on the target to count every line", 180)
     finally:
         for process in apps:
             process.stop()
