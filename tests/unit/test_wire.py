@@ -54,3 +54,21 @@ def test_a_cached_filler_batch_is_stamped_in_a_copy():
     before = bytes(cached)
     wire.Idempotence(producer_id=9, epoch=1).stamp(cached)
     assert fastfill.filler_batch(5) == before
+
+
+def old_message(offset: int, magic: int, key: bytes, value: bytes) -> bytes:
+    """One entry of a message set of format v0 or v1, as a 2.x broker serves it (the CRC is not read)."""
+    body = struct.pack(">bb", magic, 0) + (struct.pack(">q", 1_700_000_000_000) if magic else b"")
+    body += struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+    message = struct.pack(">I", 0) + body
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+def test_messages_of_formats_v0_and_v1_are_legacy_entries_for_the_record_path():
+    v2 = as_fetched(fastfill.filler_batch(3), 12, 0, 42)
+    blob = old_message(10, 0, b"k", b"v") + old_message(11, 1, b"k", b"") + v2 + old_message(15, 0, b"", b"x")[:9]
+    batches = wire.parse_batches(blob)
+    assert [(b.base_offset, b.last_offset, b.magic, b.legacy) for b in batches] == [
+        (10, 10, 0, True), (11, 11, 1, True), (12, 14, 2, False)]  # a partial tail is dropped
+    # a small v0 message at the end of a fetch (shorter than a v2 header) is read too
+    assert [b.last_offset for b in wire.parse_batches(old_message(3, 0, b"", b""))] == [3]
