@@ -95,7 +95,12 @@ class LiveSource:
             thread.start()
             self._threads.append(thread)
 
+    def stop_writing(self) -> None:
+        """The cutover: each actor finishes what it is in and stops (without waiting for them)."""
+        self._stop.set()
+
     def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop every actor and wait for it; raises what one of them met."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout_s)

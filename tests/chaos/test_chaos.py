@@ -48,7 +48,7 @@ REGRESSION_SEEDS: dict[int, str] = {
         "(test_markers.py::test_records_deleted_on_the_source_while_a_round_copies)",
     24: "the same, on another partition",
 }
-QUIESCE_S = 2.0
+QUIESCE_S = 2.0  # longer than any transaction of the live source stays open without a write
 
 
 def _seeds() -> list[int]:
@@ -94,7 +94,7 @@ def run_seed(stack, seed: int, state) -> dict:
 
     live.start()
     try:
-        time.sleep(rng.uniform(0.3, 1.0))  # the workload's own pace: data before the first round
+        time.sleep(rng.uniform(0.2, 0.6))  # the workload's own pace: data before the first round
         units = work_units(write_pre_copy_plan(manifest, stack.source, topics, {}))
         prepare_targets(*clients, units, manifest=manifest)
         for call in range(rng.randint(2, 4)):
@@ -105,13 +105,14 @@ def run_seed(stack, seed: int, state) -> dict:
             assert not failed, f"seed {seed}: a pre-copy round failed: {failed}"
             unequal = [r for r in live_rows(manifest).values() if not r["equal"]]
             assert not unequal, f"seed {seed}: verified unequal while live: {unequal}"
-            time.sleep(rng.uniform(0.05, 1.2))  # the next round at a random moment
+            time.sleep(rng.uniform(0.05, 0.8))  # the next round at a random moment
+        live.stop_writing()  # the cutover: the producers finish what they are in (one holds its transaction
+        deadline = time.monotonic() + 120  # open a while longer), and the quiesce must wait for it
+        while not quiesce_poke(manifest, stack.source, topics, QUIESCE_S, budget_s=10):
+            assert time.monotonic() < deadline, f"seed {seed}: the source did not quiesce"
     finally:
         live.stop()
 
-    deadline = time.monotonic() + 120
-    while not quiesce_poke(manifest, stack.source, topics, QUIESCE_S, budget_s=10):
-        assert time.monotonic() < deadline, f"seed {seed}: the source did not quiesce"
     take_snapshot(manifest, stack.source, topics_include=live.pattern)
     units = work_units(read_plan(manifest))
     todo, rows = units_to_copy(*clients, units, manifest, settle_copied=False)

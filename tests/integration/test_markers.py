@@ -38,6 +38,13 @@ class TxnSeeder:
         self.plain.flush(30)
         self.end += n
 
+    def open_transaction(self, n: int) -> None:
+        """n records in a transaction left open (the caller commits or aborts `self.txn`'s)."""
+        self.txn.begin_transaction()
+        for i in range(n):
+            self.txn.produce(self.topic, key=f"open-{i}".encode(), value=b"txn", partition=0)
+        self.txn.flush(30)
+
     def transaction(self, n: int, tag: str, commit: bool) -> int:
         """Returns the offset of its marker."""
         self.txn.begin_transaction()
@@ -131,10 +138,7 @@ def test_a_round_ends_at_the_last_stable_offset_and_names_an_open_transaction(st
     create_topic(stack.source, unique_name)
     seed = TxnSeeder(stack.source, unique_name)
     seed.records(2, "a")                                   # 0-1
-    seed.txn.begin_transaction()
-    for i in range(3):                                     # 2-4, open
-        seed.txn.produce(unique_name, key=f"open-{i}".encode(), value=b"txn", partition=0)
-    seed.txn.flush(30)
+    seed.open_transaction(3)                               # 2-4, open
     with ClusterAdmin(stack.source) as admin:
         stable = admin.stable_ends([(unique_name, 0)])[(unique_name, 0)]
         high = admin.end_offsets([(unique_name, 0)])[(unique_name, 0)]
@@ -185,10 +189,7 @@ def test_a_log_start_that_became_a_lone_marker_after_a_round_aligned_to_it(stack
     create_topic(stack.source, unique_name)
     seed = TxnSeeder(stack.source, unique_name)
     seed.records(2, "a")                                   # 0-1
-    seed.txn.begin_transaction()
-    for i in range(3):                                     # 2-4, open
-        seed.txn.produce(unique_name, key=f"open-{i}".encode(), value=b"txn", partition=0)
-    seed.txn.flush(30)
+    seed.open_transaction(3)                               # 2-4, open
     with ClusterAdmin(stack.source) as admin:
         assert admin.delete_records(unique_name, 0, 5) == 5
         stable = admin.stable_ends([(unique_name, 0)])[(unique_name, 0)]
