@@ -175,7 +175,7 @@ def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: 
         taken = take_snapshot(manifest, source, topics_include=selection.topics_include,
                               topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
                               source_connect=source_connect, connectors=list(selection.connectors) or None,
-                              modes=selection.modes)
+                              modes=selection.modes, live=drill)
         if not drill:
             for topic, change in targets.reconcile_target_topics(manifest, source, target).items():
                 log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)

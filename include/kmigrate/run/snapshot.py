@@ -20,10 +20,15 @@ from kmigrate.run.plan import plan_from_topics, topics_partitions
 from kmigrate.run.selection import select
 
 
-def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str]) -> dict[str, Any]:
+def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str], live: bool = False) -> dict[str, Any]:
     """Each topic's partitions (log start and end) and explicit configs. Every transaction on them
     must be decided (last stable offset = end): the snapshot ends are what the window copies, and a
-    transaction open there would leave its records' fate unknown (TransactionOpen, naming it)."""
+    transaction open there would leave its records' fate unknown (TransactionOpen, naming it).
+    `live` (a DR drill, whose source keeps writing): the ends are the last stable offsets instead."""
+    if live:
+        partitions = topics_partitions(admin, topics, stable=True)
+        return {topic: {"partitions": partitions[topic], "configs": configs}
+                for topic, configs in admin.topics_configs(topics, explicit_only=True).items()}
     partitions = topics_partitions(admin, topics)
     keys = [(t, p["partition"]) for t in topics for p in partitions[t]]
     stable = admin.stable_ends(keys, retry=True)
@@ -94,12 +99,13 @@ def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] 
 def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: str, topics_exclude: str | None = None,
                   groups: str | None = None, source_connect: ConnectClient | None = None,
                   connectors: Sequence[str] | str | None = None,
-                  modes: Mapping[str, str] | Callable[[Sequence[str]], Mapping[str, str]] | None = None
-                  ) -> dict[str, Any]:
+                  modes: Mapping[str, str] | Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+                  live: bool = False) -> dict[str, Any]:
     """The run's snapshot, taken now or read back when the run already has one; the plan part
     is written from it. `modes`: each topic's copy mode, or a function of the selected topics
     that gives them (the topics are then listed once, here). Nothing is written when any
-    selection is invalid or anything named is missing."""
+    selection is invalid or anything named is missing. `live`: the source keeps writing (a DR drill):
+    each partition ends at its last stable offset, a transaction open there left out."""
 
     def take() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
@@ -117,7 +123,7 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
             return {
                 "taken_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "source": source.bootstrap_servers,
-                "topics": snapshot_topics(admin, topics),
+                "topics": snapshot_topics(admin, topics, live),
                 "groups": snapshot_groups(admin, groups, topics),
                 "connectors": connector_entries,
                 "versions": {"source_kafka": versions.kafka_release(admin)},
