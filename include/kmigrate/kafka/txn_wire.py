@@ -87,9 +87,7 @@ def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transa
                 _, data = conn.receive()
                 _check(struct.unpack_from(">ih", data, 0)[1], "aborting the lone marker's transaction", topic, partition)
                 return
-        except (_Retry, OSError) as exc:
-            if isinstance(exc, OSError):
-                leaders.connections.close_all()
+        except (_Retry, OSError) as exc:  # a pooled connection that raised is closed, not reused
             if time.monotonic() > deadline:
                 raise CopyInterrupted(f"{topic}[{partition}]: writing a lone abort marker on the target did not "
                                       f"succeed in {timeout_s:.0f} s (last: {exc})", topic=topic,
