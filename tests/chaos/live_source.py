@@ -180,8 +180,8 @@ class LiveSource:
     def _writes(self, rng: random.Random, producer: Producer, topics: list[str], keys: int = 0) -> None:
         delivered: list[Any] = []
         serial = 0
-        while not self._stop.is_set():
-            for _ in range(rng.randint(1, 20)):
+        while not self._stop.is_set():  # a few hundred records a second: the interleavings matter, not the volume
+            for _ in range(rng.randint(1, 10)):
                 serial += 1
                 topic = rng.choice(topics)
                 key = f"key{rng.randrange(keys)}".encode() if keys else (f"p{serial}".encode() if rng.random() < 0.8
@@ -190,7 +190,7 @@ class LiveSource:
                 producer.produce(topic, value=value, key=key, partition=rng.randrange(self.topics[topic]),
                                  on_delivery=lambda err, msg: delivered.append(msg) if err is None else None)
             producer.poll(0)
-            time.sleep(rng.uniform(0, 0.03))
+            time.sleep(rng.uniform(0.005, 0.04))
         producer.flush(30)
         self.model.settle(delivered, committed=True)
 
