@@ -204,3 +204,24 @@ def test_a_log_start_that_became_a_lone_marker_after_a_round_aligned_to_it(stack
     final = copy_to(stack, unique_name, seed.end, raw_batches=True)
     assert final.digests_equal and final.markers == 1
     assert_same_partition(stack, unique_name, 0)
+
+
+def test_a_log_start_moved_into_an_invisible_run_this_run_copied(stack, unique_name, source_untouched):
+    """Records deleted on the source up to the middle of an aborted transaction the last round copied:
+    nothing visible is left above the new log start to compare, and the offset below it on the target
+    is an aborted filler, invisible. The manifest's word that the target ends where this run left it
+    is enough to trim it (chaos seed 5 found the refusal)."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                             # 0-1
+    seed.transaction(2, "b", commit=False)          # 2-3 aborted, marker 4
+    first = copy_to(stack, unique_name, seed.end, raw_batches=True)
+    assert first.target_end == 5
+    with ClusterAdmin(stack.source) as admin:
+        assert admin.delete_records(unique_name, 0, 3) == 3
+    seed.records(2, "c")                             # 5-6
+    source_untouched(unique_name)
+    final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, seed.end), CopyOptions(),
+                           own_end=first.target_end)
+    assert final.digests_equal
+    assert_same_partition(stack, unique_name, 0)

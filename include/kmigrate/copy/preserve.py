@@ -71,7 +71,10 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                                        options, compacted="compact" in writer.topic_configs.get("cleanup.policy", ""))
         if target_low < source_low:
             options.may_write()
-            trim_below(source_low, target_low, compared, topic, partition, target, target_admin)
+            # this run's copy (the manifest says where it left the target) is trimmed even when no
+            # visible record was left to compare above the new log start (only markers, aborted records)
+            trim_below(source_low, target_low, compared or int(target_high == own_end), topic, partition, target,
+                       target_admin)
     result.align_seconds = time.monotonic() - started
     writer.next_offset = target_high
 
