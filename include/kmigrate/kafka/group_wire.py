@@ -17,25 +17,13 @@ from kmigrate.errors import GroupError
 from kmigrate.kafka import wire
 from kmigrate.kafka.transport import Transport, Unsupported
 
-FIND_COORDINATOR, OFFSET_FETCH, OFFSET_COMMIT = 10, 9, 8
+OFFSET_FETCH, OFFSET_COMMIT = 9, 8
 _RETRY = frozenset({7, 13, 14, 15, 16})  # the coordinator loading, moving or not there yet
-
-
-def _read_string(data: memoryview, pos: int) -> tuple[str | None, int]:
-    (size,) = struct.unpack_from(">h", data, pos)
-    if size < 0:
-        return None, pos + 2
-    return bytes(data[pos + 2: pos + 2 + size]).decode(errors="surrogateescape"), pos + 2 + size
 
 
 def _any_broker(cluster: ClusterConfig) -> tuple[str, int]:
     host, port = cluster.bootstrap_servers.split(",")[0].strip().rsplit(":", 1)
     return host, int(port)
-
-
-def _string(text: str) -> bytes:
-    data = text.encode(errors="surrogateescape")
-    return struct.pack(">h", len(data)) + data
 
 
 def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int, body: bytes, parse,  # noqa: ANN001
@@ -47,13 +35,8 @@ def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int,
     while True:
         try:
             with wire.BrokerConnection(*_any_broker(cluster), timeout_s=timeout_s, transport=transport) as conn:
-                conn.send(FIND_COORDINATOR, 1, _string(group) + struct.pack(">b", 0))
-                _, data = conn.receive()
-            _throttle, code = struct.unpack_from(">ih", data, 0)
+                code, (host, port) = wire.find_coordinator(conn, group, wire.GROUP_COORDINATOR)
             if not code:
-                _, pos = _read_string(data, 6)
-                host, pos = _read_string(data, pos + 4)
-                (port,) = struct.unpack_from(">i", data, pos)
                 with wire.BrokerConnection(host, port, timeout_s=timeout_s, transport=transport) as conn:
                     conn.send(api, version, body)
                     _, data = conn.receive()
@@ -81,7 +64,7 @@ def raw_capable(cluster: ClusterConfig) -> bool:
 
 def committed(cluster: ClusterConfig, group: str, timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int, str]]:
     """{(topic, partition): (offset, metadata)} of everything `group` committed (OffsetFetch v5)."""
-    return _ask_coordinator(cluster, group, OFFSET_FETCH, 5, _string(group) + struct.pack(">i", -1), _offsets,
+    return _ask_coordinator(cluster, group, OFFSET_FETCH, 5, wire._string(group) + struct.pack(">i", -1), _offsets,
                             timeout_s)
 
 
@@ -92,10 +75,10 @@ def commit(cluster: ClusterConfig, group: str, offsets: Mapping[tuple[str, int],
     topics: dict[str, list[tuple[int, int, str]]] = {}
     for (topic, partition), (offset, metadata) in sorted(offsets.items()):
         topics.setdefault(topic, []).append((partition, offset, metadata))
-    parts = [_string(group), struct.pack(">i", -1), _string(""), struct.pack(">i", len(topics))]
+    parts = [wire._string(group), struct.pack(">i", -1), wire._string(""), struct.pack(">i", len(topics))]
     for topic, entries in topics.items():
-        parts += [_string(topic), struct.pack(">i", len(entries))]
-        parts += [struct.pack(">iq", partition, offset) + _string(metadata) for partition, offset, metadata in entries]
+        parts += [wire._string(topic), struct.pack(">i", len(entries))]
+        parts += [struct.pack(">iq", partition, offset) + wire._string(metadata) for partition, offset, metadata in entries]
     _ask_coordinator(cluster, group, OFFSET_COMMIT, 5, b"".join(parts), _committed_answer, timeout_s)
 
 
@@ -104,7 +87,7 @@ def _committed_answer(data: memoryview) -> tuple[None, int]:
     (topics,) = struct.unpack_from(">i", data, 4)
     pos = 8
     for _ in range(topics):
-        _, pos = _read_string(data, pos)
+        _, pos = wire.read_string(data, pos)
         (partitions,) = struct.unpack_from(">i", data, pos)
         pos += 4
         for _ in range(partitions):
@@ -120,12 +103,12 @@ def _offsets(data: memoryview) -> tuple[dict[tuple[str, int], tuple[int, str]], 
     (topics,) = struct.unpack_from(">i", data, 4)
     pos, found = 8, {}
     for _ in range(topics):
-        topic, pos = _read_string(data, pos)
+        topic, pos = wire.read_string(data, pos)
         (partitions,) = struct.unpack_from(">i", data, pos)
         pos += 4
         for _ in range(partitions):
             partition, offset, _epoch = struct.unpack_from(">iqi", data, pos)
-            metadata, pos = _read_string(data, pos + 16)
+            metadata, pos = wire.read_string(data, pos + 16)
             (error,) = struct.unpack_from(">h", data, pos)
             pos += 2
             if not error and offset >= 0:

@@ -20,11 +20,9 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted
 from kmigrate.kafka import leaders, wire
 
-FIND_COORDINATOR, END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 10, 26, 24, 61
-TRANSACTION_COORDINATOR = 1
+END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 26, 24, 61
 # the coordinator loading, moving or busy with the previous transaction's markers: asked again
 _RETRY = frozenset({7, 13, 14, 15, 16, 51})
-_NOT_COORDINATOR = frozenset({15, 16})
 NAMES = {16: "NOT_COORDINATOR", 51: "CONCURRENT_TRANSACTIONS", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
          47: "INVALID_PRODUCER_EPOCH", 48: "INVALID_TXN_STATE", 35: "UNSUPPORTED_VERSION"}
 
@@ -34,16 +32,14 @@ def _name(code: int) -> str:
 
 
 class _Retry(Exception):
-    def __init__(self, code: int, find_again: bool = False) -> None:
-        super().__init__(_name(code))
-        self.code, self.find_again = code, find_again
+    """An error that passes: the whole exchange is tried again, the coordinator found anew."""
 
 
 def _check(code: int, what: str, topic: str, partition: int) -> None:
     if not code:
         return
     if code in _RETRY:
-        raise _Retry(code, find_again=code in _NOT_COORDINATOR)
+        raise _Retry(_name(code))
     raise CopyError(f"{topic}[{partition}]: {what} on the target failed: {_name(code)}; check the target broker log "
                     "and that the migration's principal may use transactional ids prefixed 'kmigrate-'",
                     topic=topic, partition=partition)
@@ -51,15 +47,9 @@ def _check(code: int, what: str, topic: str, partition: int) -> None:
 
 def _coordinator(cluster: ClusterConfig, transactional_id: str, topic: str, partition: int) -> tuple[str, int]:
     with leaders.connect_to_leader(cluster, topic, partition) as conn:  # any broker answers FindCoordinator
-        conn.send(FIND_COORDINATOR, 1, wire._string(transactional_id) + struct.pack(">b", TRANSACTION_COORDINATOR))
-        _, data = conn.receive()
-    _throttle, code, message_len = struct.unpack_from(">ihh", data, 0)
-    pos = 8 + max(message_len, 0)
+        code, address = wire.find_coordinator(conn, transactional_id, wire.TRANSACTION_COORDINATOR)
     _check(code, "finding the transaction coordinator", topic, partition)
-    (_node, host_len) = struct.unpack_from(">ih", data, pos)
-    host = bytes(data[pos + 6: pos + 6 + host_len]).decode()
-    (port,) = struct.unpack_from(">i", data, pos + 6 + host_len)
-    return host, port
+    return address
 
 
 def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str,
@@ -187,11 +177,21 @@ def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, in
 def describe_open(cluster: ClusterConfig, topic: str, partition: int, stable_offset: int) -> str:
     """A phrase naming the transaction that holds `topic[partition]`'s last stable offset at
     `stable_offset`: its first offset and, where the broker tells, its producer id and epoch."""
-    found = [t for t in open_transactions(cluster, [(topic, partition)]).get((topic, partition), [])
-             if t.first_offset == stable_offset]
-    if not found:
-        return f"a transaction open since offset {stable_offset}"
-    txn = found[0]
-    since = time.strftime("%H:%M:%S UTC", time.gmtime(txn.last_timestamp / 1000)) if txn.last_timestamp > 0 else "?"
-    return (f"a transaction open since offset {stable_offset} by producer id {txn.producer_id} (epoch "
-            f"{txn.producer_epoch}, last write {since})")
+    return describe_all_open(cluster, {(topic, partition): stable_offset})[(topic, partition)]
+
+
+def describe_all_open(cluster: ClusterConfig, stable_at: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+    """`describe_open` of many partitions ({(topic, partition): last stable offset}), their producers
+    asked in one DescribeProducers a leader."""
+    producers = open_transactions(cluster, stable_at)
+    out = {}
+    for key, stable in stable_at.items():
+        found = [t for t in producers.get(key, []) if t.first_offset == stable]
+        if not found:
+            out[key] = f"a transaction open since offset {stable}"
+            continue
+        txn = found[0]
+        since = time.strftime("%H:%M:%S UTC", time.gmtime(txn.last_timestamp / 1000)) if txn.last_timestamp > 0 else "?"
+        out[key] = (f"a transaction open since offset {stable} by producer id {txn.producer_id} (epoch "
+                    f"{txn.producer_epoch}, last write {since})")
+    return out

@@ -21,6 +21,8 @@ from kmigrate.kafka.transport import AuthenticationFailed, Transport
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, SASL_HANDSHAKE, INIT_PRODUCER_ID, SASL_AUTHENTICATE = 0, 1, 2, 17, 22, 36
+FIND_COORDINATOR = 10
+GROUP_COORDINATOR, TRANSACTION_COORDINATOR = 0, 1
 PRODUCE_VERSION, FETCH_VERSION = 7, 11
 ERRORS = {
     1: "OFFSET_OUT_OF_RANGE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE",
@@ -58,8 +60,28 @@ def uvarint(value: int) -> bytes:
 
 
 def _string(text: str) -> bytes:
-    data = text.encode()
+    data = text.encode(errors="surrogateescape")  # as read_string decodes: a metadata round-trips byte for byte
     return struct.pack(">h", len(data)) + data
+
+
+def read_string(data: memoryview, pos: int) -> tuple[str | None, int]:
+    """A nullable string of the protocol at `pos`, and the position after it."""
+    (size,) = struct.unpack_from(">h", data, pos)
+    if size < 0:
+        return None, pos + 2
+    return bytes(data[pos + 2: pos + 2 + size]).decode(errors="surrogateescape"), pos + 2 + size
+
+
+def find_coordinator(conn: BrokerConnection, key: str, key_type: int) -> tuple[int, tuple[str, int]]:
+    """(error code, coordinator address) of a group (GROUP_COORDINATOR) or transactional id
+    (TRANSACTION_COORDINATOR), asked of the broker behind `conn` (FindCoordinator v1)."""
+    conn.send(FIND_COORDINATOR, 1, _string(key) + struct.pack(">b", key_type))
+    _, data = conn.receive()
+    _throttle, code = struct.unpack_from(">ih", data, 0)
+    _, pos = read_string(data, 6)
+    host, pos = read_string(data, pos + 4)
+    (port,) = struct.unpack_from(">i", data, pos)
+    return code, (host or "", port)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,10 +97,8 @@ def _offsets_key(offsets: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], stable_for_s: float) -> None:
-    names = []
-    for key, stable in sorted(unstable.items()):
-        topic, partition = key.rsplit(":", 1)
-        names.append(f"{topic}[{partition}]: {txn_wire.describe_open(source, topic, int(partition), stable)}")
+    stable_at = {(key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1])): stable for key, stable in unstable.items()}
+    names = [f"{t}[{p}]: {phrase}" for (t, p), phrase in sorted(txn_wire.describe_all_open(source, stable_at).items())]
     raise TransactionOpen(
         f"the source's end offsets stood still for {stable_for_s:.0f}s, but {len(names)} partition"
         f"{'s hold' if len(names) > 1 else ' holds'} a transaction that is still open: " + "; ".join(names)

@@ -30,13 +30,12 @@ def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str], live: bool = Fal
         return {topic: {"partitions": partitions[topic], "configs": configs}
                 for topic, configs in admin.topics_configs(topics, explicit_only=True).items()}
     partitions = topics_partitions(admin, topics)
-    keys = [(t, p["partition"]) for t in topics for p in partitions[t]]
-    stable = admin.stable_ends(keys, retry=True)
-    open_at = {key: stable[key] for key in keys
-               if stable[key] < next(p["end"] for p in partitions[key[0]] if p["partition"] == key[1])}
+    ends = {(t, p["partition"]): p["end"] for t in topics for p in partitions[t]}
+    stable = admin.stable_ends(ends, retry=True)
+    open_at = {key: stable[key] for key, end in ends.items() if stable[key] < end}
     if open_at:
-        names = "; ".join(f"{t}[{p}]: {txn_wire.describe_open(admin.cluster, t, p, at)}"
-                          for (t, p), at in sorted(open_at.items()))
+        names = "; ".join(f"{t}[{p}]: {phrase}"
+                          for (t, p), phrase in sorted(txn_wire.describe_all_open(admin.cluster, open_at).items()))
         raise TransactionOpen(
             f"a transaction is open on the source at the snapshot ({names}): a producer outside Connect still writes. "
             "Nothing was recorded or copied. Stop it (its transaction committed or aborted), then clear the snapshot "
