@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
 
 install: $(VENV)/.installed kafka-jars browser
 
@@ -142,6 +142,15 @@ test-chaos: install
 	  KMIGRATE_CHAOS_RESULTS=$(CURDIR)/test-artifacts/chaos-results.jsonl \
 	  $(STACK) run -- $(VPY) -m pytest tests/chaos -q $(PYTEST_ARGS); \
 	  status=$$?; $(VPY) -m tests.chaos.summary test-artifacts/chaos-results.jsonl || status=1; exit $$status
+
+# Bad input against the real stack (tests/badinput): each kind of malformed param, file, config or
+# answer must end in a clear error naming it before anything is written or stopped; the last line is
+# one JSON object: tried, clear_errors, tracebacks (0), written_before_refusal (0).
+test-bad-input: install
+	@rm -f test-artifacts/bad-input-results.jsonl
+	@KMIGRATE_BAD_INPUT_RESULTS=$(CURDIR)/test-artifacts/bad-input-results.jsonl \
+	  $(STACK) run -- $(VPY) -m pytest tests/badinput -q $(PYTEST_ARGS); \
+	  status=$$?; $(VPY) -m tests.badinput.summary test-artifacts/bad-input-results.jsonl || status=1; exit $$status
 
 test-unit: $(VENV)/.installed
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -20,7 +20,7 @@ def _connection(hook: BaseHook, conn_id: str, what: str) -> Any:
         return hook.get_connection(conn_id)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found error type
         raise ConfigError(f"the {what} connection id {conn_id!r} is not defined in Airflow; create it (Admin > "
-                          "Connections) or fix the parameter") from exc
+                          "Connections) or fix the parameter") from None  # Airflow's lookup error adds nothing
 
 
 class KafkaClusterHook(KafkaBaseHook):
@@ -33,16 +33,25 @@ class KafkaClusterHook(KafkaBaseHook):
     def cluster(self) -> ClusterConfig:
         """The client config; ConfigError when the connection is missing or has no bootstrap.servers."""
         conn = _connection(self, self.kafka_config_id, f"{self.name} Kafka")
-        return ClusterConfig(self.name, dict(conn.extra_dejson))
+        extra = conn.extra_dejson
+        where = f"Airflow connection {self.kafka_config_id!r} ({self.name} Kafka cluster)"
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{where}: its extra is {type(extra).__name__}, not a JSON object of librdkafka "
+                              'settings; set the extra to {"bootstrap.servers": "host:port", ...}')
+        try:  # bootstrap.servers each host:port (the TLS files and the setting names: when a client is built)
+            return ClusterConfig(self.name, dict(extra))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
 
     def test_connection(self) -> tuple[bool, str]:
         try:
             cluster = self.cluster()
-            with ClusterAdmin(cluster, timeout_s=10) as admin:
+            with ClusterAdmin(cluster, timeout_s=10) as admin:  # ConfigError naming a missing file or a bad setting
                 admin.check_reachable()
                 return True, f"Kafka cluster {admin.cluster_id()} answers at {cluster.bootstrap_servers}"
         except KmigrateError as exc:
-            return False, str(exc)
+            return False, (str(exc) if self.kafka_config_id in str(exc)
+                           else f"Airflow connection {self.kafka_config_id!r}: {exc}")
 
 
 class KafkaConnectHook(BaseHook):

@@ -215,30 +215,6 @@ def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_p
         assert 1000 <= row["target_start"] < 3000 and row["records"] == 3000 - row["target_start"]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"topics_include": "orders("}, "is not a valid regular expression"),
-    ({"source_kafka_conn_id": "no_such_connection"}, "'no_such_connection' is not defined in Airflow"),
-    ({"target_kafka_conn_id": "kafka_source"}, "source and target are the same cluster"),
-    ({"spark_remote": "sc://127.0.0.1:1"}, "cannot reach the Spark Connect server at sc://127.0.0.1:1"),
-], ids=["bad-regex", "unknown-connection", "same-cluster", "unreachable-spark-connect"])
-def test_bad_params_are_refused_before_any_write(stack, dagbag, tmp_path, capfd, bad, message):
-    state = tmp_path / "state"
-    conf = {"topics_include": "anything", "state_location": str(state), "run_name": "bad", **bad}
-    run = run_dag(dagbag, **conf)
-    states = task_states(run)
-    assert str(run.state) == "failed" and states["preflight"] == "failed"
-    assert all(s in ("None", "upstream_failed") for t, s in states.items() if t != "preflight"), states
-    assert message in capfd.readouterr().out + capfd.readouterr().err
-    assert not state.exists()  # nothing written anywhere
-
-
-def test_the_trigger_form_schema_refuses_a_bad_run_name(dagbag):
-    from airflow.sdk.definitions.param import ParamValidationError
-
-    with pytest.raises(ParamValidationError):
-        run_dag(dagbag, topics_include="x", run_name="has spaces/and slashes")
-
-
 def test_connectors_keep_their_state_through_a_migration_and_a_rollback(stack, dagbag, tmp_path):
     """A running and a paused connector: after the migration the target copies are running and
     paused, the originals stopped; after the rollback the target copies are stopped, the originals
