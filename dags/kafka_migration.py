@@ -34,6 +34,8 @@ from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
     DEFAULT_ARGS,
     connect_params,
+    connector_params,
+    cutover_param,
     kafka_params,
     run_name_param,
     selection_params,
@@ -57,10 +59,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
         **kafka_params(),
         **connect_params(),
         **selection_params(),
-        "connectors": Param([], type=["null", "array"], items={"type": "string"}, title="Connectors",
-                            description="Names of source Connect connectors to move"),
-        "connector_overrides": Param({}, type="object", title="Connector config overrides",
-                                     description='{"connector": {"key": "value"}} applied on the target'),
+        **connector_params(),
         "translate_topics": Param(None, type=["null", "string"], title="Topics copied in translate mode",
                                   description="Regular expression; these get an offset map instead of "
                                               "preserved offsets (for a target that already holds data)"),
@@ -70,10 +69,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
         "pre_copy_converged_records": Param(10000, type="integer", minimum=0, title="Pre-copy converged at",
                                             description="No further round once the source wrote at most this many "
                                                         "records during one: what is left is copied in the window"),
-        "cutover_at": Param(None, type=["null", "string"], format="date-time", title="Cut over at",
-                            description="Stop the connectors at this time (a maintenance window); until then pre-copy "
-                                        "rounds keep the target close to the live source. Empty: as soon as the "
-                                        "pre-copy converges"),
+        "cutover_at": cutover_param(),
         "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
                                  description="Source end offsets must stay still (and selected groups empty) this "
                                              "long before the snapshot"),

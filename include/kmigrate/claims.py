@@ -43,6 +43,9 @@ class Claims:
     def __init__(self) -> None:
         self.runs: dict[str, dict[str, Any]] = {}   # run -> its claim (topics, dag, host, ts)
         self.parts: dict[str, dict[str, Any]] = {}  # "topic:partition" -> the lease (holder, ts, lease_ms)
+        # broker time of the log's first record (offset 0), once read: a log younger than a lease grants
+        # none, so that a copier holding a lease in a claims topic deleted since has stopped writing
+        self.born: int | None = None
 
     def conflicts(self, run: str, topics: Collection[str]) -> dict[str, list[str]]:
         """The other runs holding any of `topics`, with those topics."""
@@ -61,7 +64,8 @@ class Claims:
     def _apply(self, ts_ms: int, record: dict[str, Any]) -> bool:
         kind = record.get("kind")
         if kind == "run":
-            if not isinstance(record["topics"], list) or self.conflicts(record["run"], record["topics"]):
+            if (not isinstance(record["run"], str) or not isinstance(record["topics"], list)
+                    or self.conflicts(record["run"], record["topics"])):
                 return False
             held = self.runs.get(record["run"], {"topics": []})
             self.runs[record["run"]] = {**record, "topics": sorted(set(held["topics"]) | set(record["topics"])),
@@ -70,8 +74,12 @@ class Claims:
         if kind == "run-release":
             return self.runs.pop(record["run"], None) is not None
         if kind == "lease":
+            if not isinstance(record["holder"], str):
+                return False  # every reader of the lease compares holders
             held = self.parts.get(record["scope"])
             lease_ms = int(record["lease_ms"])  # stored as a number: a later record is compared with it
+            if self.born is not None and ts_ms - self.born < lease_ms:
+                return False  # the claims topic is new (or was deleted and created again): see `born`
             if (held and held["holder"] != record["holder"] and ts_ms - held["ts"] <= held["lease_ms"]
                     and record.get("breaks") != held["holder"]):
                 return False
@@ -84,6 +92,24 @@ class Claims:
                 return True
             return False
         return False  # a kind this version does not know changes nothing
+
+
+def _claim_of(value: bytes | None) -> dict[str, Any] | None:
+    """The claim a record's value holds: a JSON object; None for anything else (no value, not JSON,
+    JSON of another shape), which every reader skips alike."""
+    if value is None:
+        return None
+    try:
+        record = json.loads(value)
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _what(value: bytes | None) -> str:
+    if value is None:
+        return "no value: a tombstone"
+    return f"{len(value)} bytes: {value[:40]!r}" + ("..." if len(value) > 40 else "")
 
 
 class ClaimLog:
@@ -145,11 +171,15 @@ class ClaimLog:
                 continue
             if msg.error():
                 raise ClusterUnavailable(f"{self.cluster.name}: reading {CLAIMS_TOPIC} failed: {msg.error().str()}")
-            try:
-                record = json.loads(msg.value())
-            except ValueError:
-                record = {}  # not ours: changes nothing
-            outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record)
+            if msg.offset() == 0:
+                self.state.born = msg.timestamp()[1]
+            record = _claim_of(msg.value())
+            if record is None:  # not a claim (a tombstone, another producer's record): changes nothing
+                log.warning("%s: record at offset %d of %s is not a claim (%s); skipped", self.cluster.name,
+                            msg.offset(), CLAIMS_TOPIC, _what(msg.value()))
+                outcomes[msg.offset()] = False
+            else:
+                outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record)
             self._next = msg.offset() + 1
         return outcomes
 

@@ -8,8 +8,9 @@ import os
 from airflow.sdk import Param
 from kmigrate_spark.conf import REMOTE_ENV
 
-DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION", "/tmp/kmigrate-state")
-RUN_NAME = "[A-Za-z0-9][A-Za-z0-9._:+-]*"  # a folder name of the state location
+DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
+    os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "kmigrate-state")
+RUN_NAME = "[A-Za-z0-9](?:[A-Za-z0-9._+-]|:(?!:)){0,199}"  # a folder name: kmigrate.manifest's RUN_ID_RULE
 
 # every DAG's task defaults: retried with backoff, never unbounded
 DEFAULT_ARGS = {
@@ -81,3 +82,35 @@ def run_name_param(*, required: bool = False, **texts: str) -> Param:
         return Param(type="string", pattern=f"^{RUN_NAME}$", **texts)
     return Param(None, type=["null", "string"], pattern=f"^({RUN_NAME})?$", **{
         "title": "Run name", "description": "Names the run manifest; empty: the Airflow run id", **texts})
+
+
+# an ISO 8601 date-time with its zone (Z or an offset), as the form's date-time picker gives it
+# (2026-11-23T22:00:00.000Z): JSON Schema's `format: date-time` is not enforced when a run is
+# triggered, a pattern is; the preflight checks the rest (a real date, ahead of now)
+DATE_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)"
+
+
+def cutover_param() -> Param:
+    """When a migration stops its connectors: a date-time with its zone, or empty."""
+    return Param(None, type=["null", "string"], format="date-time", pattern=f"^({DATE_TIME})?$", title="Cut over at",
+                 description="Stop the connectors at this time (a maintenance window), an ISO 8601 date-time with its "
+                             "zone, like 2026-11-23T22:00:00+00:00 or ...Z for UTC; until then pre-copy rounds keep "
+                             "the target close to the live source. Empty: as soon as the pre-copy converges")
+
+
+def connector_params() -> dict[str, Param]:
+    """The connectors a migration moves, and their config overrides on the target."""
+    return {
+        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1}, uniqueItems=True,
+                            title="Connectors", description="Names of source Connect connectors to move"),
+        # values often hold a password: the run records them only as digests (kmigrate.run.request);
+        # the preflight also refuses a connector not among `connectors`
+        "connector_overrides": Param({}, type="object", propertyNames={"minLength": 1},
+                                     additionalProperties={"type": "object", "propertyNames": {"minLength": 1},
+                                                           "additionalProperties": {
+                                                               "type": ["string", "number", "boolean"]}},
+                                     title="Connector config overrides",
+                                     description='{"connector": {"key": "value"}} applied on the target to those of '
+                                                 "the connectors above; values are strings, numbers or booleans "
+                                                 "(a Connect config is flat)"),
+    }

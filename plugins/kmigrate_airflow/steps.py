@@ -3,6 +3,7 @@ connections named by the params, call the kmigrate library, log what it did. Not
 anything the library does not."""
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import time
@@ -19,11 +20,11 @@ from kmigrate.run.drill import measure_drill as drill_figures
 from kmigrate.run.groups import check_groups_unchanged
 from kmigrate.run.groups import replicate_groups as replicate
 from kmigrate.run.plan import write_pre_copy_plan
-from kmigrate.run.preflight import check_run
+from kmigrate.run.preflight import check_params, check_run
 from kmigrate.run.quiesce import quiesce_poke
 from kmigrate.run.report import topic_result as topic_outcome
 from kmigrate.run.report import write_report
-from kmigrate.run.request import check_request, record_request
+from kmigrate.run.request import record_request
 from kmigrate.run.selection import Selection, selected_topics
 from kmigrate.run.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
 from kmigrate_spark.conf import check_connect_server
@@ -60,15 +61,18 @@ def _connect(params: dict[str, Any]):
 
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """Read-only: the run name not used before with other params; connections, clusters,
-    selections, connectors, the Spark Connect server if one is named. Bad input fails here, before
-    any write (and before a migration stops its connectors)."""
-    if params.get("spark_remote"):
-        check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
+    """Read-only: the params' own checks (connector overrides, cutover time) and the run name not
+    used before with other params; connections, clusters, selections, connectors, the Spark
+    Connect server if one is named. Bad input fails here, before any write (and before a migration
+    stops its connectors)."""
     try:
-        check_request(_manifest(params, run_id), params)
+        cutover = check_params(params, _manifest(params, run_id))
     except KmigrateError as exc:
         raise AirflowFailException(str(exc)) from exc
+    if cutover is not None:
+        log.info("cutover at %s (UTC %s)", cutover.isoformat(), cutover.astimezone(datetime.timezone.utc).isoformat())
+    if params.get("spark_remote"):
+        check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
     source, target = _clusters(params)
     source_connect, target_connect = _connect(params)
     plan = check_run(source, target, source_connect, target_connect, _selection(params))

@@ -73,8 +73,18 @@ def test_records_of_unknown_kinds_or_shapes_change_nothing():
     assert not state.apply(4, {"kind": "run", "run": "a"})                 # no topics
     assert not state.apply(5, {"kind": "run", "run": "a", "topics": "orders"})  # not a list
     assert not state.apply(6, {"kind": "lease", "scope": "t:0", "holder": "x"})  # no lease length
+    assert not state.apply(7, {"kind": "run", "run": ["a"], "topics": ["orders"]})  # a run is named by a string
+    assert not state.apply(8, {"kind": "lease", "scope": "t:0", "holder": None, "lease_ms": 1})  # holders compared
     assert state.runs == {} and state.parts == {}
-    assert state.apply(7, run_claim("a", "orders"))  # and the fold goes on
+    assert state.apply(9, run_claim("a", "orders"))  # and the fold goes on
+
+
+def test_a_record_value_is_a_claim_only_when_it_is_a_json_object():
+    assert claims._claim_of(b'{"kind": "run"}') == {"kind": "run"}
+    for value in (None, b"", b"not json", b"\xff\xfe", b"[1, 2]", b"null", b'"text"', b"42"):
+        assert claims._claim_of(value) is None, value
+    assert claims._what(None) == "no value: a tombstone"
+    assert claims._what(b"x" * 100).endswith("...")
 
 
 def test_the_refusal_names_the_holding_run_its_dag_and_the_way_out():

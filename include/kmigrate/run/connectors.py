@@ -90,17 +90,58 @@ def restore_states(connect: ConnectClient, states: Mapping[str, str], wait_s: fl
     return out
 
 
+def _config_value(value: Any) -> str:
+    """A Connect config value as the REST API keeps it: a string (JSON true/false as true/false)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def check_overrides(overrides: Any, connectors: Sequence[str] | None) -> None:
+    """The `connector_overrides` param: an object {connector: {key: value}} whose connectors are
+    among the selected `connectors` and whose values are strings, numbers or booleans (a Connect
+    config is flat). ConfigError naming the connector and key, never a value (often a password)."""
+    if not overrides:
+        return
+    selected = list(connectors or ())
+    if not isinstance(overrides, Mapping):
+        raise ConfigError(f"connector_overrides is a {type(overrides).__name__}, not an object; give "
+                          '{"connector": {"key": "value"}}, or leave it empty')
+    for name, config in overrides.items():
+        if name not in selected:
+            raise ConfigError(f"connector_overrides names connector {name!r}, which is not among the selected "
+                              f"connectors ({', '.join(map(repr, selected)) or 'none'}): its overrides would be "
+                              "ignored; add it to connectors, fix the name, or drop its overrides")
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"connector_overrides[{name!r}] is a {type(config).__name__}, not an object of config "
+                              f'keys; give {{"{name}": {{"key": "value"}}}}')
+        for key, value in config.items():
+            if not isinstance(key, str) or not key.strip():
+                raise ConfigError(f"connector_overrides[{name!r}] has an empty config key; name the key to override")
+            if isinstance(value, (Mapping, list, tuple)):
+                raise ConfigError(f"connector_overrides[{name!r}][{key!r}] is a nested "
+                                  f"{'object' if isinstance(value, Mapping) else 'list'}, but a Connect config "
+                                  "is flat (key: string); give its value as one string (a list as comma-separated "
+                                  "text, nested keys as their own dotted keys)")
+            if value is None or not isinstance(value, (str, int, float)):
+                kind = "null" if value is None else f"a {type(value).__name__}"
+                raise ConfigError(f"connector_overrides[{name!r}][{key!r}] is {kind}, not a string, number or "
+                                  "boolean; give the value (an override cannot remove a key)")
+            if key == "name" and value != name:
+                raise ConfigError(f"connector_overrides[{name!r}]['name'] renames the connector, which a migration "
+                                  "does not do; drop that override (the connector keeps its name on the target)")
+
+
 def target_config(config: Mapping[str, str], *, target_bootstrap: str | None = None,
-                  overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+                  overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The connector's config for the target Connect cluster: client overrides that name a
     bootstrap address (`producer.override.bootstrap.servers`, ...) point at the target cluster,
-    then `overrides` (for example another input or output file) apply."""
+    then `overrides` (for example another input or output file; checked by `check_overrides`)
+    apply, numbers and booleans as Connect's strings."""
     out = dict(config)
     if target_bootstrap:
         for key in out:
             if key.endswith("bootstrap.servers"):
                 out[key] = target_bootstrap
-    out.update(overrides or {})
+    out.update({key: _config_value(value) for key, value in (overrides or {}).items()})
     return out
 
 

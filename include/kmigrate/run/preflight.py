@@ -1,16 +1,36 @@
 """The read-only checks before a run writes or stops anything, and the plan a dry run shows."""
 from __future__ import annotations
 
+import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run import config_versions, versions
+from kmigrate.manifest import Manifest
+from kmigrate.run import config_versions, events, versions
+from kmigrate.run.connectors import check_overrides
 from kmigrate.run.plan import topics_partitions
+from kmigrate.run.request import check_request
 from kmigrate.run.rights import check_rights
 from kmigrate.run.selection import Selection, select
+
+
+def check_params(params: Mapping[str, Any], manifest: Manifest,
+                 now: datetime.datetime | None = None) -> datetime.datetime | None:
+    """The params' own checks, read-only, before any cluster is asked: `connector_overrides` (an
+    object per selected connector of flat values, `connectors.check_overrides`), `cutover_at` (a
+    date-time with its zone, `events.check_cutover_at`), the run name not used before with other
+    params (`request.check_request`); a new run's cutover_at must lie ahead (a run started before
+    and re-triggered after its time continues to its cutover). The selections' patterns are
+    checked by `check_run`. Returns the cutover time (None: none set). A DAG without one of these
+    params (the DR drill) skips its check."""
+    check_overrides(params.get("connector_overrides"), params.get("connectors"))
+    events.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
+    started = check_request(manifest, params)
+    return events.check_cutover_at(params.get("cutover_at"), started=started, now=now)
 
 
 def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
