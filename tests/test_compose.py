@@ -22,7 +22,19 @@ def pinned(package: str) -> str:
 
 
 def host_ports(service: str) -> set[int]:
-    return {int(str(p).split(":")[0]) for p in SERVICES[service].get("ports", [])}
+    """The host ports a service publishes ("[IP:]HOST:CONTAINER")."""
+    return {int(str(p).split(":")[-2]) for p in SERVICES[service].get("ports", [])}
+
+
+def published(service: dict) -> list[str]:
+    """A service's published ports as strings, in either compose syntax (short, or long with host_ip)."""
+    out = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            out.append(f"{port.get('host_ip', '')}:{port.get('published', '')}:{port.get('target')}")
+        else:
+            out.append(str(port))
+    return out
 
 
 def properties(path: Path) -> dict[str, str]:
@@ -111,3 +123,15 @@ def test_the_spark_connect_server_has_the_settings_of_make_spark_connect_up():
         assert conf[key] == local.conf[key], key
     assert conf["spark.connect.grpc.binding.port"] == str(module.CONNECT_PORT)
     assert host_ports("spark-connect") == {module.CONNECT_PORT}
+
+
+def test_every_published_port_is_bound_to_the_loopback_interface():
+    """PLAINTEXT Kafka, Connect's REST API, Airflow (every user an admin) and Spark Connect take
+    anyone who reaches them: published on 127.0.0.1 only (the file says how to open one)."""
+    ports = {name: published(service) for name, service in SERVICES.items()}
+    assert sum(len(p) for p in ports.values()) >= 8  # Kafka x2, Connect x2, Airflow, Spark master x2, Spark Connect
+    for name, service_ports in ports.items():
+        for port in service_ports:
+            assert port.startswith("127.0.0.1:") and port.count(":") == 2, (name, port)
+    # no service lets Docker pick a host port on every interface either
+    assert not [name for name, service in SERVICES.items() if service.get("network_mode") == "host"]

@@ -1,13 +1,14 @@
 """Spark settings for the kmigrate jobs that only take effect when Spark starts, so they go on the
 launch (spark-submit's --conf, a Spark Connect server's properties file), not in the job's code:
 the DAG's operators, stack/spark_cluster.py's Connect server, the benches and the tests pass them.
-Imports nothing but the standard library and kmigrate.errors (which imports nothing):
-stack/spark_cluster.py runs outside the project's venv."""
+Imports nothing but the standard library, kmigrate.errors and kmigrate.secrets (which import
+nothing else): stack/spark_cluster.py runs outside the project's venv."""
 from __future__ import annotations
 
 import socket
 
 from kmigrate.errors import ConfigError
+from kmigrate.secrets import redact_url
 
 # The driver JVM's options; under local[N] that JVM also runs the executor. Two costs of its own
 # that compete with the copy for the machine's cores (measured with JFR, spark-submit on local[2]):
@@ -26,7 +27,9 @@ DRIVER_JAVA_OPTIONS = ("-XX:G1HeapRegionSize=4m -XX:CompileCommand=quiet "
 LAUNCH_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
 
 # The Spark Connect server (sc://HOST:PORT) the jobs run on when no --remote is given, and the
-# default of the DAGs' spark_remote param.
+# default of the DAGs' spark_remote param. The Airflow operator hands the jobs their server this
+# way, never in --remote: a URL may hold a token (sc://HOST:PORT/;token=...), which no command
+# line shows (another user's `ps` does) and no log line either (`shown_remote`).
 REMOTE_ENV = "KMIGRATE_SPARK_REMOTE"
 # a job's exit code when it refuses to go on and a retry cannot help (the source moved after the
 # snapshot): the Airflow operator fails the task without retrying it
@@ -38,11 +41,17 @@ def submit_args(conf: dict[str, str] | None = None) -> list[str]:
     return [arg for key, value in {**LAUNCH_CONF, **(conf or {})}.items() for arg in ("--conf", f"{key}={value}")]
 
 
+def shown_remote(remote: str) -> str:
+    """A Spark Connect URL as a log line or an error shows it: its token (and any other secret
+    parameter, or a password in it) replaced by ***."""
+    return redact_url(remote)
+
+
 def check_connect_server(remote: str, option: str = "--remote", timeout_s: float = 10) -> None:
     """Fail fast, naming `option` as the way out, unless `remote` is a Spark Connect URL whose port
     answers (the Spark Connect client would retry an unreachable server for minutes)."""
     if not remote.startswith("sc://"):
-        raise ConfigError(f"{option} {remote!r} is not a Spark Connect URL; give sc://HOST:PORT "
+        raise ConfigError(f"{option} {shown_remote(remote)!r} is not a Spark Connect URL; give sc://HOST:PORT "
                           "(or leave it out to run the jobs with spark-submit)")
     host, _, port = remote[len("sc://"):].split("/", 1)[0].rpartition(":")
     try:
@@ -52,5 +61,5 @@ def check_connect_server(remote: str, option: str = "--remote", timeout_s: float
 
 
 def unreachable(remote: str, cause: str, option: str = "--remote") -> ConfigError:
-    return ConfigError(f"cannot reach the Spark Connect server at {remote} ({cause}); start it "
-                       f"(make spark-connect-up) or give the right {option}")
+    return ConfigError(f"cannot reach the Spark Connect server at {shown_remote(remote)} ({redact_url(cause)}); "
+                       f"start it (make spark-connect-up) or give the right {option}")

@@ -34,6 +34,7 @@ from kmigrate.model import WorkUnit
 from pyspark.sql import SparkSession
 
 from kmigrate_spark.adapters import Item, RowsParam, bin_json, by_bin, indexed, ready
+from kmigrate_spark.conf import shown_remote
 from kmigrate_spark.session import (
     DAEMON_MODULE,
     SessionSoon,
@@ -60,7 +61,7 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     rows, the seconds from the warmed-up executors to the last row, and the warm-up's seconds."""
     spark = session.get()
     slots = task_slots(spark)
-    say(job, f"Spark session {'on ' + session.remote if session.remote else 'started'} "
+    say(job, f"Spark session {'on ' + shown_remote(session.remote) if session.remote else 'started'} "
              f"{time.monotonic() - session.begun:.1f}s after the job's start, {slots} task slots, "
              f"Python workers from {spark.conf.get(DAEMON_MODULE, 'pyspark.daemon')}"
              + ("" if is_connect(spark) else f", {driver_jvm_options(spark)}"))

@@ -1,7 +1,9 @@
 """The kafka_migration DAG on the secure stack (SASL_SSL with SCRAM, ACLs, HTTPS Connect with basic
 authentication): a mixed workload moves exactly while the source is read as the `migrator`
-principal, which may only Describe and Read there, and no secret of the run is left in a log, the
-manifest, the report or a process's command line."""
+principal, which may only Describe and Read there, and no secret of the run is left in a file the
+run wrote (manifest, report, task logs, Spark event logs), its output or a process's command line:
+the stack's passwords, a connector's literal secrets (a password, a schema registry's
+basic.auth.user.info, a JDBC URL's password) and a connector override's value."""
 from __future__ import annotations
 
 import json
@@ -28,6 +30,9 @@ from tests.secure.results import record
 CONN_IDS = {"source_kafka_conn_id": "kafka_secure_source", "target_kafka_conn_id": "kafka_secure_target",
             "source_connect_conn_id": "connect_secure_source", "target_connect_conn_id": "connect_secure_target"}
 CONNECTOR_SECRET = f"connector-literal-{uuid.uuid4().hex}"  # a literal secret in a connector's config
+USER_INFO_SECRET = f"user-info-{uuid.uuid4().hex}"  # value.converter.basic.auth.user.info's password
+URL_SECRET = f"url-password-{uuid.uuid4().hex}"  # the password in a connector's JDBC URL
+OVERRIDE_SECRET = f"override-{uuid.uuid4().hex}"  # a connector override's value (a target database password)
 
 
 @pytest.fixture
@@ -44,11 +49,24 @@ def secure_connections(secure_stack, monkeypatch):
              "login": user, "password": password, "extra": {"verify": str(security.ca)}}))
 
 
+@pytest.fixture
+def spark_event_logs(tmp_path, monkeypatch) -> Path:
+    """The run's spark-submit jobs write Spark event logs here (spark-defaults.conf of their own)."""
+    conf, events = tmp_path / "spark-conf", tmp_path / "spark-events"
+    conf.mkdir()
+    events.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir {events.as_uri()}\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    return events
+
+
 class CommandLineWatch:
-    """Reads every process's command line while the run goes on, keeping those that hold a secret."""
+    """Reads every process's command line every 0.2 s while the run goes on (a sampling interval,
+    not a wait for anything), keeping those that hold a secret, and the Spark jobs' it saw."""
 
     def __init__(self, secrets: list[str]) -> None:
         self.secrets, self.found, self.samples = secrets, set(), 0
+        self.command_lines: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -60,7 +78,11 @@ class CommandLineWatch:
                     text = cmdline.read_bytes().decode(errors="replace")
                 except OSError:
                     continue
+                self.command_lines.add(text)
                 self.found.update(s for s in self.secrets if s in text)
+
+    def spark_jobs(self) -> list[str]:
+        return [c for c in self.command_lines if "SparkSubmit" in c and "spark_jobs" in c]
 
     def __enter__(self) -> CommandLineWatch:
         self._thread.start()
@@ -71,33 +93,39 @@ class CommandLineWatch:
         self._thread.join()
 
 
-def files_holding(roots: list[Path], secrets: list[str]) -> dict[str, list[str]]:
-    found = {}
+def files_holding(roots: list[Path], secrets: list[str]) -> tuple[dict[str, list[str]], int]:
+    """The files under `roots` holding a secret (its hits), and how many files were searched."""
+    found, searched = {}, 0
     for root in roots:
         for path in (p for p in root.rglob("*") if p.is_file()):
+            searched += 1
             data = path.read_bytes()
             hits = [s for s in secrets if s.encode() in data]
             if hits:
                 found[str(path)] = hits
-    return found
+    return found, searched
 
 
 def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_secret_is_left(
-        secure_stack, secure_connections, dagbag, tmp_path, capfd):
+        secure_stack, secure_connections, dagbag, tmp_path, capfd, spark_event_logs):
     prefix = f"secure{uuid.uuid4().hex[:6]}"
     w = seed_mixed(secure_stack.source, secure_stack.source_connect, prefix, tmp_path / "workload", records=300)
     connect = secure_stack.source_connect
-    config = {**connect.config(w.sink_connector), "x.api.password": CONNECTOR_SECRET}
+    # literal secrets the snapshot must leave out: by name, a schema registry's user info, a URL's password
+    config = {**connect.config(w.sink_connector), "x.api.password": CONNECTOR_SECRET,
+              "value.converter.basic.auth.user.info": f"registry-user:{USER_INFO_SECRET}",
+              "x.connection.url": f"jdbc:postgresql://app:{URL_SECRET}@db.example:5432/shop?sslmode=require"}
     requests.put(f"{connect.url}/connectors/{w.sink_connector}/config", json=config, auth=secure_stack.security.connect_auth,
                  verify=str(secure_stack.security.ca), timeout=30).raise_for_status()
     state = tmp_path / "state"
     source_before = all_watermarks(secure_stack.source, w.topics)
-    secrets = [*secure_stack.passwords(), CONNECTOR_SECRET]
+    secrets = [*secure_stack.passwords(), CONNECTOR_SECRET, USER_INFO_SECRET, URL_SECRET, OVERRIDE_SECRET]
     try:
         with CommandLineWatch(secrets) as watch:
             run = run_dag(dagbag, **CONN_IDS, topics_include=w.topic_pattern, groups=w.group_pattern,
                           connectors=[w.source_connector, w.sink_connector],
-                          connector_overrides={w.sink_connector: {"file": str(w.sink_file_target)}},
+                          connector_overrides={w.sink_connector: {"file": str(w.sink_file_target),
+                                                                  "x.target.password": OVERRIDE_SECRET}},
                           quiesce_seconds=2, state_location=str(state), run_name="secure")
         output = "".join(capfd.readouterr())
         assert str(run.state) == "success", task_states(run)
@@ -110,14 +138,23 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
                 if isinstance(row, dict)]
         assert sum(row.get("whole_batches", 0) for row in rows) > 0  # the raw path ran over SASL_SSL
         assert_migrated_exactly(secure_stack.source, secure_stack.target, w.topics, w.groups, source_before)
-        # the target's copy of the sink connector has its literal secret, read again from the source worker
-        assert secure_stack.target_connect.config(w.sink_connector)["x.api.password"] == CONNECTOR_SECRET
+        # the target's copy of the sink connector has its literal secrets, read again from the source
+        # worker, and the override's value
+        got = secure_stack.target_connect.config(w.sink_connector)
+        assert {k: got[k] for k in ("x.api.password", "value.converter.basic.auth.user.info", "x.connection.url")} == \
+            {k: config[k] for k in ("x.api.password", "value.converter.basic.auth.user.info", "x.connection.url")}
+        assert got["x.target.password"] == OVERRIDE_SECRET
 
-        in_files = files_holding([state, AIRFLOW_HOME / "logs"], secrets)
+        event_logs = [p for p in spark_event_logs.rglob("*") if p.is_file()]
+        assert event_logs, "the Spark jobs wrote no event log"  # they ran under spark-submit, logging events
+        assert watch.spark_jobs(), "no Spark job's command line was sampled"
+        in_files, searched = files_holding([state, AIRFLOW_HOME / "logs", spark_event_logs], secrets)
         in_output = [s for s in secrets if s in output]
         record(partitions=summary["partitions"], partitions_equal=summary["partitions_equal"],
                groups_exact=summary["groups_exact"], connectors_resumed=summary["connectors_resumed"],
-               secrets_found=len(watch.found) + len(in_output) + sum(len(v) for v in in_files.values()))
+               secrets_found=len(watch.found) + len(in_output) + sum(len(v) for v in in_files.values()),
+               files_searched=searched, spark_event_logs=len(event_logs), cmdline_samples=watch.samples,
+               command_lines_seen=len(watch.command_lines), secrets_searched=len(secrets))
         assert watch.samples > 10 and not watch.found, f"secrets in a command line: {len(watch.found)}"
         assert not in_output, "a secret in the run's output"
         assert in_files == {}

@@ -34,13 +34,15 @@ def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_
                                        source_conn_id="kafka_source", target_conn_id="kafka_target",
                                        spark_remote="sc://127.0.0.1:15002")
     task.env_vars = {}
-    job.write_text("import sys\nprint('copy_partitions: args', ' '.join(sys.argv[1:]), flush=True)\nsys.exit(1)\n")
+    job.write_text("import os, sys\nprint('copy_partitions: args', ' '.join(sys.argv[1:]), os.environ['KMIGRATE_SPARK_REMOTE'], "
+                   "flush=True)\nsys.exit(1)\n")
     with pytest.raises(AirflowException,
                        match="copy_partitions.py on the Spark Connect server sc://127.0.0.1:15002 exited with code 1") as raised:
         task._run_on_connect(sys.executable)
     assert not isinstance(raised.value, AirflowFailException)  # retried
     out, err = capfd.readouterr()  # the task's log (Airflow's structured logging writes to the console here)
-    assert "copy_partitions: args --run-id r1 --remote sc://127.0.0.1:15002" in out + err
+    # the server's URL in the job's environment, not its command line (a token in it: tests/dags/test_spark_secrets.py)
+    assert "copy_partitions: args --run-id r1 sc://127.0.0.1:15002" in out + err
     # exit code 3: the job refused to go on (the source moved after the snapshot); no retry can help
     job.write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(AirflowFailException, match="copy_partitions.py refused to go on \\(exit code 3\\)"):

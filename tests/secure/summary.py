@@ -8,7 +8,7 @@ import sys
 from tests import results
 
 KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", "source_writes_refused",
-        "missing_acl_named", "secrets_found")
+        "missing_acl_named", "secrets_found", "files_searched", "cmdline_samples")
 
 
 def main(path: str) -> int:
