@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from driver import job_arguments
+from driver import check_clusters, job_arguments
 from kmigrate.claims import claim_topics
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         units = work_units(read_plan(manifest, args.plan_part))
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
+            check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a target
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
             claim_topics(clients[1], args.run_id, {u.topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"))
             prepare_targets(*clients, units, manifest=manifest)

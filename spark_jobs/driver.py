@@ -13,6 +13,9 @@ import argparse
 import os
 import sys
 
+from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.run.preflight import check_distinct
 from kmigrate_spark.conf import REMOTE_ENV
 from kmigrate_spark.units import prepare_server, say
 
@@ -28,6 +31,16 @@ def job_arguments(doc: str, action: str) -> argparse.ArgumentParser:
                         help=f"run on a running Spark Connect server, sc://HOST:PORT (default: ${REMOTE_ENV}); "
                              "run the job with python, not spark-submit")
     return parser
+
+
+def check_clusters(clients: tuple[ClusterConfig, ClusterConfig]) -> None:
+    """Before a job writes anything: both clusters answer (ClusterUnavailable naming the one that does
+    not), and they are two clusters, by bootstrap servers and cluster id (ConfigError "the same cluster"):
+    whoever starts a job, it does not take the source for the target."""
+    for cluster in clients:
+        with ClusterAdmin(cluster, timeout_s=10) as admin:
+            admin.check_reachable()
+    check_distinct(*clients)
 
 
 if __name__ == "__main__":  # python spark_jobs/driver.py sc://HOST:PORT: prepare that server

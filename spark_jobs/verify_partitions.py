@@ -19,10 +19,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from driver import job_arguments
+from driver import check_clusters, job_arguments
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
-from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run import events, timeline
@@ -102,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         units = work_units(read_plan(manifest))
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-verify-{args.run_id}", args.remote) as session:
-            for cluster in clients:
-                with ClusterAdmin(cluster, timeout_s=10) as admin:
-                    admin.check_reachable()
+            check_clusters(clients)
             return verify_run(session, manifest, units, clients, parallelism=args.parallelism,
                               source_at_snapshot=args.source_at_snapshot)
     except KmigrateError as exc:

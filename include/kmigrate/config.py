@@ -2,21 +2,25 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
+from confluent_kafka import KafkaException
+
+from kmigrate import client_settings
 from kmigrate.errors import ConfigError
+from kmigrate.secrets import HIDDEN, SECRET_KEYS, redact_setting, secret_name
 
-# Keys whose values never appear in repr() or logs.
-SECRET_KEYS = frozenset({
-    "sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.password", "ssl.keystore.password",
-    "ssl.truststore.password", "ssl.key.pem", "ssl.keystore.pem",
-})
+C = TypeVar("C")
+
+# SECRET_KEYS (kmigrate.secrets, which imports nothing; kept importable from here): keys whose
+# values never appear in repr() or logs, with any other key whose name is a secret's (secret_name).
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `config` with secret values replaced, safe to log."""
-    return {k: ("***" if k in SECRET_KEYS else v) for k, v in config.items()}
+    """A copy of `config` with secret values replaced, safe to log: those of SECRET_KEYS and of any
+    other key whose name is a secret's, and the credentials of a URL."""
+    return {k: (HIDDEN if k in SECRET_KEYS or secret_name(k) else redact_setting(k, v)) for k, v in config.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +37,7 @@ class ClusterConfig:
                 f"cluster {self.name!r}: 'bootstrap.servers' is missing; set it in the connection's extra JSON "
                 "(Airflow) or the client config you pass"
             )
+        client_settings.addresses(self.name, self.settings["bootstrap.servers"])  # ConfigError naming a bad entry
 
     @classmethod
     def from_bootstrap(cls, name: str, bootstrap_servers: str, **settings: Any) -> ClusterConfig:
@@ -46,12 +51,15 @@ class ClusterConfig:
         return f"ClusterConfig({self.name!r}, {redact(self.settings)!r})"
 
     def admin(self, **overrides: Any) -> dict[str, Any]:
+        client_settings.check_files(self.name, self.settings)
         return {**self.settings, **overrides}
 
     def producer(self, **overrides: Any) -> dict[str, Any]:
+        client_settings.check_files(self.name, self.settings)
         return {**self.settings, **overrides}
 
     def consumer(self, group_id: str | None = None, **overrides: Any) -> dict[str, Any]:
+        client_settings.check_files(self.name, self.settings)
         base: dict[str, Any] = {
             **self.settings,
             "enable.auto.commit": False,
@@ -61,3 +69,17 @@ class ClusterConfig:
         }
         base["group.id"] = group_id or "kmigrate-reader"
         return {**base, **overrides}
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of each bootstrap server."""
+        return client_settings.addresses(self.name, self.settings["bootstrap.servers"])
+
+    def client(self, factory: Callable[[dict[str, Any]], C], config: dict[str, Any]) -> C:
+        """`factory(config)`: a confluent-kafka client of this cluster, or a ConfigError naming the
+        setting librdkafka refuses (instead of its bare KafkaException)."""
+        try:
+            return factory(config)
+        except KafkaException as exc:
+            secret = {k for k in config if k in SECRET_KEYS or secret_name(k)}
+            raise client_settings.refused(self.name, config, exc, secret) from exc

@@ -34,7 +34,7 @@ class KafkaClusterHook(KafkaBaseHook):
         """The client config; ConfigError when the connection is missing or has no bootstrap.servers."""
         conn = _connection(self, self.kafka_config_id, f"{self.name} Kafka")
         extra = conn.extra_dejson
-        where = f"Airflow connection {self.kafka_config_id!r} ({self.name} Kafka cluster)"
+        where = f"Airflow connection {self.kafka_config_id!r}"
         if not isinstance(extra, dict):
             raise ConfigError(f"{where}: its extra is {type(extra).__name__}, not a JSON object of librdkafka "
                               'settings; set the extra to {"bootstrap.servers": "host:port", ...}')

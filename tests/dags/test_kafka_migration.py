@@ -21,7 +21,6 @@ from kmigrate.run.plan import latest_copy_rows, work_units, write_pre_copy_plan
 from kmigrate.run.report import summarize
 from kmigrate.run.selection import Selection
 from kmigrate.run.targets import prepare_targets
-from kmigrate.run.tasks import KILL_HOOK_ENV
 from kmigrate.workload import seed_mixed
 
 from tests.integration.test_copier import assert_same_partition, records_of, seed_plain
@@ -29,6 +28,7 @@ from tests.integration.test_offsets import assert_exactly, consume_group, expect
 from tests.integration.test_spark_jobs import load_spark_cluster_module
 from tests.integration.test_stack_connect import wait_until
 from tests.kafka_helpers import produce, read_partition
+from tests.kill_hook import kill_hook_env
 
 
 def all_watermarks(cluster, topics: dict[str, int]) -> dict:
@@ -199,7 +199,8 @@ def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_p
     seed_plain(stack.source, topic, partitions=2, per_partition=3000, **{"batch.num.messages": 100})
     markers = tmp_path / "killed"
     markers.mkdir()
-    monkeypatch.setenv(KILL_HOOK_ENV, f"1000:{markers}")  # spark-submit inherits it
+    for name, value in kill_hook_env(1000, markers).items():  # spark-submit and its Python workers inherit them
+        monkeypatch.setenv(name, value)
     state = tmp_path / "state"
     run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), pre_copy=False, quiesce_seconds=1,
                   state_location=str(state), run_name="killed")

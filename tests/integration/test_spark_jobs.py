@@ -16,11 +16,11 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.clients import write_clients
 from kmigrate.run.plan import build_plan
-from kmigrate.run.tasks import KILL_HOOK_ENV
 from kmigrate_spark.conf import submit_args
 
 from tests.conftest import PROJECT_DIR
 from tests.integration.test_copier import assert_same_partition, seed_plain
+from tests.kill_hook import kill_hook_env
 from tests.kafka_helpers import produce
 
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
@@ -172,7 +172,7 @@ def copy_with_kill_hook(stack, tmp_path: Path, topic: str, partitions: int, mast
     for partition in spared:  # the hook kills a partition once: these count as killed already
         (markers / f"{topic}-{partition}").touch()
     result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients, "--fetch-max-bytes", "16384",
-                          master=master, env={KILL_HOOK_ENV: f"1000:{markers}"})
+                          master=master, env=kill_hook_env(1000, markers))
     assert result.returncode == 0, output(result)[-4000:]
     return manifest, clients, markers, result
 
@@ -274,3 +274,27 @@ def test_job_without_a_plan_says_what_to_do(tmp_path, stack):
     result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
     assert result.returncode == 2
     assert "has no plan; run the snapshot step first" in output(result)
+
+
+def test_jobs_whose_target_is_the_source_refuse_before_writing(stack, unique_name, tmp_path):
+    """Run by hand with a clients file whose target is the source (here under another address, so
+    that only the cluster ids tell): both jobs refuse before writing; the source gets no claims
+    topic and its topic's configs stay as they were."""
+    from kmigrate.claims import CLAIMS_TOPIC
+
+    topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
+    Manifest(str(tmp_path / "state"), "run-1").write_once("plan", build_plan(stack.source, topics))
+    port = stack.source.addresses[0][1]
+    clients = write_clients(tmp_path / "clients.json", stack.source,
+                            ClusterConfig.from_bootstrap("target", f"127.0.0.1:{port}"))
+    with ClusterAdmin(stack.source) as admin:
+        assert CLAIMS_TOPIC not in admin.list_topics()  # a source has none
+        configs = admin.topics_configs(topics)
+    for job in ("copy_partitions", "verify_partitions"):
+        result = spark_submit(job, tmp_path / "state", "run-1", clients)
+        assert result.returncode == 2, output(result)[-3000:]
+        assert "are the same cluster (id " in output(result) and "pick another target" in output(result)
+    with ClusterAdmin(stack.source) as admin:
+        assert CLAIMS_TOPIC not in admin.list_topics()
+        assert admin.topics_configs(topics) == configs
+    assert [p for p in Manifest(str(tmp_path / "state"), "run-1").parts() if p != "plan"] == []

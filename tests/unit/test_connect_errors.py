@@ -23,3 +23,44 @@ def test_auth_and_server_errors():
     assert "credentials" in str(_error_for(401, "Unauthorized", "GET", "/connectors", "u", None))
     err = _error_for(500, "boom", "GET", "/connectors", "u", None)
     assert type(err) is ConnectError and "worker log" in str(err) and "500" in str(err)
+
+
+# What answers when the Connect connection points at something that is not Connect: a real HTTP
+# server on a local port (tests/local_http.py), not a mock.
+
+def test_a_200_html_page_names_the_url_the_call_and_what_came_back():
+    from kmigrate.kafka.connect import ConnectClient
+
+    from tests.local_http import serving
+
+    page = "<!DOCTYPE html><html><head><title>Sign in - Corporate Proxy</title></head><body>...</body></html>"
+    with serving(page, "text/html; charset=utf-8") as url:
+        for call in (lambda c: c.connectors(), lambda c: c.worker_version, lambda c: c.status("c1")):
+            try:
+                call(ConnectClient(url))
+            except ConnectError as exc:
+                text = str(exc)
+            else:
+                raise AssertionError("accepted an HTML page")
+            assert url in text and "text/html" in text and "Sign in - Corporate Proxy" in text
+            assert "not the Kafka Connect REST API" in text and "login page" in text
+
+
+def test_json_of_another_shape_names_the_call():
+    import pytest
+    from kmigrate.kafka.connect import ConnectClient
+
+    from tests.local_http import serving
+
+    with serving('{"status": "ok", "items": 3}', "application/json") as url:
+        client = ConnectClient(url)
+        with pytest.raises(ConnectError, match=r"GET /connectors with JSON of another shape.*'an object with keys status, "
+                                               r"items'"):
+            client.connectors()
+        with pytest.raises(ConnectError, match=r"GET /connectors/c1/status with JSON of another shape"):
+            client.state("c1")
+        with pytest.raises(ConnectError, match=r"GET /connectors/c1/offsets with JSON of another shape"):
+            client.offsets("c1")
+    with serving('[1, 2]', "application/json") as url:
+        with pytest.raises(ConnectError, match=r"GET / with JSON of another shape.*not the Kafka Connect REST API"):
+            ConnectClient(url).version()

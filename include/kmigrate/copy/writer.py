@@ -129,7 +129,7 @@ class Writer:
         # idempotent producer's id in the background, and when its first try races the bootstrap
         # connection (most times here) the next comes 500 ms later. A copy on the record path then
         # finds it ready; one that is not pays about 2 ms of CPU for it.
-        self._bulk = Producer(target.producer(**self._bulk_config))
+        self._bulk = target.client(Producer, target.producer(**self._bulk_config))
         self._bulk_used = False
         self._txn_config = {
             **common,
@@ -153,7 +153,7 @@ class Writer:
         copier of this partition and aborts its open transaction (adding its abort marker)."""
         if self._txn is None:
             assert self._txn_config is not None, "translate mode writes no transaction markers"
-            producer = self._connected(Producer(self.target.producer(**self._txn_config)))
+            producer = self._connected(self.target.client(Producer, self.target.producer(**self._txn_config)))
             try:
                 with self._transaction("starting the transactional producer"):
                     producer.init_transactions(30)

@@ -52,7 +52,7 @@ class ClusterAdmin:
     def __init__(self, cluster: ClusterConfig, timeout_s: float = 30.0) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self._admin = AdminClient(cluster.admin())
+        self._admin = cluster.client(AdminClient, cluster.admin())
         self._offsets_reader: Consumer | None = None
 
     def close(self) -> None:
@@ -77,7 +77,7 @@ class ClusterAdmin:
 
     def _reader(self) -> Consumer:
         if self._offsets_reader is None:
-            self._offsets_reader = Consumer(self.cluster.consumer("kmigrate-offsets-reader"))
+            self._offsets_reader = self.cluster.client(Consumer, self.cluster.consumer("kmigrate-offsets-reader"))
         return self._offsets_reader
 
     # ------------------------------------------------------------------ offsets

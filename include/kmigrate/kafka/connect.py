@@ -76,7 +76,7 @@ class ConnectClient:
                     connector=connector,
                 ) from exc
             if resp.status_code < 300:
-                return resp.json() if resp.content else None
+                return self._json(resp, method, path, connector)
             message = _error_message(resp)
             if resp.status_code == 409 and "already exists" not in message and time.monotonic() < deadline:
                 log.info("Connect %s answered 409 (%s) to %s %s; retrying in %.2fs", self.url, message, method, path, backoff_s)
@@ -85,10 +85,39 @@ class ConnectClient:
                 continue
             raise _error_for(resp.status_code, message, method, path, self.url, connector)
 
+    def _json(self, resp: requests.Response, method: str, path: str, connector: str | None) -> Any:
+        """A 2xx answer's JSON, or ConnectError saying that what answered is not Kafka Connect."""
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise self._not_connect(method, path, "a body that is not JSON", resp.headers.get("Content-Type"), resp.text,
+                                    connector) from None
+
+    def _read(self, method: str, path: str, pick: Any, *, connector: str | None = None, body: Any = None) -> Any:
+        """`pick(reply)` of a call's JSON; ConnectError when the reply has not the shape Connect's has."""
+        reply = self._request(method, path, connector=connector, body=body)
+        try:
+            return pick(reply)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            # its outline, not its values (a connector's config may hold passwords)
+            raise self._not_connect(method, path, f"JSON of another shape ({type(exc).__name__}: {exc})",
+                                    "application/json", _outline(reply), connector) from exc
+
+    def _not_connect(self, method: str, path: str, what: str, content_type: str | None, text: str,
+                     connector: str | None) -> ConnectError:
+        preview = " ".join(text.split())[:100]
+        return ConnectError(
+            f"{self.url} answered {method} {path} with {what}, content type {content_type or 'not given'}: "
+            f"{preview!r}. That is not the Kafka Connect REST API: the connection points at something else (a "
+            "proxy's login page, a web server, another service's port?); check the Connect connection's host, port, "
+            "schema and path", connector=connector)
+
     # ------------------------------------------------------------------ reads
 
     def version(self) -> dict[str, Any]:
-        return self._request("GET", "/")
+        return self._read("GET", "/", lambda r: dict(r, version=r["version"]))
 
     @property
     def worker_version(self) -> str:
@@ -111,20 +140,22 @@ class ConnectClient:
         return release is None or release >= (3, 7)
 
     def connectors(self) -> list[str]:
-        return sorted(self._request("GET", "/connectors"))
+        return self._read("GET", "/connectors", lambda r: sorted(_list_of(r, str)))
 
     def plugins(self) -> list[str]:
-        return [p["class"] for p in self._request("GET", "/connector-plugins")]
+        return self._read("GET", "/connector-plugins", lambda r: [str(p["class"]) for p in _list_of(r, dict)])
 
     def config(self, name: str) -> dict[str, str]:
-        return self._request("GET", f"/connectors/{name}/config", connector=name)
+        return self._read("GET", f"/connectors/{name}/config", lambda r: dict(r.items()), connector=name)
 
     def info(self, name: str) -> dict[str, Any]:
         """Name, config, tasks and type ("source" or "sink")."""
-        return self._request("GET", f"/connectors/{name}", connector=name)
+        return self._read("GET", f"/connectors/{name}", lambda r: dict(r, type=r["type"], config=dict(r["config"])),
+                          connector=name)
 
     def status(self, name: str) -> dict[str, Any]:
-        return self._request("GET", f"/connectors/{name}/status", connector=name)
+        return self._read("GET", f"/connectors/{name}/status", lambda r: dict(
+            r, connector=dict(r["connector"], state=r["connector"]["state"]), tasks=list(r["tasks"])), connector=name)
 
     def state(self, name: str) -> str:
         return str(self.status(name)["connector"]["state"])
@@ -133,13 +164,13 @@ class ConnectClient:
         """The keys of `config` its plugin declares of type PASSWORD, from PUT
         /connector-plugins/{class}/config/validate (the worker's own view of the plugin)."""
         plugin = config["connector.class"]
-        reply = self._request("PUT", f"/connector-plugins/{plugin}/config/validate", body=dict(config))
-        return {c["definition"]["name"] for c in reply.get("configs", [])
-                if str(c.get("definition", {}).get("type", "")).upper() == "PASSWORD"}
+        return self._read("PUT", f"/connector-plugins/{plugin}/config/validate", lambda reply: {
+            c["definition"]["name"] for c in reply.get("configs", [])
+            if str(c.get("definition", {}).get("type", "")).upper() == "PASSWORD"}, body=dict(config))
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """The connector's offsets as `[{"partition": {...}, "offset": {...}}, ...]` (KIP-875)."""
-        return self._request("GET", f"/connectors/{name}/offsets", connector=name)["offsets"]
+        return self._read("GET", f"/connectors/{name}/offsets", lambda r: _list_of(r["offsets"], dict), connector=name)
 
     # ------------------------------------------------------------------ writes
 
@@ -183,12 +214,11 @@ class ConnectClient:
 
     def alter_offsets(self, name: str, offsets: list[Mapping[str, Any]]) -> str:
         """PATCH /connectors/{c}/offsets (the connector must be STOPPED); returns Connect's message."""
-        reply = self._request("PATCH", f"/connectors/{name}/offsets", connector=name, body={"offsets": list(offsets)})
-        return str(reply.get("message", "")) if reply else ""
+        return self._read("PATCH", f"/connectors/{name}/offsets", _message, connector=name,
+                          body={"offsets": list(offsets)})
 
     def reset_offsets(self, name: str) -> str:
-        reply = self._request("DELETE", f"/connectors/{name}/offsets", connector=name)
-        return str(reply.get("message", "")) if reply else ""
+        return self._read("DELETE", f"/connectors/{name}/offsets", _message, connector=name)
 
     def delete(self, name: str) -> None:
         self._request("DELETE", f"/connectors/{name}", connector=name)
@@ -222,6 +252,25 @@ def apache_release(version: str) -> tuple[int, int] | None:
     if major <= 4:
         return major, minor
     return {5: (2, minor), 6: (2, minor + 6), 7: (3, minor), 8: (4, minor)}.get(major)
+
+
+def _outline(value: Any) -> str:
+    """A JSON value's shape: an object's keys, a list's length and first item's shape."""
+    if isinstance(value, dict):
+        return "an object with keys " + ", ".join(map(str, list(value)[:8])) if value else "an empty object"
+    if isinstance(value, list):
+        return f"a list of {len(value)}" + (f", the first {_outline(value[0])}" if value else "")
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _message(reply: Any) -> str:
+    return str(reply.get("message", "")) if reply else ""
+
+
+def _list_of(value: Any, kind: type) -> list[Any]:
+    if not isinstance(value, list) or not all(isinstance(v, kind) for v in value):
+        raise TypeError(f"expected a list of {kind.__name__}")
+    return value
 
 
 def _error_message(resp: requests.Response) -> str:

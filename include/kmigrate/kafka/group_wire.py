@@ -22,8 +22,7 @@ _RETRY = frozenset({7, 13, 14, 15, 16})  # the coordinator loading, moving or no
 
 
 def _any_broker(cluster: ClusterConfig) -> tuple[str, int]:
-    host, port = cluster.bootstrap_servers.split(",")[0].strip().rsplit(":", 1)
-    return host, int(port)
+    return cluster.addresses[0]
 
 
 def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int, body: bytes, parse,  # noqa: ANN001

@@ -82,7 +82,7 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
     remembered = _remembered_leader(cluster, topic, partition)
     if remembered is not None:
         return remembered
-    client = admin if admin is not None else AdminClient(cluster.admin())  # a client with nothing queued is falsy
+    client = admin if admin is not None else cluster.client(AdminClient, cluster.admin())  # a client with nothing queued is falsy
     # describe_topics, not list_topics(topic): on a long-lived client that has not seen the topic,
     # librdkafka answers list_topics(topic) after its next metadata refresh (0-100 ms, 37 ms on average)
     # (a cluster electing a controller answers with a timeout for a while: the copy's retry takes it)

@@ -76,7 +76,7 @@ def is_filler(msg: Any) -> bool:
 
 def reader(cluster: ClusterConfig, **overrides: Any) -> Consumer:
     """A consumer for reading partitions by assignment: read_committed, no commits, large fetches."""
-    return Consumer(cluster.consumer("kmigrate-reader", **{
+    return cluster.client(Consumer, cluster.consumer("kmigrate-reader", **{
         "fetch.max.bytes": 64 * 1024 * 1024,
         "max.partition.fetch.bytes": 16 * 1024 * 1024,
         "fetch.wait.max.ms": 5,

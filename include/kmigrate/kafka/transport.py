@@ -9,6 +9,7 @@ import logging
 import ssl
 from pathlib import Path
 
+from kmigrate import client_settings
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 
@@ -55,6 +56,8 @@ class Transport:
             mechanism = str(settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))).upper()
             if mechanism not in SASL_MECHANISMS:
                 raise Unsupported(f"SASL mechanism {mechanism}")
+        if tls:
+            client_settings.check_files(cluster.name, settings)  # a ConfigError naming a missing file
         return cls(_ssl_context(settings) if tls else None, mechanism, str(settings.get("sasl.username", "")),
                    str(settings.get("sasl.password", "")))
 

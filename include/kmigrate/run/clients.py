@@ -27,12 +27,33 @@ def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterCo
     return _parse_clients(file.read_text(), f"client config file {file}")
 
 
+SHAPE = ("a JSON object with 'source' and 'target' objects of librdkafka settings, "
+         '{"source": {"bootstrap.servers": "host:port", ...}, "target": {...}}')
+
+
 def _parse_clients(text: str, where: str) -> tuple[ClusterConfig, ClusterConfig]:
     try:
         data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where} is not JSON ({exc}); it must be {SHAPE}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} holds {_kind(data)}; it must be {SHAPE}")
+    for key in ("source", "target"):
+        if key not in data:
+            raise ConfigError(f"{where} has no {key!r} key; it must be {SHAPE}")
+        if not isinstance(data[key], dict):
+            raise ConfigError(f"{where}: {key!r} is {_kind(data[key])}; it must be an object of librdkafka settings "
+                              f"(at least bootstrap.servers): {SHAPE}")
+    try:
         return ClusterConfig("source", data["source"]), ClusterConfig("target", data["target"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{where} must be JSON with 'source' and 'target' objects ({exc})") from exc
+    except ConfigError as exc:  # a bootstrap.servers missing or not host:port
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, not what it holds (it may be a secret)."""
+    return {str: "a string", type(None): "null", list: "a list", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
 
 
 def clients_json(source: ClusterConfig, target: ClusterConfig) -> str:

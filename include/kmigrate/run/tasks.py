@@ -7,8 +7,6 @@ Each task logs its progress to stderr (the executor's log in the Spark UI; the c
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -32,11 +30,6 @@ from kmigrate.run.verify import verify_live, verify_partition
 
 log = logging.getLogger("kmigrate.run.tasks")
 
-# Test hook, read on the executor: "N:DIR" kills the copying process with SIGKILL once per
-# partition, the first time it has handed N records to the target (DIR keeps the "once"). With
-# the hook set, whole batches are fetched 16 KiB at a time unless a fetch size is given.
-KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
-
 
 def _setup_logging() -> None:
     if not log.handlers:
@@ -45,26 +38,6 @@ def _setup_logging() -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
-
-
-def _kill_hook(unit: WorkUnit):
-    setting = os.environ.get(KILL_HOOK_ENV)
-    if not setting:
-        return None
-    after, marker_dir = setting.split(":", 1)
-    marker = os.path.join(marker_dir, f"{unit.topic}-{unit.partition}")
-
-    def maybe_kill(records: int) -> None:
-        if records < int(after):
-            return
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-        log.info("%s[%d]: test hook %s: SIGKILL after %d records", unit.topic, unit.partition, KILL_HOOK_ENV, records)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    return maybe_kill
 
 
 def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_id: str,
@@ -83,7 +56,6 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
     _setup_logging()
     source, target = clients
     name = f"{unit.topic}[{unit.partition}]"
-    kill = _kill_hook(unit)
     last_report = [time.monotonic()]
 
     def progress(records: int) -> None:
@@ -91,11 +63,7 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
         if now - last_report[0] >= progress_every_s:
             last_report[0] = now
             log.info("copy %s: %d records copied so far (snapshot end %d)", name, records, unit.end_offset)
-        if kill is not None:
-            kill(records)
 
-    if kill is not None and not fetch_max_bytes:
-        fetch_max_bytes = 16 << 10  # small fetches, so that the hook sees progress before the end
     options = CopyOptions(run_id=run_id, progress_hook=progress, verify=verify, target_configs=target_configs,
                           live=live, **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     log.info("copy %s: started, %s mode, up to snapshot end %d", name, unit.mode, unit.end_offset)
@@ -131,8 +99,7 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
         except (KmigrateError, KafkaException) as exc:
             log.info("copy: preparing the task's partitions at once failed (%s); each copy does it on its own", exc)
         whole = {}
-        if (configs is not None and not os.environ.get(KILL_HOOK_ENV) and transport.raw_capable(source)
-                and transport.raw_capable(target)):
+        if configs is not None and transport.raw_capable(source) and transport.raw_capable(target):
             whole = copy_whole(source, target, [u for u, _ in items if held[key(u)].held()],
                                {tp: lease.check for tp, lease in held.items()})
         return [_whole_row(whole[key(u)], clients, options.get("verify", True)) if key(u) in whole else

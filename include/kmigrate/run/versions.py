@@ -66,10 +66,10 @@ def api_versions(cluster: ClusterConfig) -> dict[int, tuple[int, int]] | None:
     except Unsupported as exc:
         log.info("%s: API versions not checked (%s)", cluster.name, exc)
         return None
-    for address in cluster.bootstrap_servers.split(","):  # the first that answers
-        host, port = address.strip().rsplit(":", 1)
+    for host, port in cluster.addresses:  # the first that answers (each host:port, ConfigError otherwise)
+        address = f"{host}:{port}"
         try:
-            with BrokerConnection(host, int(port), timeout_s=10, transport=transport) as conn:
+            with BrokerConnection(host, port, timeout_s=10, transport=transport) as conn:
                 conn.send(API_VERSIONS, 0, b"")
                 _, data = conn.receive()
             break
