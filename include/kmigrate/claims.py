@@ -44,8 +44,10 @@ class Claims:
         self.runs: dict[str, dict[str, Any]] = {}   # run -> its claim (topics, dag, host, ts)
         self.parts: dict[str, dict[str, Any]] = {}  # "topic:partition" -> the lease (holder, ts, lease_ms)
         # broker time of the log's first record (offset 0), once read: a log younger than a lease grants
-        # none, so that a copier holding a lease in a claims topic deleted since has stopped writing
+        # a lease only on a target partition its claimant found empty, or one already leased in this
+        # log, so that a copier holding a lease in a claims topic deleted since has stopped writing
         self.born: int | None = None
+        self.leased: set[str] = set()  # scopes a lease took effect on in this log
 
     def conflicts(self, run: str, topics: Collection[str]) -> dict[str, list[str]]:
         """The other runs holding any of `topics`, with those topics."""
@@ -78,12 +80,14 @@ class Claims:
                 return False  # every reader of the lease compares holders
             held = self.parts.get(record["scope"])
             lease_ms = int(record["lease_ms"])  # stored as a number: a later record is compared with it
-            if self.born is not None and ts_ms - self.born < lease_ms:
+            if (self.born is not None and ts_ms - self.born < lease_ms and record.get("target_empty") is not True
+                    and record["scope"] not in self.leased):
                 return False  # the claims topic is new (or was deleted and created again): see `born`
             if (held and held["holder"] != record["holder"] and ts_ms - held["ts"] <= held["lease_ms"]
                     and record.get("breaks") != held["holder"]):
                 return False
             self.parts[record["scope"]] = {**record, "lease_ms": lease_ms, "ts": ts_ms}
+            self.leased.add(record["scope"])
             return True
         if kind == "lease-release":
             held = self.parts.get(record["scope"])

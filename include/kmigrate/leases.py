@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from kmigrate.claims import _gone, _started, claim_log
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyInterrupted, PartitionHeld
+from kmigrate.kafka.pool import shared_admin
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class PartitionLease:
             sent = time.monotonic()
             other = self.log.state.parts.get(self.scope)
             breaks = other["holder"] if other and other["holder"] != self.holder and _gone(other) else None
-            if self.log.submit(self._claim(breaks)):
+            if self.log.submit(self._claim(breaks, self._young_log() and not any(_target_ends([self]).values()))):
                 if breaks:
                     log.info("%s: lease of %s taken over: its holder %s has ended", self.scope, self.holder, breaks)
                 self._took(sent)
@@ -76,8 +77,15 @@ class PartitionLease:
                     "retry; the copy resumes from the target's end", topic=self.topic, partition=self.partition)
             time.sleep(min(1.0, self.lease_s / 10))
 
-    def _claim(self, breaks: str | None = None) -> dict:
-        return {**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {})}
+    def _claim(self, breaks: str | None = None, empty: bool = False) -> dict:
+        return {**self._base, "kind": "lease", **({"breaks": breaks} if breaks else {}),
+                **({"target_empty": True} if empty else {})}
+
+    def _young_log(self) -> bool:
+        """Whether the claims log may be younger than a lease (or has not been read yet): its claims then
+        say whether the target partition is empty, the one case a young log grants (`Claims.born`)."""
+        born = self.log.state.born
+        return born is None or time.time() * 1000 - born < 2 * self.lease_s * 1000
 
     def _took(self, sent: float, renewer: _Renewer | None = None) -> None:
         """The lease took effect with the claim sent at `sent`: hold it, and renew it from now on
@@ -154,8 +162,9 @@ def acquire_all(leases: Sequence[PartitionLease]) -> None:
         return
     for lease in wanted:
         lease._stop_renewer()
+    ends = _target_ends(wanted) if wanted[0]._young_log() else {}
     sent = time.monotonic()
-    outcomes = wanted[0].log.submit_all([lease._claim() for lease in wanted])
+    outcomes = wanted[0].log.submit_all([lease._claim(empty=ends.get(lease.scope) == 0) for lease in wanted])
     took = [lease for lease, effective in zip(wanted, outcomes, strict=True) if effective]
     if took:
         renewer = _Renewer(took)
@@ -178,3 +187,10 @@ def release_all(leases: Sequence[PartitionLease]) -> None:
                     ", ".join(lease.scope for lease in held), exc, held[0].lease_s)
     for lease in held:
         lease._confirmed = -float("inf")
+
+
+def _target_ends(leases: Sequence[PartitionLease]) -> dict[str, int]:
+    """Each lease's target partition's end offset (one request for all), by scope."""
+    with shared_admin(leases[0].log.cluster) as admin:
+        ends = admin.end_offsets([(lease.topic, lease.partition) for lease in leases], retry=True)
+    return {lease.scope: ends[(lease.topic, lease.partition)] for lease in leases}

@@ -59,6 +59,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     deadline = began + options.retry_for_s
     attempt = 1
     attempted = [-1]  # the highest target offset an attempt of this copy meant to write up to
+    first: BaseException | None = None  # what interrupted the first attempt (a full disk, say), named at the end
     while True:
         try:
             lease.acquire()  # again, if it lapsed while the clusters misbehaved
@@ -66,10 +67,13 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:
             if isinstance(exc, KafkaException) and not transient(exc.args[0]):
                 raise
+            first = first or exc
             if time.monotonic() > deadline:
+                earlier = f"; the first time: {first}" if str(first) != str(exc) else ""
+                exc_text = str(exc) or type(exc).__name__  # a broken connection may say nothing
                 raise CopyError(f"{unit.topic}[{unit.partition}]: the copy was interrupted {attempt} times in "
                                 f"{time.monotonic() - began:.0f} s (retry_for_s {options.retry_for_s:.0f}) and gave "
-                                f"up; the last time: {exc}. Nothing was written "
+                                f"up; the last time: {exc_text}{earlier}. Nothing was written "
                                 "at a wrong offset; re-run the copy once the clusters are healthy (it resumes from "
                                 "the target's end)", topic=unit.topic, partition=unit.partition) from exc
             for cluster in (source, target):  # the next attempt looks the leaders up again

@@ -9,7 +9,7 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from kmigrate.kafka import wire
+from kmigrate.kafka import throttle, wire
 
 TopicPartition = tuple[str, int]
 Fetched = tuple[int, int, memoryview]  # (error code, high watermark, records)
@@ -47,6 +47,7 @@ def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
     view into the response. A request-level error is given to every partition of the answer as
     an empty one with that code."""
     _, data = conn.receive()
+    throttle.note(conn, data, 0)
     _throttle, error_code, _session, topic_count = struct.unpack_from(">ihii", data, 0)
     out: dict[TopicPartition, Fetched] = {}
     pos = 14
@@ -101,6 +102,7 @@ def receive_produce(conn: wire.BrokerConnection) -> tuple[int, dict[TopicPartiti
     """The answer to `send_produce`: its correlation id, and (error code, base offset) a partition."""
     correlation_id, data = conn.receive()
     # [topic [partition, error code, base offset, log append time, log start offset]], then the throttle time
+    throttle.note(conn, data)
     return correlation_id, {tp: (error_code, base_offset)
                             for tp, (error_code, base_offset) in _fixed_entries(data, 0, ">ihq", 30)}
 

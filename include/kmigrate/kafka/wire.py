@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterable
 
 from kmigrate.errors import CopyError, CopyInterrupted, OffsetMismatch
+from kmigrate.kafka import throttle
 from kmigrate.kafka.transport import AuthenticationFailed, Transport
 
 log = logging.getLogger(__name__)
@@ -252,6 +253,7 @@ class BrokerConnection:
     def send(self, api_key: int, version: int, body: bytes, tail: bytes | memoryview = b"") -> int:
         """Send one request: its header, `body`, then `tail` (a record batch, sent from its own
         buffer without a copy)."""
+        throttle.wait(self)  # a quota's throttle time asked for by the broker (KIP-219)
         self._correlation += 1
         header = struct.pack(">hhi", api_key, version, self._correlation) + self._client_id
         self._sock.sendall(struct.pack(">i", len(header) + len(body) + len(tail)) + header + body)
@@ -319,6 +321,7 @@ class BrokerConnection:
     def receive_produce(self) -> tuple[int, int, int]:
         """(correlation id, error code, base offset) of a one-partition Produce response."""
         correlation_id, data = self.receive()
+        throttle.note(self, data)
         (name_len,) = struct.unpack_from(">h", data, 4)
         _index, error_code, base_offset = struct.unpack_from(">ihq", data, 6 + name_len + 4)
         return correlation_id, error_code, base_offset
@@ -345,6 +348,7 @@ class BrokerConnection:
 
     def receive_fetch(self) -> tuple[int, int, memoryview]:
         _, data = self.receive()
+        throttle.note(self, data, 0)
         _throttle, error_code, _session, _topics = struct.unpack_from(">ihii", data, 0)
         if error_code:
             return error_code, -1, memoryview(b"")
