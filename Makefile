@@ -152,8 +152,9 @@ test-bad-input: install
 	  $(STACK) run -- $(VPY) -m pytest tests/badinput -q $(PYTEST_ARGS); \
 	  status=$$?; $(VPY) -m tests.badinput.summary test-artifacts/bad-input-results.jsonl || status=1; exit $$status
 
+# The tests that need no running stack: tests/unit, and tests/stack but for those marked `stack`.
 test-unit: $(VENV)/.installed
-	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(VPY) -m pytest tests/unit tests/stack -m "not stack" $(PYTEST_ARGS)
 
 # A whole migration of a mixed workload through the kafka_migration DAG (stack/demo.py), its Spark
 # jobs on a Spark Connect server started beside the stack: no Spark application starts inside the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -21,10 +22,9 @@ import time
 import uuid
 from pathlib import Path
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT_DIR / "stack"))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import local_airflow as local  # noqa: E402 - nothing from Airflow is imported before configure()
+from stack_common import PROJECT_DIR, poll_until  # noqa: E402
 
 DEMO_DIR = PROJECT_DIR / ".stack" / "demo"
 AIRFLOW_HOME = PROJECT_DIR / ".stack" / "airflow"
@@ -48,7 +48,9 @@ def follow(log: Path, proc: subprocess.Popen) -> None:
     """Print each DAG step as the child starts it, until the child exits."""
     started = re.compile(r"\[DAG TEST\] starting task_id=(\w+)")
     seen, position, began = [], 0, time.monotonic()
-    while True:
+
+    def print_new_steps() -> bool:
+        nonlocal position
         done = proc.poll() is not None
         with log.open(errors="replace") as handle:
             handle.seek(position)
@@ -59,9 +61,9 @@ def follow(log: Path, proc: subprocess.Popen) -> None:
             seen.append(step)
             print(f"demo: [{time.monotonic() - began:6.1f}s] {step}" + (f" (run {attempt})" if attempt > 1 else ""),
                   flush=True)
-        if done:
-            return
-        time.sleep(0.5)
+        return done
+
+    poll_until(print_new_steps, math.inf)
 
 
 def main() -> int:

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
+from stack_common import PROJECT_DIR, poll_until  # beside it: its importers have stack/ on sys.path
+
 COPY_POOL = "kafka_migration_copy"
 
 
@@ -138,14 +139,16 @@ class LocalAirflow:
             return False
 
     def wait_until(self, condition, what: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
+        def ready() -> bool:
+            if condition():
+                return True
             dead = [name for name, proc in self.processes.items() if proc.poll() is not None]
             if dead:
                 raise RuntimeError(f"Airflow {', '.join(dead)} exited; see {self.home}/<name>.log")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s; see the logs in {self.home}")
-            time.sleep(0.5)
+            return False
+
+        poll_until(ready, timeout_s, timed_out=lambda: TimeoutError(
+            f"{what} not ready after {timeout_s:.0f}s; see the logs in {self.home}"))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         for proc in self.processes.values():
@@ -214,9 +217,7 @@ def down(home: Path = UI_HOME, timeout_s: float = 30.0) -> int:
     mine = {name: pid for name, pid in recorded.items() if _ours(pid)}
     for pid in mine.values():
         os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while any(_ours(pid) for pid in mine.values()) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    poll_until(lambda: not any(_ours(pid) for pid in mine.values()), timeout_s, interval_s=0.2)
     for pid in mine.values():
         try:  # what is left of each session (executor workers, api-server workers)
             os.killpg(pid, signal.SIGKILL)

@@ -28,7 +28,9 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stack import PROJECT_DIR, StackError, check_java, port_open, running_pid, stop, tail  # noqa: E402
+from stack_common import PROJECT_DIR, StackError, poll_until  # noqa: E402
+from stack_install import check_java  # noqa: E402
+from stack_services import PidTracked, port_open, stop, tail  # noqa: E402
 
 sys.path.insert(0, str(PROJECT_DIR / "include"))  # standard library only, as this script runs outside the venv
 from kmigrate_spark.conf import LAUNCH_CONF  # noqa: E402
@@ -45,7 +47,7 @@ SPARK_DAEMON_MODULE = "kmigrate_spark.daemon"  # the same module the jobs set un
 
 
 @dataclasses.dataclass
-class SparkService:
+class SparkService(PidTracked):
     name: str
     state_dir: Path
     ports: list[int]
@@ -55,19 +57,8 @@ class SparkService:
     memory: str = DAEMON_MEMORY
 
     @property
-    def dir(self) -> Path:
-        return self.state_dir / self.name
-
-    @property
-    def pid_file(self) -> Path:
-        return self.dir / "pid"
-
-    @property
     def log_file(self) -> Path:
         return self.dir / "stdout.log"
-
-    def pid(self) -> int | None:
-        return running_pid(self.pid_file, self.dir)
 
 
 def cluster_services(state_dir: Path, workers: int, master_port: int, ui_port: int,
@@ -149,14 +140,16 @@ def launch(service: SparkService, home: Path, java: str) -> subprocess.Popen:
 def _wait(ready, started: list[tuple[SparkService, subprocess.Popen]], deadline: float, timed_out) -> None:
     """Poll `ready()` until true; a process started here that exits, or the deadline, fails it
     (`timed_out()` gives that message)."""
-    while not ready():
+    def ready_or_exited() -> bool:
+        if ready():
+            return True
         for service, proc in started:
             if proc.poll() is not None:
                 raise StackError(f"{service.name} exited during start-up; see {service.log_file}:\n"
                                  + tail(service.log_file))
-        if time.monotonic() > deadline:
-            raise StackError(timed_out())
-        time.sleep(0.5)
+        return False
+
+    poll_until(ready_or_exited, deadline - time.monotonic(), timed_out=lambda: StackError(timed_out()))
 
 
 def up(services: list[SparkService], python: Path, ui_port: int, timeout_s: float) -> list[SparkService]:

@@ -4,69 +4,58 @@ resolved from Maven Central with mvn into .cache/, and the command that runs one
 
     python3 stack/streams_examples.py install    # once; offline afterwards
 
-Standard library only, like stack.py, whose version pin, cache and Maven settings it shares."""
+Standard library only, like stack.py, whose version pin, cache and Maven settings it shares
+(stack_install.py)."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-POM = HERE / "streams-pom.xml"
+from stack_common import StackError  # beside it: its importers have stack/ on sys.path
+from stack_install import (CACHE_DIR, DEPENDENCY_PLUGIN, KAFKA_VERSION, check_java, java_binary, maven_settings_args,
+                           mvn_binary)
+
+POM = Path(__file__).resolve().parent / "streams-pom.xml"
 WORDCOUNT = "org.apache.kafka.streams.examples.wordcount.WordCountDemo"
 
 
-def _stack():
-    if "kmigrate_stack" in sys.modules:
-        return sys.modules["kmigrate_stack"]
-    spec = importlib.util.spec_from_file_location("kmigrate_stack", HERE / "stack.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kmigrate_stack"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def home() -> Path:
-    stack = _stack()
-    return stack.CACHE_DIR / f"kafka-streams-examples-{stack.KAFKA_VERSION}"
+    return CACHE_DIR / f"kafka-streams-examples-{KAFKA_VERSION}"
 
 
 def install() -> Path:
     """The examples jar and its run-time dependencies (kafka-streams, kafka-clients, RocksDB) in
-    home()/libs; a no-op once complete. StackError (stack.py's) when mvn or Maven Central fails."""
-    stack = _stack()
+    home()/libs; a no-op once complete. StackError when mvn or Maven Central fails."""
     target = home()
     if (target / ".complete").exists():
         return target
-    stack.check_java()
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise stack.StackError("mvn not found: install Apache Maven (Debian: apt-get install maven)")
+    check_java()
+    mvn = mvn_binary()
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    print(f"stack: resolving kafka-streams-examples {stack.KAFKA_VERSION} from Maven Central into {target} ...",
+    print(f"stack: resolving kafka-streams-examples {KAFKA_VERSION} from Maven Central into {target} ...",
           flush=True)
-    done = subprocess.run([mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={stack.CACHE_DIR / 'm2'}",
-                           f"-Dkafka.version={stack.KAFKA_VERSION}", *stack.maven_settings_args(partial),
-                           f"{stack.DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+    done = subprocess.run([mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={CACHE_DIR / 'm2'}",
+                           f"-Dkafka.version={KAFKA_VERSION}", *maven_settings_args(partial),
+                           f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
                            f"-DoutputDirectory={partial / 'libs'}"], capture_output=True, text=True)
     if done.returncode != 0:
         log = partial.with_name(partial.name + "-mvn-error.log")
         log.write_text(done.stdout + done.stderr)
-        raise stack.StackError(f"mvn could not resolve kafka-streams-examples {stack.KAFKA_VERSION} (output in {log}); "
+        raise StackError(f"mvn could not resolve kafka-streams-examples {KAFKA_VERSION} (output in {log}); "
                                "check that Maven Central (or KMIGRATE_MAVEN_MIRROR) is reachable")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-    (target / ".complete").write_text(stack.KAFKA_VERSION + "\n")
+    (target / ".complete").write_text(KAFKA_VERSION + "\n")
     return target
 
 
 def command(main_class: str, *args: str) -> list[str]:
     """The java command line that runs `main_class` of the examples with `args`."""
-    return [_stack().java_binary(), "-Xmx256m", "-cp", str(install() / "libs" / "*"), main_class, *args]
+    return [java_binary(), "-Xmx256m", "-cp", str(install() / "libs" / "*"), main_class, *args]
 
 
 if __name__ == "__main__":
@@ -75,6 +64,6 @@ if __name__ == "__main__":
         sys.exit(2)
     try:
         print(f"stack: Kafka Streams examples in {install()}")
-    except _stack().StackError as exc:
+    except StackError as exc:
         print(f"stack: error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -11,7 +11,7 @@ stack = load_stack_module()
 
 def test_a_cluster_id_that_would_begin_with_a_dash_is_drawn_again(monkeypatch):
     draws = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x10" + bytes(15))])
-    monkeypatch.setattr(stack.uuid, "uuid4", lambda: next(draws))
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))
     cluster_id = stack.new_cluster_id()
     assert cluster_id == "EAAAAAAAAAAAAAAAAAAAAA"
     assert len(cluster_id) == 22
