@@ -19,19 +19,15 @@ import sys
 import time
 import uuid
 
-from common import delete_topics, median_interval
+from common import SOURCE, TARGET, delete_topics, median_interval
 from confluent_kafka import Producer
 from kmigrate import claims, leases
-from kmigrate.config import ClusterConfig
 from kmigrate.copy import partition as partition_module
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
-
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 
 
 class NoLease:

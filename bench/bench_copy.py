@@ -24,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+from common import SOURCE, TARGET
 from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import fastfill
@@ -33,9 +34,6 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import iter_range, reader
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare_target_topic
-
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 
 
 def seed(topic: str, partitions: int, records: int, value_size: int, source: ClusterConfig = SOURCE,

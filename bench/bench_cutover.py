@@ -30,9 +30,8 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_DIR / "stack"))
 
 import local_airflow as local  # noqa: E402
-from common import delete_groups, delete_topics  # noqa: E402
+from common import SOURCE, TARGET, delete_groups, delete_topics  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
-from kmigrate.config import ClusterConfig  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.kafka.connect import ConnectClient  # noqa: E402
 from kmigrate.manifest import Manifest, Part  # noqa: E402
@@ -40,8 +39,6 @@ from kmigrate.run import events  # noqa: E402
 from kmigrate.run.report import write_report  # noqa: E402
 from kmigrate.workload import seed_mixed  # noqa: E402
 
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 SOURCE_CONNECT, TARGET_CONNECT = "http://localhost:18083", "http://localhost:28083"
 WORK_DIR = PROJECT_DIR / ".stack" / "bench-cutover"
 AIRFLOW_HOME = PROJECT_DIR / ".stack" / "airflow"

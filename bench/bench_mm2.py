@@ -35,121 +35,40 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import random
-import re
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import delete_groups, delete_topics, write_docs
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConnectorNotFound
+from common import (
+    PROJECT_DIR,
+    SOURCE,
+    Result,
+    Workload,
+    cleanup,
+    commit_at,
+    read_all,
+    read_partition,
+    send,
+    versions,
+    write_docs,
+)
+from confluent_kafka import Producer
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.connect import ConnectClient
-from kmigrate.kafka.records import read_range, reader
-from kmigrate.manifest import Manifest
-from kmigrate.run import timeline
-from kmigrate.run.clients import write_clients
-from kmigrate.run.groups import replicate_groups
-from kmigrate.run.snapshot import take_snapshot
-from kmigrate_spark.conf import submit_args
+from mm2 import CLIENT_SETTINGS, reset_target, run_mm2
+from ours import SparkConnectServer, run_ours, spark_cluster, spark_connect_up
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
-TARGET_CONNECT_URL = "http://localhost:28083"
 MARKER_START, MARKER_END = "<!-- bench-mm2:start -->", "<!-- bench-mm2:end -->"
-CLIENT_SETTINGS = "producer linger.ms 20, batch.size 512 KiB; consumer max.poll.records 2000, isolation read_committed"
-
-
-def mm2_configs(prefix: str, tasks: int) -> dict[str, dict[str, str]]:
-    """MirrorMaker 2 as a careful user runs it for a migration: identity replication policy (the
-    target keeps the topic names), offset syncs kept on the target (the source is not written to),
-    read_committed (aborted records are not replicated), group offsets synced every second, and
-    batching producer settings."""
-    common = {
-        "source.cluster.alias": "source", "target.cluster.alias": "target",
-        "source.cluster.bootstrap.servers": SOURCE.bootstrap_servers,
-        "target.cluster.bootstrap.servers": TARGET.bootstrap_servers,
-        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
-        "offset-syncs.topic.location": "target",
-        "offset-syncs.topic.replication.factor": "1",
-        "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-        "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-    }
-    topics = re.escape(prefix) + r"\..*"
-    return {
-        f"{prefix}-mm2-source": {
-            **common,
-            "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
-            "tasks.max": str(tasks),
-            "topics": topics,
-            "replication.factor": "1",
-            "sync.topic.acls.enabled": "false",
-            "refresh.topics.interval.seconds": "5",
-            "source.consumer.isolation.level": "read_committed",
-            "source.consumer.max.poll.records": "2000",
-            "producer.override.linger.ms": "20",
-            "producer.override.batch.size": str(512 << 10),
-        },
-        f"{prefix}-mm2-checkpoint": {
-            **common,
-            "connector.class": "org.apache.kafka.connect.mirror.MirrorCheckpointConnector",
-            "tasks.max": "1",
-            "groups": re.escape(prefix) + r"\..*",
-            "sync.group.offsets.enabled": "true",
-            "sync.group.offsets.interval.seconds": "1",
-            "emit.checkpoints.interval.seconds": "1",
-            "refresh.groups.interval.seconds": "5",
-            "checkpoints.topic.replication.factor": "1",
-        },
-    }
 
 
 # ---------------------------------------------------------------------------------- workload
-
-@dataclass
-class Workload:
-    prefix: str
-    partitions: dict[str, int]                     # topic -> partition count
-    groups: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed source offset
-    produced: int = 0
-    compacted_away: int = 0
-    source: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
-
-    @property
-    def records(self) -> int:
-        return sum(len(rows) for rows in self.source.values())
-
-    @property
-    def bytes(self) -> int:
-        return sum(len(v) for rows in self.source.values() for _, v in rows)
-
 
 def _value(pool: bytes, topic_index: int, partition: int, i: int, size: int) -> bytes:
     head = b"%d:%d:%d:" % (topic_index, partition, i)
     start = (i * 7919 + partition * 104729) % (len(pool) - size)
     return head + pool[start:start + size - len(head)]
-
-
-def _send(producer: Producer, topic: str, partition: int, key: bytes, value: bytes) -> None:
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, partition=partition)
-            return
-        except BufferError:
-            producer.poll(0.05)
 
 
 def seed(prefix: str, args: argparse.Namespace) -> Workload:
@@ -171,13 +90,13 @@ def seed(prefix: str, args: argparse.Namespace) -> Workload:
     for index, topic in enumerate(plain):
         for p in range(args.partitions):
             for i in range(per_partition):
-                _send(producer, topic, p, b"k%d" % i, _value(pool, index, p, i, args.value_bytes))
+                send(producer, topic, p, b"k%d" % i, _value(pool, index, p, i, args.value_bytes))
             produced += per_partition
     side = args.side_records // 2
     keys = max(1, side // 4)  # every key written about four times: the cleaner removes most
     for p in range(2):
         for i in range(side):
-            _send(producer, compacted, p, b"key-%d" % (i % keys), _value(pool, 100, p, i, args.value_bytes))
+            send(producer, compacted, p, b"key-%d" % (i % keys), _value(pool, 100, p, i, args.value_bytes))
         produced += side
     if producer.flush(300):
         raise SystemExit("bench: records left undelivered while seeding")
@@ -188,7 +107,7 @@ def seed(prefix: str, args: argparse.Namespace) -> Workload:
         txp.begin_transaction()
         for p in range(2):
             for i in range(start, min(side, start + batch)):
-                _send(txp, txn, p, b"t%d" % i, _value(pool, 101, p, i, args.value_bytes))
+                send(txp, txn, p, b"t%d" % i, _value(pool, 101, p, i, args.value_bytes))
         if (start // batch) % 4 == 3:
             txp.flush(60)  # sent before the abort, so that aborted records stay in the log
             txp.abort_transaction(60)
@@ -196,38 +115,6 @@ def seed(prefix: str, args: argparse.Namespace) -> Workload:
             txp.commit_transaction(60)
         produced += 2 * (min(side, start + batch) - start)
     return Workload(prefix, partitions, {}, produced)
-
-
-def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """Every record a read_committed consumer sees, as (offset, value)."""
-    with ClusterAdmin(cluster) as admin:
-        low, high = admin.watermarks(topic, partition)
-    return [(m.offset(), m.value()) for m in read_range(cluster, topic, partition, low, high)]
-
-
-def read_all(cluster: ClusterConfig, partitions: dict[str, int]) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
-    """Every visible record of every partition as (offset, value): one consumer assigned to all of
-    them, up to the ends read first."""
-    with ClusterAdmin(cluster) as admin:
-        marks = admin.watermarks_of((t, p) for t, n in partitions.items() for p in range(n))
-    out: dict[tuple[str, int], list[tuple[int, bytes]]] = {tp: [] for tp in marks}
-    todo = {tp: high for tp, (low, high) in marks.items() if high > low}
-    consumer = reader(cluster, **{"enable.partition.eof": True})
-    try:
-        consumer.assign([TopicPartition(t, p, marks[(t, p)][0]) for (t, p) in todo])
-        deadline = time.monotonic() + 600
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.5):
-                tp = (msg.topic(), msg.partition())
-                if msg.error() is None:
-                    out[tp].append((msg.offset(), msg.value()))
-                    if msg.offset() + 1 >= todo.get(tp, 0):
-                        todo.pop(tp, None)
-                elif tp in todo and msg.offset() >= todo[tp]:  # end of partition
-                    todo.pop(tp, None)
-    finally:
-        consumer.close()
-    return out
 
 
 def wait_for_compaction(w: Workload, produced: int, deadline_s: float) -> None:
@@ -259,341 +146,7 @@ def commit_groups(w: Workload, count: int) -> None:
             w.groups[group] = positions
 
 
-def commit_at(group: str, positions: dict[tuple[str, int], int]) -> None:
-    """Commit `group` on the source at `positions`."""
-    consumer = Consumer(SOURCE.consumer(group))
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-# ---------------------------------------------------------------------------------- measuring
-
-class TreeSampler:
-    """CPU seconds and peak RSS of processes and their descendants, sampled from /proc every
-    `every_s` (CPU of a process counts its reaped children; the last sample of each pid is kept)."""
-
-    def __init__(self, roots: Callable[[], Iterable[int]], every_s: float = 0.1) -> None:
-        self.roots, self.every_s = roots, every_s
-        self.cpu: dict[int, float] = {}
-        self.peak_rss = 0
-        self._baseline: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._tick = os.sysconf("SC_CLK_TCK")
-        self._page = os.sysconf("SC_PAGE_SIZE")
-
-    def __enter__(self) -> TreeSampler:
-        self._baseline = self._sample(record=False)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    @property
-    def cpu_s(self) -> float:
-        return sum(max(0.0, cpu - self._baseline.get(pid, 0.0)) for pid, cpu in self.cpu.items())
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self._sample()
-
-    def _sample(self, record: bool = True) -> dict[int, float]:
-        roots = list(self.roots())
-        if not roots:
-            return {}
-        children: dict[int, list[int]] = {}
-        stats: dict[int, list[str]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            stats[int(entry)] = fields
-            children.setdefault(int(fields[1]), []).append(int(entry))
-        tree, todo = [], roots
-        while todo:
-            pid = todo.pop()
-            if pid in stats:
-                tree.append(pid)
-                todo.extend(children.get(pid, ()))
-        cpu = {pid: sum(int(x) for x in stats[pid][11:15]) / self._tick for pid in tree}
-        if record:
-            self.cpu.update(cpu)
-            self.peak_rss = max(self.peak_rss, sum(int(stats[pid][21]) * self._page for pid in tree))
-        return cpu
-
-
-def stack_pid(service: str) -> int:
-    status = json.loads(subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "stack.py"), "status"],
-                                       capture_output=True, text=True, check=True).stdout)
-    pid = status.get(service, {}).get("pid")
-    if not pid:
-        raise SystemExit(f"bench: {service} is not running; start the stack with `make stack-up`")
-    return int(pid)
-
-
-def poll(condition: Callable[[], Any], what: str, timeout_s: float, every_s: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: {what} did not happen within {timeout_s:.0f}s")
-        time.sleep(every_s)
-
-
-@dataclass
-class Result:
-    tool: str
-    replicate_s: float = 0.0
-    groups_s: float = 0.0
-    verify_s: float | None = None
-    copy_phase_s: float | None = None  # ours: the copy job's own time, from warmed-up executors to the last row
-    snapshot_s: float | None = None  # ours: the snapshot before the copy job
-    warm_up_s: float | None = None  # ours: the copy job's warm-up (a Python worker a task slot, kmigrate imported)
-    cpu_s: float = 0.0
-    peak_rss: int = 0
-    records: int = 0
-    target_records: int = 0
-    offsets_equal: int = 0
-    duplicates: int = 0
-    missing: int = 0
-    unexpected: int = 0
-    groups_without_offsets: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def row(self, w: Workload) -> dict[str, Any]:
-        return {
-            "replicate_s": round(self.replicate_s, 2), "groups_s": round(self.groups_s, 2),
-            "verify_s": None if self.verify_s is None else round(self.verify_s, 2),
-            **{key: None if value is None else round(value, 2) for key, value in (
-                ("copy_phase_s", self.copy_phase_s), ("snapshot_s", self.snapshot_s), ("warm_up_s", self.warm_up_s))},
-            "records_per_s": round(w.records / self.replicate_s), "mb_per_s": round(w.bytes / self.replicate_s / 1e6, 1),
-            "cpu_s": round(self.cpu_s, 1), "peak_rss_mb": round(self.peak_rss / 2**20),
-            "target_records": self.target_records,
-            "offsets_equal_pct": round(100.0 * self.offsets_equal / max(1, w.records), 3),
-            "duplicates": self.duplicates, "missing": self.missing, "unexpected": self.unexpected,
-            "partitions_without_group_offset": self.groups_without_offsets,
-        }
-
-
-def compare(result: Result, w: Workload, target: dict[tuple[str, int], list[tuple[int, bytes]]],
-            committed: dict[str, dict[tuple[str, int], int]]) -> None:
-    """Offsets equal, and the switchover of every group, record by record."""
-    result.target_records = sum(len(rows) for rows in target.values())
-    for tp, rows in w.source.items():
-        on_target = dict(target.get(tp, ()))
-        result.offsets_equal += sum(1 for offset, value in rows if on_target.get(offset) == value)
-    for group, positions in w.groups.items():
-        for tp, source_position in positions.items():
-            source_rows = w.source[tp]
-            already_read = {v for o, v in source_rows if o < source_position}
-            expected = {v for o, v in source_rows if o >= source_position}
-            start = committed.get(group, {}).get(tp)
-            if start is None:  # no offset carried over: the consumer starts at the earliest record
-                result.groups_without_offsets += 1
-                start = 0
-            seen: set[bytes] = set()
-            for offset, value in target.get(tp, ()):
-                if offset < start:
-                    continue
-                if value in seen or value in already_read:
-                    result.duplicates += 1
-                elif value not in expected:
-                    result.unexpected += 1
-                seen.add(value)
-            result.missing += len(expected - seen)
-
-
-def target_offsets(groups: Iterable[str]) -> dict[str, dict[tuple[str, int], int]]:
-    with ClusterAdmin(TARGET) as admin:
-        return {group: admin.committed_offsets(group) for group in groups}
-
-
-# ---------------------------------------------------------------------------------- the tools
-
-def run_mm2(w: Workload, args: argparse.Namespace) -> Result:
-    result = Result("MirrorMaker 2")
-    connect = ConnectClient(TARGET_CONNECT_URL)
-    configs = mm2_configs(w.prefix, args.mm2_tasks)
-    expected = {tp: len(rows) for tp, rows in w.source.items()}
-    worker = stack_pid("target-connect")
-    with ClusterAdmin(TARGET) as admin, TreeSampler(lambda: [worker]) as sampler:
-        started = time.monotonic()
-        for name, config in configs.items():
-            connect.create(name, config)
-
-        def replicated() -> bool:
-            try:
-                return all(admin.watermarks(t, p)[1] >= n for (t, p), n in expected.items())
-            except Exception:  # noqa: BLE001 - topics not created yet
-                return False
-
-        poll(replicated, "MirrorMaker 2 replicating every record", args.timeout_s)
-        result.replicate_s = time.monotonic() - started
-        print(f"  MM2: every record on the target after {result.replicate_s:.1f}s", flush=True)
-        result.groups_s = _wait_for_group_offsets(w, started, args.group_sync_timeout_s, result)
-    result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
-    for name in configs:
-        states = connect.status(name)
-        failed = [t for t in states.get("tasks", []) if t.get("state") == "FAILED"]
-        if failed:
-            result.notes.append(f"{name}: {len(failed)} task(s) FAILED: {failed[0].get('trace', '')[:200]}")
-    target = read_all(TARGET, w.partitions)
-    compare(result, w, target, target_offsets(w.groups))
-    return result
-
-
-def _wait_for_group_offsets(w: Workload, started: float, timeout_s: float, result: Result) -> float:
-    """Seconds from the start until MM2's synced group offsets have not changed for 5 s (or the
-    timeout); MM2 syncs a partition's offset only once its checkpoint can be translated."""
-    deadline = time.monotonic() + timeout_s
-    last, stable_since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = target_offsets(w.groups)
-        wanted = sum(len(p) for p in w.groups.values())
-        have = sum(len(p) for p in now.values())
-        if now != last:
-            last, stable_since = now, time.monotonic()
-        elif have and time.monotonic() - stable_since >= 5:
-            if have == wanted:
-                return stable_since - started
-            if time.monotonic() - stable_since >= 20:  # some partitions never get an offset
-                result.notes.append(f"MM2 synced {have} of {wanted} group partitions")
-                return stable_since - started
-        time.sleep(0.5)
-    result.notes.append(f"group offsets still moving or absent after {timeout_s:.0f}s")
-    return time.monotonic() - started
-
-
-def reset_target(w: Workload) -> None:
-    """Delete MM2's connectors, the copied topics, MM2's internal topics and the groups on the
-    target, and wait until they are gone."""
-    connect = ConnectClient(TARGET_CONNECT_URL)
-    for name in mm2_configs(w.prefix, 1):
-        try:
-            connect.delete(name)
-        except ConnectorNotFound:
-            pass
-    poll(lambda: not any(n.startswith(w.prefix) for n in connect.connectors()), "MM2 connectors deleted", 60)
-    doomed = delete_topics(TARGET, [*w.partitions, "mm2-offset-syncs.target.internal", "source.checkpoints.internal"])
-    delete_groups(TARGET, w.groups)
-    admin = AdminClient(TARGET.admin())
-    poll(lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics), "target topics deleted", 120)
-
-
-@dataclass
-class SparkConnectServer:
-    url: str
-    pid: int
-    started: bool  # by this run (then it stops it)
-
-
-def spark_cluster(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "spark_cluster.py"), *args],
-                          capture_output=True, text=True)
-
-
-def spark_connect_up(master: str) -> SparkConnectServer:
-    """The project's Spark Connect server (make spark-connect-up), started unless it runs, before
-    any timing: like MM2's Connect worker, a service that is already up when the copy starts."""
-    up = spark_cluster("connect-up", "--connect-master", master)
-    if up.returncode != 0:
-        raise SystemExit(f"bench: the Spark Connect server did not start:\n{up.stdout}{up.stderr}")
-    pid = json.loads(spark_cluster("status").stdout)["services"]["spark-connect"]
-    return SparkConnectServer("sc://127.0.0.1:15002", int(pid), "started spark-connect" in up.stdout)
-
-
-def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: SparkConnectServer | None = None,
-             verify_after: bool = False) -> Result:
-    """Snapshot, copy job, verify job, group replication. With `server`, the jobs run as Python
-    clients of that running Spark Connect server; without, each is a spark-submit of its own. With
-    `verify_after`, the copy job verifies in its own Spark session, as the migration DAG runs it
-    (the verification's seconds then come from the run's timeline)."""
-    result = Result("kmigrate (Spark Connect server)" if server else "kmigrate (spark-submit)")
-    state, run_id = str(workdir / "state"), "bench-mm2"
-    manifest = Manifest(state, run_id)
-    clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    if server:
-        launcher = [sys.executable]
-    else:
-        launcher = [str(Path(sys.executable).parent / "spark-submit"), "--master", args.spark_master,
-                    *submit_args({"spark.ui.enabled": "false"})]
-
-    def job(script: str, *extra: str) -> float:
-        begun = time.monotonic()
-        proc = subprocess.Popen([*launcher, str(PROJECT_DIR / "spark_jobs" / script), "--state-location", state,
-                                 "--run-id", run_id, "--clients", str(clients), *extra,
-                                 *(["--remote", server.url] if server else [])],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_DIR)
-        with TreeSampler(lambda: [proc.pid, *([server.pid] if server else [])]) as sampler:
-            out, _ = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit(f"bench: {script} failed (exit {proc.returncode}):\n{out[-3000:]}")
-        if script == "copy_partitions.py":
-            result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
-        name = script.removesuffix(".py")
-        for line in out.splitlines():  # the job's own phases (not its line a partition)
-            if line.startswith(f"{name}: ") and "] " not in line:
-                print(f"    {line}", flush=True)
-        return time.monotonic() - begun
-
-    started = time.monotonic()
-    take_snapshot(manifest, SOURCE, topics_include=re.escape(w.prefix) + r"\..*",
-                  groups=re.escape(w.prefix) + r"\..*")
-    result.snapshot_s = time.monotonic() - started
-    if verify_after:
-        job("copy_partitions.py", "--no-verify", "--verify-after")
-        result.verify_s = next(s["seconds"] for s in timeline.steps(manifest) if s["step"] == "verify")
-        result.replicate_s = time.monotonic() - started - result.verify_s
-    else:
-        job("copy_partitions.py", "--no-verify")  # as the DR drill DAG runs it: the verify job follows
-        result.replicate_s = time.monotonic() - started
-    [part] = [p for p in manifest.parts() if p.startswith("copy-results/")]
-    copied = manifest.read(part)
-    result.copy_phase_s, result.warm_up_s = copied["seconds"], copied["warm_up_seconds"]
-    print(f"  {result.tool}: every partition copied after {result.replicate_s:.1f}s (snapshot "
-          f"{result.snapshot_s:.1f}s, job start-up {result.replicate_s - result.snapshot_s - result.copy_phase_s:.1f}s "
-          f"of which warm-up {result.warm_up_s:.1f}s, copying {result.copy_phase_s:.1f}s)", flush=True)
-    if not verify_after:
-        result.verify_s = job("verify_partitions.py")
-    groups_started = time.monotonic()
-    replicate_groups(manifest, TARGET)
-    result.groups_s = result.replicate_s + (time.monotonic() - groups_started)
-    target = read_all(TARGET, w.partitions)
-    compare(result, w, target, target_offsets(w.groups))
-    return result
-
-
-def cleanup(w: Workload) -> None:
-    for cluster in (SOURCE, TARGET):
-        delete_topics(cluster, w.partitions)
-        delete_groups(cluster, w.groups)
-
-
 # ---------------------------------------------------------------------------------- reporting
-
-def versions() -> dict[str, str]:
-    import pyspark
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    kafka = re.search(r'KAFKA_VERSION = "([^"]+)"', (PROJECT_DIR / "stack" / "stack.py").read_text()).group(1)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal"))) // 2**20
-    return {"kafka": kafka, "pyspark": pyspark.__version__, "java": java, "python": platform.python_version(),
-            "machine": f"{os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()}"}
-
 
 def chart(path: Path, rows: dict[str, dict[str, Any]]) -> None:
     import matplotlib

@@ -31,26 +31,25 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_mm2 import (
+from common import (
     PROJECT_DIR,
     SOURCE,
     TARGET,
     Result,
     Workload,
-    _send,
+    cleanup,
     commit_at,
     read_all,
-    reset_target,
-    run_mm2,
-    run_ours,
-    spark_cluster,
-    spark_connect_up,
+    send,
     target_offsets,
     versions,
+    wait_until_settled,
+    write_docs,
 )
-from common import delete_groups, delete_topics, wait_until_settled, write_docs
 from confluent_kafka import Producer
 from kmigrate.kafka.admin import ClusterAdmin
+from mm2 import reset_target, run_mm2
+from ours import run_ours, spark_cluster, spark_connect_up
 
 MARKER_START, MARKER_END = "<!-- bench-scale:start -->", "<!-- bench-scale:end -->"
 
@@ -69,7 +68,7 @@ def seed(prefix: str, topics: int, partitions: int, rng: random.Random, value_by
         for p in range(n):
             records = 0 if rng.random() < 0.1 else rng.randint(100, 1000)
             for i in range(records):
-                _send(producer, topic, p, b"k%d" % i, b"%s:%d:%d:" % (topic.encode(), p, i) + rng.randbytes(value_bytes - 24))
+                send(producer, topic, p, b"k%d" % i, b"%s:%d:%d:" % (topic.encode(), p, i) + rng.randbytes(value_bytes - 24))
             produced += records
     if producer.flush(300):
         raise SystemExit("bench: records left undelivered while seeding")
@@ -207,9 +206,7 @@ def main() -> None:
     finally:
         for w in (large, small):
             if w is not None:
-                for cluster in (SOURCE, TARGET):
-                    delete_topics(cluster, w.partitions)
-                    delete_groups(cluster, w.groups)
+                cleanup(w)
         if server.started:
             spark_cluster("connect-down")
     n = sum(large.partitions.values())

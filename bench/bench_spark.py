@@ -41,9 +41,8 @@ import time
 import uuid
 from pathlib import Path
 
-from common import delete_topics, median_interval
+from common import PROJECT_DIR, SOURCE, TARGET, delete_topics, median_interval
 from confluent_kafka import Producer
-from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
@@ -55,9 +54,6 @@ from kmigrate.run.targets import prepare_target_topic
 from kmigrate_spark.adapters import ready
 from kmigrate_spark.conf import submit_args
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 PARALLELISM = 2
 
 

@@ -1,18 +1,123 @@
-"""What the benchmark scripts share: removing what a benchmark created, so that a run leaves no
-data behind on the local clusters (the migration itself never deletes anything), and the interval
-that says how far a median of a few noisy rounds can be trusted, and writing a result into
-docs/BENCHMARKS.md between a benchmark's markers."""
+"""What the benchmark scripts share: the local clusters; a workload on the source, read back record
+by record and held against what a tool put on the target (offsets equal, and every group's
+switchover); removing what a benchmark created, so that a run leaves no data behind on the local
+clusters (the migration itself never deletes anything); measuring (CPU seconds and peak RSS of a
+process tree, the interval that says how far a median of a few noisy rounds can be trusted); and
+reporting (the versions that ran, writing a result into docs/BENCHMARKS.md between a benchmark's
+markers). Running the two tools compared is in mm2.py (MirrorMaker 2) and ours.py (this project)."""
 from __future__ import annotations
 
 import math
+import os
+import platform
+import re
+import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import TopicCollection
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range, reader
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
+TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
+
+
+# ---------------------------------------------------------------------------------- workload
+
+@dataclass
+class Workload:
+    """A workload seeded on the source: its topics, the groups committed on it and, once read back,
+    its visible records."""
+
+    prefix: str
+    partitions: dict[str, int]                     # topic -> partition count
+    groups: dict[str, dict[tuple[str, int], int]]  # group -> (topic, partition) -> committed source offset
+    produced: int = 0
+    compacted_away: int = 0
+    source: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(len(rows) for rows in self.source.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(len(v) for rows in self.source.values() for _, v in rows)
+
+
+def send(producer: Producer, topic: str, partition: int, key: bytes, value: bytes) -> None:
+    """Produce one record, waiting while the producer's queue is full."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+def read_partition(cluster: ClusterConfig, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """Every record a read_committed consumer sees, as (offset, value)."""
+    with ClusterAdmin(cluster) as admin:
+        low, high = admin.watermarks(topic, partition)
+    return [(m.offset(), m.value()) for m in read_range(cluster, topic, partition, low, high)]
+
+
+def read_all(cluster: ClusterConfig, partitions: dict[str, int]) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+    """Every visible record of every partition as (offset, value): one consumer assigned to all of
+    them, up to the ends read first."""
+    with ClusterAdmin(cluster) as admin:
+        marks = admin.watermarks_of((t, p) for t, n in partitions.items() for p in range(n))
+    out: dict[tuple[str, int], list[tuple[int, bytes]]] = {tp: [] for tp in marks}
+    todo = {tp: high for tp, (low, high) in marks.items() if high > low}
+    consumer = reader(cluster, **{"enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(t, p, marks[(t, p)][0]) for (t, p) in todo])
+        deadline = time.monotonic() + 600
+        while todo and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=0.5):
+                tp = (msg.topic(), msg.partition())
+                if msg.error() is None:
+                    out[tp].append((msg.offset(), msg.value()))
+                    if msg.offset() + 1 >= todo.get(tp, 0):
+                        todo.pop(tp, None)
+                elif tp in todo and msg.offset() >= todo[tp]:  # end of partition
+                    todo.pop(tp, None)
+    finally:
+        consumer.close()
+    return out
+
+
+def commit_at(group: str, positions: dict[tuple[str, int], int]) -> None:
+    """Commit `group` on the source at `positions`."""
+    consumer = Consumer(SOURCE.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def target_offsets(groups: Iterable[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """The offsets `groups` have committed on the target."""
+    with ClusterAdmin(TARGET) as admin:
+        return {group: admin.committed_offsets(group) for group in groups}
+
+
+# ---------------------------------------------------------------------------------- cleaning up
+
+def cleanup(w: Workload) -> None:
+    """Delete the workload's topics and groups on both clusters."""
+    for cluster in (SOURCE, TARGET):
+        delete_topics(cluster, w.partitions)
+        delete_groups(cluster, w.groups)
 
 
 def delete_topics(cluster: ClusterConfig, topics: Iterable[str]) -> list[str]:
@@ -69,6 +174,144 @@ def delete_groups(cluster: ClusterConfig, groups: Iterable[str]) -> None:
             pass
 
 
+# ---------------------------------------------------------------------------------- measuring
+
+class TreeSampler:
+    """CPU seconds and peak RSS of processes and their descendants, sampled from /proc every
+    `every_s` (CPU of a process counts its reaped children; the last sample of each pid is kept)."""
+
+    def __init__(self, roots: Callable[[], Iterable[int]], every_s: float = 0.1) -> None:
+        self.roots, self.every_s = roots, every_s
+        self.cpu: dict[int, float] = {}
+        self.peak_rss = 0
+        self._baseline: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._page = os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self) -> TreeSampler:
+        self._baseline = self._sample(record=False)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(max(0.0, cpu - self._baseline.get(pid, 0.0)) for pid, cpu in self.cpu.items())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def _sample(self, record: bool = True) -> dict[int, float]:
+        roots = list(self.roots())
+        if not roots:
+            return {}
+        children: dict[int, list[int]] = {}
+        stats: dict[int, list[str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        tree, todo = [], roots
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                tree.append(pid)
+                todo.extend(children.get(pid, ()))
+        cpu = {pid: sum(int(x) for x in stats[pid][11:15]) / self._tick for pid in tree}
+        if record:
+            self.cpu.update(cpu)
+            self.peak_rss = max(self.peak_rss, sum(int(stats[pid][21]) * self._page for pid in tree))
+        return cpu
+
+
+def poll(condition: Callable[[], Any], what: str, timeout_s: float, every_s: float = 0.5) -> Any:
+    """The first true value of `condition()`, asked every `every_s`; the benchmark stops after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {what} did not happen within {timeout_s:.0f}s")
+        time.sleep(every_s)
+
+
+@dataclass
+class Result:
+    tool: str
+    replicate_s: float = 0.0
+    groups_s: float = 0.0
+    verify_s: float | None = None
+    copy_phase_s: float | None = None  # ours: the copy job's own time, from warmed-up executors to the last row
+    snapshot_s: float | None = None  # ours: the snapshot before the copy job
+    warm_up_s: float | None = None  # ours: the copy job's warm-up (a Python worker a task slot, kmigrate imported)
+    cpu_s: float = 0.0
+    peak_rss: int = 0
+    records: int = 0
+    target_records: int = 0
+    offsets_equal: int = 0
+    duplicates: int = 0
+    missing: int = 0
+    unexpected: int = 0
+    groups_without_offsets: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, w: Workload) -> dict[str, Any]:
+        return {
+            "replicate_s": round(self.replicate_s, 2), "groups_s": round(self.groups_s, 2),
+            "verify_s": None if self.verify_s is None else round(self.verify_s, 2),
+            **{key: None if value is None else round(value, 2) for key, value in (
+                ("copy_phase_s", self.copy_phase_s), ("snapshot_s", self.snapshot_s), ("warm_up_s", self.warm_up_s))},
+            "records_per_s": round(w.records / self.replicate_s), "mb_per_s": round(w.bytes / self.replicate_s / 1e6, 1),
+            "cpu_s": round(self.cpu_s, 1), "peak_rss_mb": round(self.peak_rss / 2**20),
+            "target_records": self.target_records,
+            "offsets_equal_pct": round(100.0 * self.offsets_equal / max(1, w.records), 3),
+            "duplicates": self.duplicates, "missing": self.missing, "unexpected": self.unexpected,
+            "partitions_without_group_offset": self.groups_without_offsets,
+        }
+
+
+def compare(result: Result, w: Workload, target: dict[tuple[str, int], list[tuple[int, bytes]]],
+            committed: dict[str, dict[tuple[str, int], int]]) -> None:
+    """Offsets equal, and the switchover of every group, record by record."""
+    result.target_records = sum(len(rows) for rows in target.values())
+    for tp, rows in w.source.items():
+        on_target = dict(target.get(tp, ()))
+        result.offsets_equal += sum(1 for offset, value in rows if on_target.get(offset) == value)
+    for group, positions in w.groups.items():
+        for tp, source_position in positions.items():
+            source_rows = w.source[tp]
+            already_read = {v for o, v in source_rows if o < source_position}
+            expected = {v for o, v in source_rows if o >= source_position}
+            start = committed.get(group, {}).get(tp)
+            if start is None:  # no offset carried over: the consumer starts at the earliest record
+                result.groups_without_offsets += 1
+                start = 0
+            seen: set[bytes] = set()
+            for offset, value in target.get(tp, ()):
+                if offset < start:
+                    continue
+                if value in seen or value in already_read:
+                    result.duplicates += 1
+                elif value not in expected:
+                    result.unexpected += 1
+                seen.add(value)
+            result.missing += len(expected - seen)
+
+
 def median_interval(values: Sequence[float], level: float = 0.9) -> tuple[float, float, float]:
     """A distribution-free confidence interval of the median of `values`: the k-th smallest and
     k-th largest value, with the largest k whose coverage is at least `level` (any continuous
@@ -87,6 +330,21 @@ def median_interval(values: Sequence[float], level: float = 0.9) -> tuple[float,
     while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
         k += 1
     return ordered[k - 1], ordered[n - k], coverage(k)
+
+
+# ---------------------------------------------------------------------------------- reporting
+
+def versions() -> dict[str, str]:
+    import pyspark
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    kafka = next(found.group(1) for path in sorted((PROJECT_DIR / "stack").glob("*.py"))  # where the stack pins it
+                 if (found := re.search(r'KAFKA_VERSION = "([^"]+)"', path.read_text())))
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal"))) // 2**20
+    return {"kafka": kafka, "pyspark": pyspark.__version__, "java": java, "python": platform.python_version(),
+            "machine": f"{os.cpu_count()} cores ({cpu}), {mem} GiB, {platform.system()} {platform.release()}"}
 
 
 def write_docs(text: str, path: Path, start: str, end: str) -> None:
