@@ -38,7 +38,7 @@ from kmigrate.run.targets import prepare_target_topic, prepare_targets
 from kmigrate.run.tasks import copy_bin
 from kmigrate_spark.conf import submit_args
 
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, close_pooled_clients
 from tests.faults.conftest import compare, wait_for
 from tests.integration.test_copier import records_of, seed_plain
 from tests.integration.test_offsets import FILE_SINK, lines_of
@@ -512,7 +512,10 @@ def tiny_target(faulty, tmp_path):
         yield types.SimpleNamespace(config=config, data=data, start=start, launched=launched, module=module,
                                     service=service)
     finally:
-        claims._logs.pop(identity(ClusterConfig.from_bootstrap("target", cluster.bootstrap)), None)
+        tiny_log = claims._logs.pop(identity(ClusterConfig.from_bootstrap("target", cluster.bootstrap)), None)
+        if tiny_log is not None:
+            tiny_log.close()
+        close_pooled_clients()  # the pooled clients of this cluster would otherwise call it for the rest of the session
         for process in launched:
             if process.poll() is None:
                 module.stop(service, pid=process.pid)
