@@ -9,18 +9,15 @@ from confluent_kafka import KafkaException
 
 from kmigrate import client_settings
 from kmigrate.errors import ConfigError
-from kmigrate.secrets import HIDDEN, SECRET_KEYS, redact_setting, secret_name
+from kmigrate.secrets import HIDDEN, redact_setting, secret_setting
 
 C = TypeVar("C")
 
-# SECRET_KEYS (kmigrate.secrets, which imports nothing; kept importable from here): keys whose
-# values never appear in repr() or logs, with any other key whose name is a secret's (secret_name).
-
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `config` with secret values replaced, safe to log: those of SECRET_KEYS and of any
-    other key whose name is a secret's, and the credentials of a URL."""
-    return {k: (HIDDEN if k in SECRET_KEYS or secret_name(k) else redact_setting(k, v)) for k, v in config.items()}
+    """A copy of `config` with secret values replaced, safe to log: those of every secret setting
+    (kmigrate.secrets.secret_setting), and the credentials of a URL."""
+    return {k: (HIDDEN if secret_setting(k) else redact_setting(k, v)) for k, v in config.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,5 +78,5 @@ class ClusterConfig:
         try:
             return factory(config)
         except KafkaException as exc:
-            secret = {k for k in config if k in SECRET_KEYS or secret_name(k)}
+            secret = {k for k in config if secret_setting(k)}
             raise client_settings.refused(self.name, config, exc, secret) from exc

@@ -58,6 +58,11 @@ def secret_name(key: str) -> bool:
     return bool(_SECRET_NAME.search(key)) and not _NOT_SECRET_NAME.search(key)
 
 
+def secret_setting(key: str) -> bool:
+    """Whether a client setting of this name holds a secret: one of SECRET_KEYS, or a secret's name."""
+    return key in SECRET_KEYS or secret_name(key)
+
+
 def provider_reference(value: object) -> bool:
     """Whether `value` is a config provider reference (`${provider:path:key}`), no secret itself."""
     return isinstance(value, str) and bool(_PROVIDER_REFERENCE.match(value))
