@@ -62,7 +62,7 @@ class PartitionLease:
             sent = time.monotonic()
             other = self.log.state.parts.get(self.scope)
             breaks = other["holder"] if other and other["holder"] != self.holder and _gone(other) else None
-            if self.log.submit(self._claim(breaks, self._young_log() and not any(_target_ends([self]).values()))):
+            if self.log.submit(self._claim(breaks, self._young_log() and _target_ends([self])[self.scope] == 0)):
                 if breaks:
                     log.info("%s: lease of %s taken over: its holder %s has ended", self.scope, self.holder, breaks)
                 self._took(sent)
