@@ -53,6 +53,7 @@ def test_a_target_only_record_not_superseded_is_a_problem_naming_offset_and_key(
     assert len(problems) == 1
     assert problems[0].startswith("offset 5: ") and "b'd'" in problems[0]
     assert "target only" in problems[0] and "not superseded" in problems[0]
+    assert "delete.retention.ms" in problems[0]  # the usual cause: a tombstone cleaned before it was copied
 
 
 def test_superseded_means_a_later_record_with_the_key_not_an_earlier_one():
@@ -64,7 +65,7 @@ def test_superseded_means_a_later_record_with_the_key_not_an_earlier_one():
 def test_the_key_shown_is_truncated():
     key = b"k" * 500
     [problem] = compare([], [rec(7, key)])[1]
-    assert problem.startswith("offset 7: ") and "b'kkkk" in problem and len(problem) < 150
+    assert problem.startswith("offset 7: ") and "b'" + "k" * 40 + "'" in problem and "k" * 41 not in problem
 
 
 def test_a_keyless_target_only_record_is_a_problem():

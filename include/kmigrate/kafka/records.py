@@ -227,7 +227,10 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
                             "record at it; a cleaner removes only records with keys)")
         elif value is not None and last.get(key_id := _key_id(key), -1) <= offset:
             unsuperseded[key_id] = (offset, f"offset {offset}: key {key[:40]!r} on the target only, not superseded "
-                                            "(the source holds no record at it)")
+                                            "(the source holds no record at it nor a later one of its key: a "
+                                            "tombstone the source's cleaner removed before it was copied, when "
+                                            "the source's delete.retention.ms is shorter than the time between "
+                                            "copy rounds, leaves this; copy the topic again into an empty target)")
 
     targets = iter(target_records())
     pending = next(targets, None)
