@@ -27,7 +27,7 @@ from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 
 class NoLease:

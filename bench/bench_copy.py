@@ -33,7 +33,7 @@ from kmigrate.copy.writer import CopyOptions, Writer
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import iter_range, reader
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 
 def seed(topic: str, partitions: int, records: int, value_size: int, source: ClusterConfig = SOURCE,

@@ -35,9 +35,9 @@ from confluent_kafka import Producer  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.kafka.connect import ConnectClient  # noqa: E402
 from kmigrate.manifest import Manifest, Part  # noqa: E402
-from kmigrate.run import events  # noqa: E402
-from kmigrate.run.report import write_report  # noqa: E402
-from kmigrate.workload import seed_mixed  # noqa: E402
+from kmigrate.run.cutover import events  # noqa: E402
+from kmigrate.run.report.markdown import write_report  # noqa: E402
+from kmigrate_demo.workload import seed_mixed  # noqa: E402
 
 SOURCE_CONNECT, TARGET_CONNECT = "http://localhost:18083", "http://localhost:28083"
 WORK_DIR = PROJECT_DIR / ".stack" / "bench-cutover"

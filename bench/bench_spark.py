@@ -48,9 +48,9 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
-from kmigrate.run.clients import write_clients
-from kmigrate.run.plan import build_plan, work_units
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate_spark.clients import write_clients
+from kmigrate.run.copying.plan import build_plan, work_units
+from kmigrate.run.targets.prepare import prepare_target_topic
 from kmigrate_spark.adapters import ready
 from kmigrate_spark.conf import submit_args
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from common import PROJECT_DIR, SOURCE, TARGET, Result, TreeSampler, Workload, compare, read_all, target_offsets
 from kmigrate.manifest import Manifest
-from kmigrate.run import timeline
-from kmigrate.run.clients import write_clients
-from kmigrate.run.groups import replicate_groups
-from kmigrate.run.snapshot import take_snapshot
+from kmigrate.run.report import timeline
+from kmigrate_spark.clients import write_clients
+from kmigrate.run.cutover.groups import replicate_groups
+from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate_spark.conf import submit_args
 
 

@@ -28,9 +28,10 @@ from driver import check_clusters, job_arguments
 from kmigrate.claims import claim_topics
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events, timeline
-from kmigrate.run.clients import load_clients_from
-from kmigrate.run.plan import (
+from kmigrate.run.cutover import events
+from kmigrate.run.report import timeline
+from kmigrate_spark.clients import load_clients_from
+from kmigrate.run.copying.plan import (
     copied_ends,
     copy_progress,
     latest_copy_rows,
@@ -41,9 +42,9 @@ from kmigrate.run.plan import (
     units_to_copy,
     work_units,
 )
-from kmigrate.run.precopy import compacted_topics, pre_copy_rounds
-from kmigrate.run.targets import prepare_targets
-from kmigrate.run.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
+from kmigrate.run.copying.precopy import compacted_topics, pre_copy_rounds
+from kmigrate.run.targets.prepare import prepare_targets
+from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
 from verify_partitions import verify_run

@@ -15,7 +15,7 @@ import sys
 
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.run.preflight import check_distinct
+from kmigrate.run.checks.preflight import check_distinct
 from kmigrate_spark.conf import REMOTE_ENV
 from kmigrate_spark.units import prepare_server, say
 

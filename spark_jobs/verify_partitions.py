@@ -24,13 +24,14 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
-from kmigrate.run import events, timeline
-from kmigrate.run.clients import load_clients_from
-from kmigrate.run.plan import read_plan, translate_maps, work_units
-from kmigrate.run.precopy import compacted_topics, live_rows
-from kmigrate.run.snapshot import check_source_at_snapshot
-from kmigrate.run.tasks import verify_extras, verify_task
-from kmigrate.run.verify import settle_empty
+from kmigrate.run.cutover import events
+from kmigrate.run.report import timeline
+from kmigrate_spark.clients import load_clients_from
+from kmigrate.run.copying.plan import read_plan, translate_maps, work_units
+from kmigrate.run.copying.precopy import compacted_topics, live_rows
+from kmigrate.run.cutover.snapshot import check_source_at_snapshot
+from kmigrate.run.copying.tasks import verify_extras, verify_task
+from kmigrate.run.verify.partition import settle_empty
 from kmigrate_spark.conf import FINAL_EXIT
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say

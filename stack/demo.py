@@ -83,8 +83,8 @@ def main() -> int:
     from kmigrate.config import ClusterConfig
     from kmigrate.kafka.connect import ConnectClient
     from kmigrate.manifest import Manifest
-    from kmigrate.run.report import write_report
-    from kmigrate.workload import seed_mixed
+    from kmigrate.run.report.markdown import write_report
+    from kmigrate_demo.workload import seed_mixed
 
     local.migrate_db(AIRFLOW_HOME)
     prefix = f"demo{uuid.uuid4().hex[:6]}"

@@ -47,7 +47,7 @@ def offset_map_of(row: Mapping[str, Any] | None) -> list[OffsetRun]:
 
 class OffsetTranslator:
     """Source offset -> target offset for the partitions of one run: the identity for preserved
-    topics, the copy's offset map for translated ones (`kmigrate.run.plan.translator_for_run`)."""
+    topics, the copy's offset map for translated ones (`kmigrate.run.copying.plan.translator_for_run`)."""
 
     def __init__(self, modes: Mapping[str, str], copy_rows: Mapping[tuple[str, int], Mapping[str, Any]]) -> None:
         self.modes = dict(modes)

@@ -1,5 +1,5 @@
 """Which settings hold a secret, told by their name or by the URL in their value: the one rule the
-Kafka client configs' repr (kmigrate.config), the connector snapshots (kmigrate.run.connector_secrets)
+Kafka client configs' repr (kmigrate.config), the connector snapshots (kmigrate.run.connectors.secrets)
 and the Spark Connect URL in logs (kmigrate_spark.conf) share. Standard library only.
 
 A name is a secret's when it holds one of these words (any case, `.`, `_` or `-` between words):

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import kmigrate.run.tasks  # noqa: F401 - imported with this module on an executor: the copier and the verification
+import kmigrate.run.copying.tasks  # noqa: F401 - imported with this module on an executor: the copier and the verification
 from kmigrate.model import WorkUnit
 
 

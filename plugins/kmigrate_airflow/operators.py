@@ -21,8 +21,8 @@ from airflow.sdk.log import mask_secret
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.clients import CLIENTS_ENV, clients_json, write_clients
-from kmigrate.run.events import STOPPED, cutover_time
+from kmigrate_spark.clients import CLIENTS_ENV, clients_json, write_clients
+from kmigrate.run.cutover.events import STOPPED, cutover_time
 from kmigrate.secrets import url_secrets
 from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV, shown_remote
 

@@ -103,7 +103,7 @@ def connector_params() -> dict[str, Param]:
     return {
         "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1}, uniqueItems=True,
                             title="Connectors", description="Names of source Connect connectors to move"),
-        # values often hold a password: the run records them only as digests (kmigrate.run.request);
+        # values often hold a password: the run records them only as digests (kmigrate.run.checks.request);
         # the preflight also refuses a connector not among `connectors`
         "connector_overrides": Param({}, type="object", propertyNames={"minLength": 1},
                                      additionalProperties={"type": "object", "propertyNames": {"minLength": 1},

@@ -14,19 +14,21 @@ from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.claims import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import GroupActive, KmigrateError, TopicsHeld, TransactionOpen
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import connectors as connector_steps
-from kmigrate.run import events, targets, timeline
-from kmigrate.run.drill import measure_drill as drill_figures
-from kmigrate.run.groups import check_groups_unchanged
-from kmigrate.run.groups import replicate_groups as replicate
-from kmigrate.run.plan import write_pre_copy_plan
-from kmigrate.run.preflight import check_params, check_run
-from kmigrate.run.quiesce import quiesce_poke
-from kmigrate.run.report import topic_result as topic_outcome
-from kmigrate.run.report import write_report
-from kmigrate.run.request import record_request
-from kmigrate.run.selection import Selection, selected_topics
-from kmigrate.run.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
+from kmigrate.run.connectors import migrate as connector_steps
+from kmigrate.run.cutover import events
+from kmigrate.run.targets import prepare as targets
+from kmigrate.run.report import timeline
+from kmigrate.run.report.drill import measure_drill as drill_figures
+from kmigrate.run.cutover.groups import check_groups_unchanged
+from kmigrate.run.cutover.groups import replicate_groups as replicate
+from kmigrate.run.copying.plan import write_pre_copy_plan
+from kmigrate.run.checks.preflight import check_params, check_run
+from kmigrate.run.cutover.quiesce import quiesce_poke
+from kmigrate.run.report.markdown import topic_result as topic_outcome
+from kmigrate.run.report.markdown import write_report
+from kmigrate.run.checks.request import record_request
+from kmigrate.run.checks.selection import Selection, selected_topics
+from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
 from kmigrate_spark.conf import check_connect_server
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster

@@ -14,8 +14,8 @@ from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run import versions
-from kmigrate.run.clients import CLIENTS_ENV, load_clients, load_clients_from
+from kmigrate.run.checks import versions
+from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
 
 from tests.badinput.support import refused
 from tests.conftest import PROJECT_DIR

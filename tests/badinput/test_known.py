@@ -14,14 +14,14 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
-from kmigrate.run import connectors as connector_steps
-from kmigrate.run.clients import CLIENTS_ENV, load_clients, load_clients_from
-from kmigrate.run.connector_secrets import restored
-from kmigrate.run.plan import plan_from_topics, read_plan
-from kmigrate.run.preflight import check_distinct, check_run
-from kmigrate.run.request import check_request, record_request
-from kmigrate.run.selection import Selection
-from kmigrate.run.snapshot import read_snapshot, take_snapshot
+from kmigrate.run.connectors import migrate as connector_steps
+from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
+from kmigrate.run.connectors.secrets import restored
+from kmigrate.run.copying.plan import plan_from_topics, read_plan
+from kmigrate.run.checks.preflight import check_distinct, check_run
+from kmigrate.run.checks.request import check_request, record_request
+from kmigrate.run.checks.selection import Selection
+from kmigrate.run.cutover.snapshot import read_snapshot, take_snapshot
 from kmigrate_spark.conf import check_connect_server
 
 from tests.badinput.support import nothing_at, refused, refused_by_dag, run_dag

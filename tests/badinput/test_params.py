@@ -15,10 +15,10 @@ import uuid
 import pytest
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.preflight import check_params, check_run
-from kmigrate.run.request import check_request, record_request
-from kmigrate.run.selection import Selection
-from kmigrate.workload import FILE_SOURCE
+from kmigrate.run.checks.preflight import check_params, check_run
+from kmigrate.run.checks.request import check_request, record_request
+from kmigrate.run.checks.selection import Selection
+from kmigrate_demo.workload import FILE_SOURCE
 
 from tests.badinput.support import nothing_at, refused, refused_by_dag, run_dag
 

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.plan import (
+from kmigrate.run.copying.plan import (
     copied_ends,
     latest_copy_rows,
     read_plan,
@@ -28,11 +28,11 @@ from kmigrate.run.plan import (
     work_units,
     write_pre_copy_plan,
 )
-from kmigrate.run.precopy import live_rows, pre_copy_rounds
-from kmigrate.run.quiesce import quiesce_poke
-from kmigrate.run.snapshot import take_snapshot
-from kmigrate.run.targets import prepare_targets
-from kmigrate.run.tasks import copy_bin, copy_extras, key, live_verify_task, verify_bin, verify_extras
+from kmigrate.run.copying.precopy import live_rows, pre_copy_rounds
+from kmigrate.run.cutover.quiesce import quiesce_poke
+from kmigrate.run.cutover.snapshot import take_snapshot
+from kmigrate.run.targets.prepare import prepare_targets
+from kmigrate.run.copying.tasks import copy_bin, copy_extras, key, live_verify_task, verify_bin, verify_extras
 
 from tests import results
 from tests.chaos.live_source import LiveSource, compare_with_model

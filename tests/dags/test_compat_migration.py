@@ -17,9 +17,9 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
-from kmigrate.run import old_connect
-from kmigrate.run.report import summarize
-from kmigrate.workload import seed_mixed
+from kmigrate.run.connectors import old_connect
+from kmigrate.run.report.markdown import summarize
+from kmigrate_demo.workload import seed_mixed
 
 from tests import results
 from tests.conftest import Stack, close_pooled_clients, load_stack_module

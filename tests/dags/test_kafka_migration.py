@@ -16,12 +16,12 @@ from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events
-from kmigrate.run.plan import latest_copy_rows, work_units, write_pre_copy_plan
-from kmigrate.run.report import summarize
-from kmigrate.run.selection import Selection
-from kmigrate.run.targets import prepare_targets
-from kmigrate.workload import seed_mixed
+from kmigrate.run.cutover import events
+from kmigrate.run.copying.plan import latest_copy_rows, work_units, write_pre_copy_plan
+from kmigrate.run.report.markdown import summarize
+from kmigrate.run.checks.selection import Selection
+from kmigrate.run.targets.prepare import prepare_targets
+from kmigrate_demo.workload import seed_mixed
 
 from tests.integration.test_copier import assert_same_partition, records_of, seed_plain
 from tests.integration.test_offsets import assert_exactly, consume_group, expected_after
@@ -220,7 +220,7 @@ def test_connectors_keep_their_state_through_a_migration_and_a_rollback(stack, d
     """A running and a paused connector: after the migration the target copies are running and
     paused, the originals stopped; after the rollback the target copies are stopped, the originals
     running and paused again."""
-    from kmigrate.workload import FILE_SOURCE
+    from kmigrate_demo.workload import FILE_SOURCE
 
     from tests.kafka_helpers import create_topic, watermarks
 

@@ -14,8 +14,8 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events
-from kmigrate.run.report import summarize
+from kmigrate.run.cutover import events
+from kmigrate.run.report.markdown import summarize
 
 from tests.chaos.live_source import LiveSource, compare_with_model
 from tests.dags.test_kafka_migration import run_dag, task_states

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 from kmigrate.manifest import Manifest
-from kmigrate.run.report import summarize
-from kmigrate.workload import seed_mixed
+from kmigrate.run.report.markdown import summarize
+from kmigrate_demo.workload import seed_mixed
 
 from tests.dags.conftest import AIRFLOW_HOME
 from tests.dags.test_kafka_migration import (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
-from kmigrate.run.clients import CLIENTS_ENV, load_clients
+from kmigrate_spark.clients import CLIENTS_ENV, load_clients
 from kmigrate_spark.conf import LAUNCH_CONF, REMOTE_ENV
 
 PASSWORDS = {"source": f"src-pw-{uuid.uuid4().hex}", "target": f"tgt-pw-{uuid.uuid4().hex}"}

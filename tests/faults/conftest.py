@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests import results
 from tests.conftest import close_pooled_clients, load_stack_module

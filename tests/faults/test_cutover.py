@@ -16,8 +16,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
-from kmigrate.run.connectors import migrate_connectors, resume_connectors, stop_connectors
-from kmigrate.run.snapshot import take_snapshot
+from kmigrate.run.connectors.migrate import migrate_connectors, resume_connectors, stop_connectors
+from kmigrate.run.cutover.snapshot import take_snapshot
 
 from tests.faults.conftest import compare, prepared, wait_for
 from tests.faults.test_leaders import RECORDS, plain_workload

@@ -16,7 +16,7 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import CopyError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.faults.conftest import compare, prepared, reassign, wait_for
 from tests.kafka_helpers import create_topic

@@ -31,11 +31,11 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import identity
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
-from kmigrate.run.connectors import restore_states, stop_connectors
-from kmigrate.run.plan import build_plan, work_units, write_pre_copy_plan
-from kmigrate.run.precopy import pre_copy_rounds
-from kmigrate.run.targets import prepare_target_topic, prepare_targets
-from kmigrate.run.tasks import copy_bin
+from kmigrate.run.connectors.migrate import restore_states, stop_connectors
+from kmigrate.run.copying.plan import build_plan, work_units, write_pre_copy_plan
+from kmigrate.run.copying.precopy import pre_copy_rounds
+from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
+from kmigrate.run.copying.tasks import copy_bin
 from kmigrate_spark.conf import submit_args
 
 from tests.conftest import PROJECT_DIR, close_pooled_clients

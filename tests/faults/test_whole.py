@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 from kmigrate.kafka import multi
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.tasks import copy_bin
+from kmigrate.run.copying.tasks import copy_bin
 
 from tests.faults.conftest import compare, prepared
 

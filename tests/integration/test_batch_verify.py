@@ -6,9 +6,9 @@ from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run import batch_verify
-from kmigrate.run.targets import prepare_target_topic
-from kmigrate.run.tasks import verify_bin
+from kmigrate.run.verify import batches as batch_verify
+from kmigrate.run.targets.prepare import prepare_target_topic
+from kmigrate.run.copying.tasks import verify_bin
 
 from tests.integration.test_markers import TxnSeeder
 from tests.kafka_helpers import create_topic, produce

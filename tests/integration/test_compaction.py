@@ -23,8 +23,8 @@ from kmigrate.kafka.records import (
     timestamp_of,
 )
 from kmigrate.model import PRESERVE, WorkUnit
-from kmigrate.run.targets import prepare_target_topic, prepare_targets
-from kmigrate.run.verify import verify_live, verify_partition
+from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
+from kmigrate.run.verify.partition import verify_live, verify_partition
 
 from tests.kafka_helpers import create_topic, produce
 

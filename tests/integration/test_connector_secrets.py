@@ -11,9 +11,9 @@ import pytest
 import requests
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError
 from kmigrate.manifest import Manifest
-from kmigrate.run.connector_secrets import MARKER, redacted
-from kmigrate.run.connectors import migrate_connectors, stop_connectors
-from kmigrate.run.snapshot import take_snapshot
+from kmigrate.run.connectors.secrets import MARKER, redacted
+from kmigrate.run.connectors.migrate import migrate_connectors, stop_connectors
+from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.secrets import HIDDEN
 
 from tests.integration.test_offsets import FILE_SOURCE, copy_run

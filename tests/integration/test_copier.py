@@ -21,7 +21,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
 from kmigrate.model import WorkUnit
 from kmigrate.offsets import translate_offset
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.conftest import PROJECT_DIR
 from tests.kafka_helpers import all_watermarks, create_topic, produce

@@ -11,9 +11,9 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.leases import PartitionLease
 from kmigrate.model import WorkUnit
-from kmigrate.run import tasks
-from kmigrate.run.targets import prepare_target_topic
-from kmigrate.run.tasks import copy_bin
+from kmigrate.run.copying import tasks
+from kmigrate.run.targets.prepare import prepare_target_topic
+from kmigrate.run.copying.tasks import copy_bin
 
 from tests.integration.test_copier import assert_same_partition
 from tests.integration.test_markers import TxnSeeder

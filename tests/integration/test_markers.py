@@ -11,7 +11,7 @@ from kmigrate.errors import SourceNotReady
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.integration.test_copier import (  # noqa: F401 - a fixture
     all_watermarks,

@@ -12,12 +12,12 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import TRANSLATE
-from kmigrate.run.connectors import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
-from kmigrate.run.groups import replicate_groups
-from kmigrate.run.plan import read_plan, translate_maps, work_units
-from kmigrate.run.snapshot import take_snapshot
-from kmigrate.run.targets import prepare_target_topic, prepare_targets
-from kmigrate.run.tasks import copy_task
+from kmigrate.run.connectors.migrate import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
+from kmigrate.run.cutover.groups import replicate_groups
+from kmigrate.run.copying.plan import read_plan, translate_maps, work_units
+from kmigrate.run.cutover.snapshot import take_snapshot
+from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
+from kmigrate.run.copying.tasks import copy_task
 
 from tests.integration.test_stack_connect import connectors, wait_until  # noqa: F401 - fixture
 from tests.kafka_helpers import create_topic, produce, read_partition, watermarks

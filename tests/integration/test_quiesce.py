@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer
 from kmigrate.errors import GroupActive, TransactionOpen
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.run.quiesce import quiesce_poke
+from kmigrate.run.cutover.quiesce import quiesce_poke
 
 from tests.integration.test_copier import seed_plain
 from tests.integration.test_stack_connect import wait_until

@@ -14,8 +14,8 @@ import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.run.clients import write_clients
-from kmigrate.run.plan import build_plan
+from kmigrate_spark.clients import write_clients
+from kmigrate.run.copying.plan import build_plan
 from kmigrate_spark.conf import submit_args
 
 from tests.conftest import PROJECT_DIR

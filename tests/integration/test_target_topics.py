@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import TopicMismatch
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.run.targets import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
+from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
 
 from tests.kafka_helpers import create_topic
 

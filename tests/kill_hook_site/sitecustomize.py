@@ -4,7 +4,7 @@ handed N records of a partition to the target (once per partition: DIR keeps a m
 Spark's Python workers get it from the environment of spark-submit, or of the Spark Connect
 server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/kill_hook.py sets both).
 
-It wraps kmigrate.run.tasks once that module is imported: `copy_partition` gets a progress hook
+It wraps kmigrate.run.copying.tasks once that module is imported: `copy_partition` gets a progress hook
 that kills (and whole batches are fetched 16 KiB at a time unless a fetch size is given, so that the
 hook sees progress before the end), and `copy_whole` copies nothing (every partition takes the
 record-by-record copier, which reports progress)."""
@@ -18,11 +18,11 @@ import signal
 import sys
 
 ENV = "KMIGRATE_TEST_KILL_AFTER"
-MODULE = "kmigrate.run.tasks"
+MODULE = "kmigrate.run.copying.tasks"
 SMALL_FETCH = 16 << 10
 
 
-def _patch(tasks) -> None:  # noqa: ANN001 - the module kmigrate.run.tasks
+def _patch(tasks) -> None:  # noqa: ANN001 - the module kmigrate.run.copying.tasks
     after, marker_dir = os.environ[ENV].split(":", 1)
     copy_partition = tasks.copy_partition
     log = logging.getLogger(MODULE)
@@ -53,7 +53,7 @@ def _patch(tasks) -> None:  # noqa: ANN001 - the module kmigrate.run.tasks
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Patches kmigrate.run.tasks right after it is executed, in whichever process imports it."""
+    """Patches kmigrate.run.copying.tasks right after it is executed, in whichever process imports it."""
 
     def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
         if name != MODULE:

@@ -23,9 +23,9 @@ from kmigrate.copy.writer import CopyOptions, transactional_id
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.preflight import check_run
-from kmigrate.run.selection import Selection
-from kmigrate.run.targets import prepare_target_topic, prepare_targets
+from kmigrate.run.checks.preflight import check_run
+from kmigrate.run.checks.selection import Selection
+from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
 
 from tests.integration.test_copier import seed_plain
 from tests.integration.test_markers import TxnSeeder

@@ -12,7 +12,7 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka import transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.targets import prepare_target_topic
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.integration.test_copier import records_of, seed_plain
 

@@ -6,7 +6,7 @@ import struct
 import crc32c
 from kmigrate.copy import fastfill
 from kmigrate.kafka import multi, wire
-from kmigrate.run.batch_verify import Prefix, _pair
+from kmigrate.run.verify.batches import Prefix, _pair
 
 from tests.unit.test_wire import as_fetched
 

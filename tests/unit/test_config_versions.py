@@ -1,8 +1,8 @@
 """Topic configs a Kafka 4 target no longer knows: mapped to their successors or dropped (pure logic)."""
 from __future__ import annotations
 
-from kmigrate.run.config_versions import for_target
-from kmigrate.run.targets import desired_configs
+from kmigrate.run.targets.config_versions import for_target
+from kmigrate.run.targets.prepare import desired_configs
 
 
 def test_removed_configs_are_mapped_or_dropped_for_a_kafka_4_target():

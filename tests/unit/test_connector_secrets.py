@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kmigrate.errors import ConnectorStateError
-from kmigrate.run.connector_secrets import MARKER, redacted, restored, secret_by_name
+from kmigrate.run.connectors.secrets import MARKER, redacted, restored, secret_by_name
 from kmigrate.secrets import HIDDEN
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import RunConflict
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events, timeline
-from kmigrate.run.report import _covered
-from kmigrate.run.request import check_request, record_request
+from kmigrate.run.cutover import events
+from kmigrate.run.report import timeline
+from kmigrate.run.report.markdown import _covered
+from kmigrate.run.checks.request import check_request, record_request
 
 T0 = 1_800_000_000.0  # epoch seconds
 

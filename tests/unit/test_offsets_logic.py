@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.offsets import OffsetTranslator
-from kmigrate.run.connectors import target_config, translated_offsets
-from kmigrate.run.plan import plan_from_topics
-from kmigrate.run.selection import select
+from kmigrate.run.connectors.migrate import target_config, translated_offsets
+from kmigrate.run.copying.plan import plan_from_topics
+from kmigrate.run.checks.selection import select
 
 
 def test_select_fully_matches_include_minus_exclude_and_never_internal_topics():

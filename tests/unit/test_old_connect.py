@@ -7,7 +7,7 @@ import json
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.connect import ConnectClient, apache_release
-from kmigrate.run import old_connect
+from kmigrate.run.connectors import old_connect
 
 
 @pytest.mark.parametrize("version, release", [

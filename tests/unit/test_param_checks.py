@@ -10,11 +10,12 @@ import time
 import pytest
 from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events, selection
-from kmigrate.run.connectors import check_overrides, target_config
-from kmigrate.run.preflight import check_params
-from kmigrate.run.request import check_request, record_request
-from kmigrate.run.selection import Selection, compile_pattern, select
+from kmigrate.run.cutover import events
+from kmigrate.run.checks import selection
+from kmigrate.run.connectors.migrate import check_overrides, target_config
+from kmigrate.run.checks.preflight import check_params
+from kmigrate.run.checks.request import check_request, record_request
+from kmigrate.run.checks.selection import Selection, compile_pattern, select
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.timezone.utc)
 

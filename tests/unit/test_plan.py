@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
-from kmigrate.run.clients import load_clients, write_clients
-from kmigrate.run.plan import work_units
+from kmigrate_spark.clients import load_clients, write_clients
+from kmigrate.run.copying.plan import work_units
 
 
 def test_client_file_round_trip_with_owner_only_permissions(tmp_path):

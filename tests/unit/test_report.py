@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
-from kmigrate.run.report import copy_chart, summarize, topic_result, write_report
+from kmigrate.run.report.markdown import copy_chart, summarize, topic_result, write_report
 
 
 def copy_row(topic, partition, records, seconds):

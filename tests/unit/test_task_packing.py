@@ -11,8 +11,8 @@ import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import OffsetRun, WorkUnit
-from kmigrate.run.plan import plan_from_topics, read_plan, work_units
-from kmigrate.run.tasks import copy_extras, copy_task, verify_extras, verify_task
+from kmigrate.run.copying.plan import plan_from_topics, read_plan, work_units
+from kmigrate.run.copying.tasks import copy_extras, copy_task, verify_extras, verify_task
 from kmigrate_spark import units as spark_units
 from kmigrate_spark.adapters import bin_json, by_bin, indexed, run_bin
 from pyspark import cloudpickle

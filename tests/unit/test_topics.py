@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from kmigrate.run.targets import COPY_SETTINGS, conflicts, desired_configs
+from kmigrate.run.targets.prepare import COPY_SETTINGS, conflicts, desired_configs
 
 
 def test_effective_retention_and_limits_travel_even_when_the_source_uses_broker_defaults():

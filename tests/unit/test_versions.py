@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
-from kmigrate.run import versions
+from kmigrate.run.checks import versions
 
 KAFKA_2_7 = {1: (0, 12), 0: (0, 8), 44: (0, 1)}  # no DescribeCluster (key 60) before 2.8
 KAFKA_2_8 = {**KAFKA_2_7, 60: (0, 0)}

@@ -129,7 +129,7 @@ class ConnectClient:
     @property
     def has_offsets_api(self) -> bool:
         """The worker has the STOPPED state and the offsets REST API (KIP-875, Kafka 3.5); older
-        workers are paused instead and their offsets read from Kafka (`kmigrate.run.old_connect`)."""
+        workers are paused instead and their offsets read from Kafka (`kmigrate.run.connectors.old_connect`)."""
         release = apache_release(self.worker_version)
         return release is None or release >= (3, 5)
 

@@ -10,12 +10,14 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
-from kmigrate.run import config_versions, events, versions
-from kmigrate.run.connectors import check_overrides
-from kmigrate.run.plan import topics_partitions
-from kmigrate.run.request import check_request
-from kmigrate.run.rights import check_rights
-from kmigrate.run.selection import Selection, select
+from kmigrate.run.targets import config_versions
+from kmigrate.run.cutover import events
+from kmigrate.run.checks import versions
+from kmigrate.run.connectors.migrate import check_overrides
+from kmigrate.run.copying.plan import topics_partitions
+from kmigrate.run.checks.request import check_request
+from kmigrate.run.checks.rights import check_rights
+from kmigrate.run.checks.selection import Selection, select
 
 
 def check_params(params: Mapping[str, Any], manifest: Manifest,

@@ -12,8 +12,8 @@ from kmigrate.errors import GroupActive, TransactionOpen
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.plan import topics_partitions
-from kmigrate.run.snapshot import selected_groups
+from kmigrate.run.copying.plan import topics_partitions
+from kmigrate.run.cutover.snapshot import selected_groups
 
 log = logging.getLogger(__name__)
 

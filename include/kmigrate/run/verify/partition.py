@@ -24,7 +24,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.offsets import offset_mapper
-from kmigrate.run.batch_verify import Prefix
+from kmigrate.run.verify.batches import Prefix
 
 # the last pre-copied offsets of a partition, read again in the window: a change at the seam between
 # the pre-copy and the final copy shows there

@@ -14,10 +14,11 @@ from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import old_connect, versions
-from kmigrate.run.connector_secrets import redacted
-from kmigrate.run.plan import plan_from_topics, topics_partitions
-from kmigrate.run.selection import select
+from kmigrate.run.connectors import old_connect
+from kmigrate.run.checks import versions
+from kmigrate.run.connectors.secrets import redacted
+from kmigrate.run.copying.plan import plan_from_topics, topics_partitions
+from kmigrate.run.checks.selection import select
 
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str], live: bool = False) -> dict[str, Any]:

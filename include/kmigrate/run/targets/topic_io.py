@@ -1,6 +1,6 @@
 """What preparing target topics reads of both clusters and creates on the target, for many topics
 at once (docs/DESIGN.md §7): one metadata request and two DescribeConfigs a cluster, one
-CreateTopics, whatever the number of topics. `kmigrate.run.targets` decides what to do with them."""
+CreateTopics, whatever the number of topics. `kmigrate.run.targets.prepare` decides what to do with them."""
 from __future__ import annotations
 
 import dataclasses

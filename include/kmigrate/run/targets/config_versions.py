@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.pool import identity
-from kmigrate.run import versions
+from kmigrate.run.checks import versions
 
 FETCH = 1
 # {config: (successors, why)}: removed by Kafka 4.0. A successor takes the removed config's value

@@ -15,11 +15,11 @@ from kmigrate.errors import TopicMismatch, TopicNotFound
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
-from kmigrate.run import config_versions
-from kmigrate.run.events import finished
-from kmigrate.run.rights import check_created
-from kmigrate.run.snapshot import read_snapshot
-from kmigrate.run.topic_io import TopicFacts, create_all, facts_of, read_facts
+from kmigrate.run.targets import config_versions
+from kmigrate.run.cutover.events import finished
+from kmigrate.run.checks.rights import check_created
+from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.targets.topic_io import TopicFacts, create_all, facts_of, read_facts
 
 log = logging.getLogger(__name__)
 

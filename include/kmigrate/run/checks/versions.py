@@ -16,7 +16,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.transport import Transport, Unsupported
 from kmigrate.kafka.wire import BrokerConnection
-from kmigrate.run import old_connect
+from kmigrate.run.connectors import old_connect
 
 log = logging.getLogger(__name__)
 

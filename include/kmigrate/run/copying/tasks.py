@@ -25,10 +25,10 @@ from kmigrate.kafka import leaders, transport
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
-from kmigrate.run import batch_verify
-from kmigrate.run.verify import verify_live, verify_partition
+from kmigrate.run.verify import batches as batch_verify
+from kmigrate.run.verify.partition import verify_live, verify_partition
 
-log = logging.getLogger("kmigrate.run.tasks")
+log = logging.getLogger("kmigrate.run.copying.tasks")
 
 
 def _setup_logging() -> None:

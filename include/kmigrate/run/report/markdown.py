@@ -6,9 +6,11 @@ from typing import Any
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run import events, timeline, versions
-from kmigrate.run.events import downtime_s
-from kmigrate.run.targets import topic_changes
+from kmigrate.run.cutover import events
+from kmigrate.run.report import timeline
+from kmigrate.run.checks import versions
+from kmigrate.run.cutover.events import downtime_s
+from kmigrate.run.targets.prepare import topic_changes
 
 
 def _latest(manifest: Manifest, kind: str) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.run import old_connect
+from kmigrate.run.connectors import old_connect
 
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

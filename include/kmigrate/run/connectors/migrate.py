@@ -17,10 +17,10 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError,
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
-from kmigrate.run import old_connect
-from kmigrate.run.connector_secrets import restored
-from kmigrate.run.plan import translator_for_run
-from kmigrate.run.snapshot import read_snapshot
+from kmigrate.run.connectors import old_connect
+from kmigrate.run.connectors.secrets import restored
+from kmigrate.run.copying.plan import translator_for_run
+from kmigrate.run.cutover.snapshot import read_snapshot
 
 STATES = ("RUNNING", "PAUSED", "STOPPED")
 

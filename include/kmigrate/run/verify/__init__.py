@@ -1,0 +1,1 @@
+"""Verification: one partition on both clusters side by side, and by whole record batches for many partitions at once."""
