@@ -238,15 +238,16 @@ class TreeSampler:
 
 
 def poll(condition: Callable[[], Any], what: str, timeout_s: float, every_s: float = 0.5) -> Any:
-    """The first true value of `condition()`, asked every `every_s`; the benchmark stops after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: {what} did not happen within {timeout_s:.0f}s")
-        time.sleep(every_s)
+    """The first true value of `condition()`, asked every `every_s`; the benchmark stops after `timeout_s`.
+    The loop is stack/stack_common.py's poll_until, the project's one poll (the tests' wait_until uses it too)."""
+    import sys  # stack/'s modules are found by name, with stack/ on sys.path as stack.py puts it there
+
+    if str(PROJECT_DIR / "stack") not in sys.path:
+        sys.path.append(str(PROJECT_DIR / "stack"))
+    from stack_common import poll_until
+
+    return poll_until(condition, timeout_s, interval_s=every_s,
+                      timed_out=lambda: SystemExit(f"bench: {what} did not happen within {timeout_s:.0f}s"))
 
 
 @dataclass

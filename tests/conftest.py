@@ -1,54 +1,20 @@
 """Shared fixtures: the local Kafka stack and its secure profile (each used if running, started
-otherwise; what a fixture starts it stops again, by pid, at the end of the session) and unique names."""
+otherwise; what a fixture starts it stops again, by pid, at the end of the session), unique names,
+and the local Airflow of the DAG and bad-input tests. Their helpers are in tests/support/."""
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import os
 import re
-import sys
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kmigrate import claims
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import leaders, pool, records
 from kmigrate.kafka.connect import ConnectClient
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
-
-
-def load_stack_module():
-    """stack/stack.py is a stdlib script, not part of the package; load it by path."""
-    if "kmigrate_stack" in sys.modules:
-        return sys.modules["kmigrate_stack"]
-    spec = importlib.util.spec_from_file_location("kmigrate_stack", PROJECT_DIR / "stack" / "stack.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kmigrate_stack"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@dataclasses.dataclass(frozen=True)
-class Stack:
-    source: ClusterConfig
-    target: ClusterConfig
-    source_connect: ConnectClient
-    target_connect: ConnectClient
-    state_dir: Path
-
-
-def close_pooled_clients() -> None:
-    """This process's pooled clients (admins, record readers, raw connections, the claims log's): closed before the
-    clusters they talk to stop, so that they do not keep reconnecting to them, nor meet the next
-    stack on the same ports."""
-    pool.admins.close_all()
-    records.readers.close_all()
-    leaders.connections.close_all()
-    claims.close_all()
+from tests.support.stack import PROJECT_DIR, SecureStack, Stack, close_pooled_clients, load_stack_module
 
 
 @pytest.fixture(scope="session")
@@ -74,34 +40,6 @@ def stack() -> Iterator[Stack]:
             stack_mod.stop(service)
 
 
-@dataclasses.dataclass(frozen=True)
-class SecureStack:
-    """The secure clusters; `admin` settings for seeding and checking, `migrator` ones for the run
-    (Describe and Read only on the source)."""
-
-    security: Any            # stack.Security: CA, certificates, passwords
-    clusters: tuple[Any, Any]  # stack.Cluster source, target
-    source_connect: ConnectClient
-    target_connect: ConnectClient
-    state_dir: Path
-
-    def cluster(self, role: str, user: str = "migrator", method: str = "SCRAM-SHA-512") -> ClusterConfig:
-        cluster = self.clusters[0 if role == "source" else 1]
-        return ClusterConfig(role, self.security.client(cluster, user, method))
-
-    @property
-    def source(self) -> ClusterConfig:
-        return self.cluster("source", "admin")
-
-    @property
-    def target(self) -> ClusterConfig:
-        return self.cluster("target", "admin")
-
-    def passwords(self) -> list[str]:
-        """Every secret of the stack: Kafka users', the Connect REST user's, the keystore's."""
-        return list(self.security.passwords.values())
-
-
 @pytest.fixture(scope="session")
 def secure_stack() -> Iterator[SecureStack]:
     stack_mod = load_stack_module()
@@ -122,6 +60,25 @@ def secure_stack() -> Iterator[SecureStack]:
         close_pooled_clients()
         for service in reversed(started):
             stack_mod.stop(service)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Iterator[Path]:
+    """The local Airflow's database, migrated once a session; its folder removed afterwards. Its
+    environment was set when tests/dags/conftest.py or tests/badinput/conftest.py imported
+    tests/support/airflow.py, before their test modules imported Airflow."""
+    from tests.support.airflow import AIRFLOW_HOME, local
+
+    local.migrate_db(AIRFLOW_HOME)
+    yield AIRFLOW_HOME
+    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(PROJECT_DIR / "dags"))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import PROJECT_DIR, load_stack_module
+from tests.support.stack import PROJECT_DIR, load_spark_cluster_module, load_stack_module
 
 stack = load_stack_module()
 COMPOSE = yaml.safe_load((PROJECT_DIR / "docker-compose.yaml").read_text())
@@ -111,8 +111,6 @@ def test_airflow_and_spark_run_the_pinned_versions():
 
 
 def test_the_spark_connect_server_has_the_settings_of_make_spark_connect_up():
-    from tests.integration.test_spark_jobs import load_spark_cluster_module
-
     module = load_spark_cluster_module()
     local = module.connect_service(Path("/nowhere"), "local[4,4]", module.CONNECT_PORT, module.CONNECT_UI_PORT,
                                    Path("python"))

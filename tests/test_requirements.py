@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from importlib import metadata
 
-from tests.conftest import PROJECT_DIR
+from tests.support.stack import PROJECT_DIR
 
 
 def requirement_lines() -> list[str]:

@@ -1,12 +1,12 @@
 """The last line of `make test-bad-input`: one JSON object from what the cases recorded
-(tests/badinput/support.py): kinds tried, clear errors, tracebacks and anything written before a
+(tests/support/badinput.py): kinds tried, clear errors, tracebacks and anything written before a
 refusal. Exit 1 when none ran, or any case was not a clear error before any write."""
 from __future__ import annotations
 
 import json
 import sys
 
-from tests import results
+from tests.support import results
 
 
 def main(path: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 
 import pytest
 from kmigrate.claims import CLAIMS_TOPIC
@@ -17,9 +16,8 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.run.checks import versions
 from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
 
-from tests.badinput.support import refused
-from tests.conftest import PROJECT_DIR
-from tests.local_http import serving
+from tests.support.badinput import refused
+from tests.support.local_http import serving
 
 pytestmark = pytest.mark.stack
 
@@ -119,12 +117,8 @@ def test_connect_answering_something_else(tmp_path):
 
 
 def job_driver():
-    """spark_jobs/driver.py, what the copy and verify jobs run on the driver before they write."""
-    sys.path.insert(0, str(PROJECT_DIR / "spark_jobs"))
-    try:
-        return importlib.import_module("driver")
-    finally:
-        sys.path.remove(str(PROJECT_DIR / "spark_jobs"))
+    """kmigrate_spark.guards, what the copy and verify jobs run on the driver before they write."""
+    return importlib.import_module("kmigrate_spark.guards")
 
 
 def test_spark_job_target_is_the_source(stack, tmp_path):

@@ -24,7 +24,8 @@ from kmigrate.run.checks.selection import Selection
 from kmigrate.run.cutover.snapshot import read_snapshot, take_snapshot
 from kmigrate_spark.conf import check_connect_server
 
-from tests.badinput.support import nothing_at, refused, refused_by_dag, run_dag
+from tests.support.airflow import run_dag
+from tests.support.badinput import nothing_at, refused, refused_by_dag
 
 pytestmark = pytest.mark.stack
 

@@ -20,7 +20,8 @@ from kmigrate.run.checks.request import check_request, record_request
 from kmigrate.run.checks.selection import Selection
 from kmigrate_demo.workload import FILE_SOURCE
 
-from tests.badinput.support import nothing_at, refused, refused_by_dag, run_dag
+from tests.support.airflow import run_dag
+from tests.support.badinput import nothing_at, refused, refused_by_dag
 
 pytestmark = pytest.mark.stack
 

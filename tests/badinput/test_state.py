@@ -22,8 +22,9 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover import events
 from kmigrate.run.cutover.snapshot import read_snapshot
 
-from tests import results
-from tests.badinput.support import RESULTS_ENV, nothing_at, refused, refused_by_dag, run_dag
+from tests.support import results
+from tests.support.airflow import run_dag
+from tests.support.badinput import RESULTS_ENV, nothing_at, refused, refused_by_dag
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tests import results
+from tests.support import results
 
 
 def main(path: str) -> int:

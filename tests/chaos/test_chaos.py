@@ -1,4 +1,4 @@
-"""Seeded runs of the copy contract against a live source (tests/chaos/live_source.py): pre-copy rounds
+"""Seeded runs of the copy contract against a live source (tests/support/live_source.py): pre-copy rounds
 at random moments while transactional, idempotent and plain producers write, records are deleted
 and the cleaner compacts; then the cutover (quiesce, snapshot, final copy, verification). Every round
 must succeed, and at the end every partition must equal the source (log start, end, every
@@ -34,8 +34,9 @@ from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.run.targets.prepare import prepare_targets
 from kmigrate.run.copying.tasks import copy_bin, copy_extras, key, live_verify_task, verify_bin, verify_extras
 
-from tests import results
-from tests.chaos.live_source import LiveSource, compare_with_model
+from tests.support import results
+from tests.support.live_source import LiveSource, compare_with_model
+from tests.support.waiting import wait_until
 
 RESULTS_ENV = "KMIGRATE_CHAOS_RESULTS"
 SEEDS = int(os.environ.get("KMIGRATE_CHAOS_SEEDS", "5"))
@@ -110,9 +111,9 @@ def run_seed(stack, seed: int, state) -> dict:
             assert not unequal, f"seed {seed}: verified unequal while live: {unequal}"
             time.sleep(rng.uniform(0.05, 0.8))  # the next round at a random moment
         live.stop_writing()  # the cutover: the producers finish what they are in (one holds its transaction
-        deadline = time.monotonic() + 120  # open a while longer), and the quiesce must wait for it
-        while not quiesce_poke(manifest, stack.source, topics, QUIESCE_S, budget_s=10):
-            assert time.monotonic() < deadline, f"seed {seed}: the source did not quiesce"
+        # open a while longer), and the quiesce must wait for it; each poke waits up to 10 s itself
+        wait_until(lambda: quiesce_poke(manifest, stack.source, topics, QUIESCE_S, budget_s=10),
+                   f"seed {seed}: the source to quiesce", timeout_s=120, poll_s=0)
     finally:
         live.stop()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from tests import results
+from tests.support import results
 
 FIGURES = ("partitions", "partitions_equal", "groups", "groups_exact", "connectors", "connectors_resumed",
            "connector_offsets_equal", "stopped_by", "configs_mapped")

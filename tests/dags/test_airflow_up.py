@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import local_airflow  # on sys.path by tests/dags/conftest.py
+import local_airflow  # on sys.path by tests/support/airflow.py (imported by tests/dags/conftest.py)
 
-from tests.dags.conftest import PROJECT_DIR
-from tests.integration.test_stack_connect import wait_until
+from tests.support.stack import PROJECT_DIR
+from tests.support.waiting import wait_until
 
 PORT = 30290  # this test's own port (below the ephemeral range)
 SCRIPT = PROJECT_DIR / "stack" / "local_airflow.py"

@@ -21,18 +21,13 @@ from kmigrate.run.connectors import old_connect
 from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 
-from tests import results
-from tests.conftest import Stack, close_pooled_clients, load_stack_module
-from tests.dags.test_kafka_migration import (
-    all_watermarks,
-    assert_migrated_exactly,
-    delete_connectors,
-    run_dag,
-    task_states,
-)
-from tests.integration import test_copier
-from tests.kafka_helpers import all_watermarks as topic_watermarks
-from tests.kafka_helpers import create_topic
+from tests.support import copier, results
+from tests.support.airflow import run_dag, task_states
+from tests.support.connect import delete_connectors
+from tests.support.kafka import all_watermarks as topic_watermarks
+from tests.support.kafka import create_topic, records_of
+from tests.support.migration import assert_migrated_exactly, partition_watermarks
+from tests.support.stack import Stack, close_pooled_clients, load_stack_module
 
 VERSIONS = os.environ.get("KMIGRATE_COMPAT_VERSIONS", "3.9.1").split(",")
 RESULTS_ENV = "KMIGRATE_COMPAT_RESULTS"
@@ -81,7 +76,7 @@ def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tm
                 "connectors": [w.source_connector, w.sink_connector],
                 "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
                 "quiesce_seconds": 2, "state_location": str(state), "run_name": prefix}
-        source_before = all_watermarks(stack.source, w.topics)
+        source_before = partition_watermarks(stack.source, w.topics)
         run = run_dag(dagbag, **conf)
         manifest = Manifest(str(state), prefix)
         summary = summarize(manifest)
@@ -106,7 +101,8 @@ def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tm
         delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
 
 
-# Every path of the copy against the older source: the copier's own tests, run on the compat profile.
+# Every path of the copy against the older source: the copier's own scenarios (tests/support/copier.py,
+# tests/integration/test_copier.py runs them on the default stack), run on the compat profile.
 
 @pytest.fixture
 def untouched(compat_stack):
@@ -118,21 +114,21 @@ def untouched(compat_stack):
 
 
 def test_whole_batches_from_an_older_source(compat_stack, unique_name, untouched):
-    test_copier.test_plain_topic_keeps_offsets_and_content(compat_stack, unique_name, untouched)
+    copier.plain_topic_keeps_offsets_and_content(compat_stack, unique_name, untouched)
 
 
 @pytest.mark.parametrize("fast_alignment", [True, False], ids=["record-batches", "producer"])
 def test_a_log_start_above_zero_on_an_older_source(compat_stack, unique_name, untouched, fast_alignment):
-    test_copier.test_log_start_above_zero_is_aligned(compat_stack, unique_name, untouched, fast_alignment, "delete")
+    copier.log_start_above_zero_is_aligned(compat_stack, unique_name, untouched, fast_alignment, "delete")
 
 
 def test_compaction_gaps_on_an_older_source(compat_stack, unique_name, untouched):
-    test_copier.test_compacted_topic_keeps_offsets_and_visible_records(compat_stack, unique_name, untouched)
+    copier.compacted_topic_keeps_offsets_and_visible_records(compat_stack, unique_name, untouched)
 
 
 @pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
 def test_transactions_with_aborts_from_an_older_source(compat_stack, unique_name, untouched, raw_batches):
-    test_copier.test_transactional_topic_keeps_offsets_and_visibility(compat_stack, unique_name, untouched, raw_batches)
+    copier.transactional_topic_keeps_offsets_and_visibility(compat_stack, unique_name, untouched, raw_batches)
 
 
 def _produce(cluster: ClusterConfig, topic: str, records: list[tuple[bytes | None, bytes | None]], **settings) -> None:
@@ -169,7 +165,7 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
                                                for i in range(200)], **{"compression.type": "gzip"})
     _produce(stack.source, f"{prefix}.configs", [(None, f"r{i}".encode()) for i in range(100)])
     state = tmp_path / "state"
-    source_before = all_watermarks(stack.source, dict.fromkeys(topics, 1))
+    source_before = partition_watermarks(stack.source, dict.fromkeys(topics, 1))
     run = run_dag(dagbag, **{**CONNECTIONS, "topics_include": rf"{prefix}\..*", "quiesce_seconds": 2,
                              "state_location": str(state), "run_name": prefix})
     summary = summarize(Manifest(str(state), prefix))
@@ -180,7 +176,7 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
     assert str(run.state) == "success", task_states(run)
     assert summary["partitions"] == summary["partitions_equal"] == 3
     assert_migrated_exactly(stack.source, stack.target, dict.fromkeys(topics, 1), [], source_before)
-    v0 = test_copier.records_of(stack.target, f"{prefix}.v0", 0)
+    v0 = records_of(stack.target, f"{prefix}.v0", 0)
     assert len(v0) == 900 and {ts for *_, ts in v0} == {-1}  # format v0 has no timestamps: none on the target
     assert {n for c in summary["config_versions"].values() for n in c} == {
         "message.format.version", "message.downconversion.enable", "message.timestamp.difference.max.ms"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dags.conftest import PROJECT_DIR
+from tests.support.stack import PROJECT_DIR
 
 DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_migration_rollback"}
 

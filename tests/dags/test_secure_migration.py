@@ -17,15 +17,10 @@ from kmigrate.manifest import Manifest
 from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 
-from tests.dags.conftest import AIRFLOW_HOME
-from tests.dags.test_kafka_migration import (
-    all_watermarks,
-    assert_migrated_exactly,
-    delete_connectors,
-    run_dag,
-    task_states,
-)
-from tests.secure.results import record
+from tests.support.airflow import AIRFLOW_HOME, run_dag, task_states
+from tests.support.connect import delete_connectors
+from tests.support.migration import assert_migrated_exactly, partition_watermarks
+from tests.support.results import SECURE_RESULTS_ENV, record
 
 CONN_IDS = {"source_kafka_conn_id": "kafka_secure_source", "target_kafka_conn_id": "kafka_secure_target",
             "source_connect_conn_id": "connect_secure_source", "target_connect_conn_id": "connect_secure_target"}
@@ -118,7 +113,7 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
     requests.put(f"{connect.url}/connectors/{w.sink_connector}/config", json=config, auth=secure_stack.security.connect_auth,
                  verify=str(secure_stack.security.ca), timeout=30).raise_for_status()
     state = tmp_path / "state"
-    source_before = all_watermarks(secure_stack.source, w.topics)
+    source_before = partition_watermarks(secure_stack.source, w.topics)
     secrets = [*secure_stack.passwords(), CONNECTOR_SECRET, USER_INFO_SECRET, URL_SECRET, OVERRIDE_SECRET]
     try:
         with CommandLineWatch(secrets) as watch:
@@ -150,7 +145,7 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
         assert watch.spark_jobs(), "no Spark job's command line was sampled"
         in_files, searched = files_holding([state, AIRFLOW_HOME / "logs", spark_event_logs], secrets)
         in_output = [s for s in secrets if s in output]
-        record(partitions=summary["partitions"], partitions_equal=summary["partitions_equal"],
+        record(SECURE_RESULTS_ENV, partitions=summary["partitions"], partitions_equal=summary["partitions_equal"],
                groups_exact=summary["groups_exact"], connectors_resumed=summary["connectors_resumed"],
                secrets_found=len(watch.found) + len(in_output) + sum(len(v) for v in in_files.values()),
                files_searched=searched, spark_event_logs=len(event_logs), cmdline_samples=watch.samples,

@@ -15,6 +15,7 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
 
     task = KmigrateSparkSubmitOperator(task_id="copy", application="copy_partitions.py", source_conn_id="kafka_source",
                                        target_conn_id="kafka_target", spark_remote="sc://127.0.0.1:15002")
+    # a job client that runs until it is stopped (its sleep is the scenario, not a wait)
     task._client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         task.on_kill()

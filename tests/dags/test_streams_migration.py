@@ -22,10 +22,10 @@ from kmigrate import claims
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range
 
-from tests.conftest import PROJECT_DIR
-from tests.dags.test_kafka_migration import run_dag, task_states
-from tests.integration.test_stack_connect import wait_until
-from tests.kafka_helpers import create_topic
+from tests.support.airflow import run_dag, task_states
+from tests.support.kafka import create_topic
+from tests.support.stack import PROJECT_DIR
+from tests.support.waiting import wait_until
 
 INPUT, OUTPUT = "streams-plaintext-input", "streams-wordcount-output"  # WordCountDemo's own topic names
 WORDS = ["kafka", "offset", "stream", "topic", "record", "broker", "replica", "leader", "commit", "window",

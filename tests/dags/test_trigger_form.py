@@ -15,7 +15,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from local_airflow import LocalAirflow
 
-from tests.integration.test_stack_connect import wait_until
+from tests.support.waiting import wait_until
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 ARTIFACTS = PROJECT_DIR / "test-artifacts" / "ui"

@@ -1,11 +1,11 @@
-"""One JSON line from what the fault tests recorded (tests/faults/conftest.py `compare`): how many
+"""One JSON line from what the fault tests recorded (tests/support/faults.py `compare`): how many
 faults were shown, how many passed, records compared and mismatches. Exit 1 when none ran or one failed."""
 from __future__ import annotations
 
 import json
 import sys
 
-from tests import results
+from tests.support import results
 
 
 def main(path: str) -> int:

@@ -19,10 +19,10 @@ from kmigrate.model import WorkUnit
 from kmigrate.run.connectors.migrate import migrate_connectors, resume_connectors, stop_connectors
 from kmigrate.run.cutover.snapshot import take_snapshot
 
-from tests.faults.conftest import compare, prepared, wait_for
-from tests.faults.test_leaders import RECORDS, plain_workload
-from tests.integration.test_offsets import FILE_SINK, copy_run, lines_of
-from tests.kafka_helpers import produce
+from tests.support.connect import FILE_SINK, copy_run, lines_of
+from tests.support.faults import MID_FAULT, RECORDS, compare, plain_workload, prepared
+from tests.support.kafka import produce
+from tests.support.waiting import wait_until
 
 
 @pytest.mark.parametrize("moved_to", [RECORDS // 3, RECORDS * 5 // 6],
@@ -80,9 +80,9 @@ def test_target_connect_worker_killed_during_connector_migration(faulty, tmp_pat
     source_connect.create(name, {"connector.class": FILE_SINK, "tasks.max": "1", "file": str(out_source),
                                  "topics": topic})
     try:
-        wait_for(lambda: len(lines_of(out_source)) == 100 and source_connect.offsets(name) == [
+        wait_until(lambda: len(lines_of(out_source)) == 100 and source_connect.offsets(name) == [
             {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 100}}],
-            60, "the source sink at offset 100")
+            "the source sink at offset 100", 60, ignore=MID_FAULT)
         stop_connectors(source_connect, [name])
         produce(faulty.source, topic, [(None, v.encode()) for v in values[100:]])  # arrives while it is stopped
         manifest = Manifest(str(tmp_path / "state"), f"faults-{uuid.uuid4().hex[:6]}")
@@ -106,7 +106,8 @@ def test_target_connect_worker_killed_during_connector_migration(faulty, tmp_pat
         assert not result["created"] and result["offsets_written"] and result["state"] == "STOPPED"
         print(f"worker restarted and the step retried in {time.monotonic() - began:.1f} s")
         resume_connectors(target_connect, [name])
-        wait_for(lambda: len(lines_of(out_target)) == 50, 90, "the target's sink to write the 50 records after 100")
+        wait_until(lambda: len(lines_of(out_target)) == 50, "the target's sink to write the 50 records after 100", 90,
+                   ignore=MID_FAULT)
         assert lines_of(out_source) + lines_of(out_target) == values  # every record exactly once, in order
     finally:
         for client in (source_connect, target_connect):

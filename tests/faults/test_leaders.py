@@ -9,7 +9,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import ElectionType, Producer, TopicCollection, TopicPartition
+from confluent_kafka import ElectionType, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
@@ -18,43 +18,20 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets.prepare import prepare_target_topic
 
-from tests.faults.conftest import compare, prepared, reassign, wait_for
-from tests.kafka_helpers import create_topic
+from tests.support.faults import (
+    MID_FAULT,
+    RECORDS,
+    TRANSACTIONS,
+    compare,
+    plain_workload,
+    prepared,
+    reassign,
+    transactional_workload,
+)
+from tests.support.kafka import create_topic
+from tests.support.waiting import wait_until
 
-RECORDS = 30_000
 SMALL_FETCH = 32 << 10  # many fetches, so that the fault lands in the middle of the copy
-# the records' own timestamps: an hour ago onwards (older ones would fall to the topics' retention)
-BASE_MS = int(time.time() * 1000) - 3_600_000
-TRANSACTIONS = 100
-
-
-def plain_workload(stack, topic: str) -> None:
-    """RECORDS keyed records with headers and their own timestamps, in plain batches (whole-batch path)."""
-    producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 20, "acks": "all"}))
-    for i in range(RECORDS):
-        producer.produce(topic, key=f"k{i % 997}".encode(), value=(b"v%07d" % i) * 20, partition=0,
-                         headers=[("n", str(i).encode())], timestamp=BASE_MS + i)
-        if i % 5000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
-
-
-def transactional_workload(stack, topic: str) -> None:
-    """TRANSACTIONS of 50 records, every fifth aborted: markers and aborted runs all along (record path)."""
-    producer = Producer(stack.source.producer(**{"transactional.id": f"fault-{uuid.uuid4().hex[:8]}",
-                                                  "linger.ms": 5}))
-    producer.init_transactions(30)
-    for txn in range(TRANSACTIONS):
-        producer.begin_transaction()
-        for i in range(50):
-            producer.produce(topic, key=b"t%d" % i, value=b"txn %d record %d" % (txn, i) * 8, partition=0,
-                             timestamp=BASE_MS + txn * 50 + i)
-        if txn % 5 == 4:
-            producer.flush(30)  # written before the abort (librdkafka drops what it still holds)
-            producer.abort_transaction(30)
-        else:
-            producer.commit_transaction(30)
-    producer.flush(30)
 
 
 def start_copy(stack, topic: str, on_progress=None, fetch_max_bytes: int = SMALL_FETCH):
@@ -113,8 +90,8 @@ def test_leader_killed_mid_copy(faulty, side, workload):
         assert len(faulty.placement("target", topic, 0)[0]) == 3
         # a broker restarted by the test before may answer DescribeConfigs before it knows the new topic
         configs = {}
-        wait_for(lambda: configs.update(target.topic_configs(topic)) or "min.insync.replicas" in configs, 30,
-                 f"{topic}: the target's configs")
+        wait_until(lambda: configs.update(target.topic_configs(topic)) or "min.insync.replicas" in configs,
+                   f"{topic}: the target's configs", 30, ignore=MID_FAULT)
         assert configs["min.insync.replicas"] == "2"
     hook = once_after(TRANSACTIONS * 10 if workload == "transactional" else RECORDS // 3, kill_leader)
     thread, outcome = start_copy(faulty, topic, hook)
@@ -137,14 +114,15 @@ def test_preferred_leader_election_on_the_target_during_the_copy(faulty):
     # move the target partition's leadership off its preferred replica: stop that broker, bring it back
     preferred = faulty.leader("target", topic, 0)
     faulty.kill("target", preferred)
-    wait_for(lambda: faulty.leader("target", topic, 0) not in (preferred, -1), 60, "a new target leader")
+    wait_until(lambda: faulty.leader("target", topic, 0) not in (preferred, -1), "a new target leader", 60,
+               ignore=MID_FAULT)
     faulty.restart_killed()
     admin = AdminClient(faulty.target.admin())
 
     def in_sync():
         described = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
         return len(described.partitions[0].isr) == 3
-    wait_for(in_sync, 60, "the preferred replica back in sync")
+    wait_until(in_sync, "the preferred replica back in sync", 60, ignore=MID_FAULT)
     moved = {}
 
     def elect():
@@ -165,7 +143,7 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
     (AlterPartitionReassignments) while the copy runs, so a new replica catches up and the leader moves."""
     topic = f"fault-reassign-{uuid.uuid4().hex[:6]}"
     create_topic(faulty.source, topic, 1, replicas=2)
-    wait_for(lambda: faulty.leader("source", topic, 0) >= 0, 30, f"{topic}: a leader")
+    wait_until(lambda: faulty.leader("source", topic, 0) >= 0, f"{topic}: a leader", 30, ignore=MID_FAULT)
     plain_workload(faulty, topic)
     with ClusterAdmin(faulty.source) as source, ClusterAdmin(faulty.target) as target:
         prepare_target_topic(source, target, topic)
@@ -181,7 +159,7 @@ def test_partition_reassignment_on_the_target_during_the_copy(faulty):
 
     def move():  # the copy pauses, its connections open, until the replicas moved and the leader left
         reassign(faulty.target, topic, 0, after)
-        wait_for(reassigned, 120, f"{topic}: replicas {after}, both in sync, a new leader")
+        wait_until(reassigned, f"{topic}: replicas {after}, both in sync, a new leader", 120, ignore=MID_FAULT)
 
     hook = once_after(RECORDS // 4, move)
     thread, outcome = start_copy(faulty, topic, hook)

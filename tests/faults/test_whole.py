@@ -11,7 +11,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.copying.tasks import copy_bin
 
-from tests.faults.conftest import compare, prepared
+from tests.support.faults import compare, prepared
 
 PARTITIONS = 6
 

@@ -19,10 +19,9 @@ from kmigrate.errors import PartitionHeld
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 
-from tests.conftest import PROJECT_DIR
-from tests.faults.conftest import compare, prepared
-from tests.faults.test_leaders import RECORDS, plain_workload, transactional_workload
-from tests.integration.test_spark_jobs import make_run, output, spark_submit
+from tests.support.faults import RECORDS, compare, plain_workload, prepared, transactional_workload
+from tests.support.spark import make_run, output, spark_submit
+from tests.support.stack import PROJECT_DIR
 
 KILL_AT_STEP = """
 import os, signal, sys

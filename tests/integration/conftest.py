@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from kmigrate.errors import ConnectorNotFound
+from kmigrate.kafka.connect import ConnectClient
 
-from tests.kafka_helpers import all_watermarks
+from tests.support.kafka import all_watermarks
 
 
 @pytest.fixture
@@ -17,3 +19,15 @@ def source_untouched(stack):
     yield watch
     for topic, before in watched.items():
         assert all_watermarks(stack.source, topic) == before, f"source topic {topic} changed"
+
+
+@pytest.fixture
+def connectors(stack):
+    """Records connectors a test creates, and deletes them afterwards."""
+    created: list[tuple[ConnectClient, str]] = []
+    yield created
+    for client, name in created:
+        try:
+            client.delete(name)
+        except ConnectorNotFound:
+            pass

@@ -10,8 +10,7 @@ from kmigrate.run.verify import batches as batch_verify
 from kmigrate.run.targets.prepare import prepare_target_topic
 from kmigrate.run.copying.tasks import verify_bin
 
-from tests.integration.test_markers import TxnSeeder
-from tests.kafka_helpers import create_topic, produce
+from tests.support.kafka import TxnSeeder, create_topic, produce
 
 
 def test_plain_batches_are_settled_whole_and_a_transaction_is_read_record_by_record(stack, unique_name,

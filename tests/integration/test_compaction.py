@@ -19,14 +19,13 @@ from kmigrate.kafka.records import (
     compacted_differences,
     compacted_differences_of,
     partition_digest,
-    read_range,
-    timestamp_of,
 )
 from kmigrate.model import PRESERVE, WorkUnit
 from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
 from kmigrate.run.verify.partition import verify_live, verify_partition
 
-from tests.kafka_helpers import create_topic, produce
+from tests.support.kafka import create_topic, produce, records_of
+from tests.support.waiting import wait_until
 
 # the cleaner acts as soon as a segment is rolled; the broker checks for work every second
 # (log.cleaner.backoff.ms in stack/stack.py)
@@ -52,11 +51,6 @@ def produce_at(cluster, topic: str, records: Iterable[tuple[bytes, bytes | None]
     assert producer.flush(30) == 0
     assert len(offsets) == len(records)
     return sorted(offsets)
-
-
-def records_of(cluster, topic: str, start: int, end: int) -> list[tuple]:
-    return [(m.offset(), m.key(), m.value(), m.headers(), timestamp_of(m))
-            for m in read_range(cluster, topic, 0, start, end)]
 
 
 def delete_topic(cluster, topic: str) -> None:
@@ -93,14 +87,18 @@ def test_records_the_source_cleaned_after_the_copy_are_no_difference(stack, uniq
         # until the cleaner left only stay's last record in the range: a first cleaning removes the
         # superseded records and marks the tombstone, a later one (of newly rolled records) removes it
         survivor = offsets[first.index((b"stay", b"stay-1"))]
-        deadline = time.monotonic() + 90
-        for roll in itertools.count(3):
-            visible = [r[0] for r in records_of(stack.source, topic, 0, copied_end + 1)]
-            if visible == [survivor]:
-                break
-            assert time.monotonic() < deadline, f"the source's cleaner left {visible} in [0, {copied_end}] after 90s"
+        rolls = itertools.count(3)
+
+        def cleaned() -> bool:
+            if [r[0] for r in records_of(stack.source, topic, 0, 0, copied_end + 1)] == [survivor]:
+                return True
+            roll = next(rolls)
             produce_at(stack.source, topic, [(b"roll", str(roll).encode())], base + roll * 1_000)
-            time.sleep(0.2)
+            return False
+
+        # a record that rolls the segment every 0.2 s until then
+        wait_until(cleaned, f"the source's cleaner to leave only offset {survivor} in [0, {copied_end}]",
+                   timeout_s=90, poll_s=0.2)
 
         source_digest = partition_digest(stack.source, topic, 0, 0, copied_end)
         target_digest = partition_digest(stack.target, topic, 0, 0, copied_end)
@@ -112,8 +110,8 @@ def test_records_the_source_cleaned_after_the_copy_are_no_difference(stack, uniq
 
         # the last k0..k3 of the range were cleaned because of the records written after it: without
         # those, they would look like records only the target holds
-        alone = compacted_differences_of(iter(records_of(stack.source, topic, 0, copied_end)),
-                                         lambda: iter(records_of(stack.target, topic, 0, copied_end)))[1]
+        alone = compacted_differences_of(iter(records_of(stack.source, topic, 0, 0, copied_end)),
+                                         lambda: iter(records_of(stack.target, topic, 0, 0, copied_end)))[1]
         last_updated = [offset for offset, (key, _) in enumerate(first) if key in UPDATED][-len(UPDATED):]
         assert [p.split(":")[0] for p in alone] == [f"offset {o}" for o in last_updated]
 
@@ -161,11 +159,15 @@ def cleaned_between_pre_copy_and_cutover(stack, topic: str) -> None:
     # one the copier cannot keep invisible, and refuses; docs/DESIGN.md §3.1)
     produce(stack.source, topic, [(key, b"newer") for key in keys] + [(keys[5], None)])
     copied = visible(stack.target, topic, first_end)
-    deadline = time.monotonic() + 90
-    while visible(stack.source, topic, first_end) >= copied:
-        assert time.monotonic() < deadline, "the source's cleaner removed nothing in 90 s"
+
+    def cleaned() -> bool:
+        if visible(stack.source, topic, first_end) < copied:
+            return True
         produce(stack.source, topic, [(b"roll", b"a record to roll the active segment")])
-        time.sleep(0.5)
+        return False
+
+    # a record that rolls the active segment every 0.5 s until then
+    wait_until(cleaned, "the source's cleaner to remove a copied record", timeout_s=90, poll_s=0.5)
     with ClusterAdmin(stack.source) as admin:
         cutover_end = admin.watermarks(topic, 0)[1]
     final = WorkUnit(topic, 0, cutover_end, PRESERVE)

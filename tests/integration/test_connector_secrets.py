@@ -16,9 +16,9 @@ from kmigrate.run.connectors.migrate import migrate_connectors, stop_connectors
 from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.secrets import HIDDEN
 
-from tests.integration.test_offsets import FILE_SOURCE, copy_run
-from tests.integration.test_stack_connect import connectors, wait_until  # noqa: F401 - fixture
-from tests.kafka_helpers import create_topic, watermarks
+from tests.support.connect import FILE_SOURCE, copy_run
+from tests.support.kafka import create_topic, watermarks
+from tests.support.waiting import wait_until
 
 
 def stopped_source_connector(stack, topic: str, name: str, data: Path, secret: str,
@@ -38,7 +38,7 @@ def files_holding(root: Path, text: str) -> list[str]:
 
 
 def test_secrets_are_left_out_of_the_state_and_read_again_from_the_source(stack, unique_name, tmp_path,
-                                                                           connectors):  # noqa: F811
+                                                                           connectors):
     topic, name, secret = unique_name, f"{unique_name}-src", f"pw-{unique_name}"
     connectors += [(stack.source_connect, name), (stack.target_connect, name)]
     config = stopped_source_connector(stack, topic, name, tmp_path / "in.txt", secret)
@@ -72,7 +72,7 @@ def test_secrets_are_left_out_of_the_state_and_read_again_from_the_source(stack,
 
 
 def test_basic_auth_user_info_and_url_credentials_are_left_out_too(stack, unique_name, tmp_path,
-                                                                   connectors):  # noqa: F811
+                                                                   connectors):
     """Names the old rule missed (basic.auth.user.info, ...pwd) and a URL's credentials: the snapshot
     keeps the URL without them, the target gets the live values."""
     topic, name, secret = unique_name, f"{unique_name}-src", f"pw-{unique_name}"
@@ -98,7 +98,7 @@ def test_basic_auth_user_info_and_url_credentials_are_left_out_too(stack, unique
         assert files_holding(state, value) == []
 
 
-def test_a_connector_changed_since_the_snapshot_is_refused(stack, unique_name, tmp_path, connectors):  # noqa: F811
+def test_a_connector_changed_since_the_snapshot_is_refused(stack, unique_name, tmp_path, connectors):
     topic, name, secret = unique_name, f"{unique_name}-src", f"pw-{unique_name}"
     connectors += [(stack.source_connect, name), (stack.target_connect, name)]
     config = stopped_source_connector(stack, topic, name, tmp_path / "in.txt", secret)

@@ -2,8 +2,6 @@
 requests, each other partition by the per-partition copier, every offset and record kept."""
 from __future__ import annotations
 
-import time
-
 from kmigrate import claims, leases
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.whole import copy_whole
@@ -15,9 +13,9 @@ from kmigrate.run.copying import tasks
 from kmigrate.run.targets.prepare import prepare_target_topic
 from kmigrate.run.copying.tasks import copy_bin
 
-from tests.integration.test_copier import assert_same_partition
-from tests.integration.test_markers import TxnSeeder
-from tests.kafka_helpers import create_topic, produce
+from tests.support.kafka import TxnSeeder, create_topic, produce
+from tests.support.migration import assert_same_partition
+from tests.support.waiting import wait_until
 
 
 def prepare(stack, *topics):
@@ -93,10 +91,8 @@ def test_a_tasks_leases_are_taken_renewed_and_released_together(stack, unique_na
         assert all(lease.held() for lease in held)
         assert len({id(lease._renewer) for lease in held}) == 1  # one renewer for the three
         first = [lease._confirmed for lease in held]
-        deadline = time.monotonic() + 10
-        while not all(lease._confirmed > f for lease, f in zip(held, first)):  # renewed, all three at once
-            assert time.monotonic() < deadline, "the leases were not renewed"
-            time.sleep(0.05)
+        wait_until(lambda: all(lease._confirmed > f for lease, f in zip(held, first)),  # renewed, all three at once
+                   "the leases to be renewed", timeout_s=10, poll_s=0.05)
         assert all(lease.held() for lease in held)
         leases.acquire_all([rival])
         assert not rival.held()  # partition 0 is held and renewed: the rival's claim is void

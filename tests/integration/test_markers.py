@@ -4,7 +4,6 @@ migrate with every offset, record and read_committed view equal, on both copy pa
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import SourceNotReady
@@ -13,49 +12,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets.prepare import prepare_target_topic
 
-from tests.integration.test_copier import (  # noqa: F401 - a fixture
-    all_watermarks,
-    assert_same_partition,
-    records_of,
-    seed_plain,
-)
-from tests.kafka_helpers import create_topic
-
-
-class TxnSeeder:
-    """Writes committed and aborted transactions and plain records to partition 0 of a source topic,
-    keeping count of the offsets they take."""
-
-    def __init__(self, cluster, topic: str) -> None:
-        self.cluster, self.topic, self.end = cluster, topic, 0
-        self.plain = Producer(cluster.producer(**{"enable.idempotence": True}))
-        self.txn = Producer(cluster.producer(**{"transactional.id": f"{topic}-seed"}))
-        self.txn.init_transactions(30)
-
-    def records(self, n: int, tag: str) -> None:
-        for i in range(n):
-            self.plain.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"plain", partition=0)
-        self.plain.flush(30)
-        self.end += n
-
-    def open_transaction(self, n: int) -> None:
-        """n records in a transaction left open (the caller commits or aborts `self.txn`'s)."""
-        self.txn.begin_transaction()
-        for i in range(n):
-            self.txn.produce(self.topic, key=f"open-{i}".encode(), value=b"txn", partition=0)
-        self.txn.flush(30)
-
-    def transaction(self, n: int, tag: str, commit: bool) -> int:
-        """Returns the offset of its marker."""
-        self.txn.begin_transaction()
-        for i in range(n):
-            self.txn.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"txn", partition=0)
-        self.txn.flush(30)
-        (self.txn.commit_transaction if commit else self.txn.abort_transaction)(30)
-        self.end += n + 1
-        with ClusterAdmin(self.cluster) as admin:  # the marker lands after commit/abort returns
-            admin.wait_for_end(self.topic, 0, self.end)
-        return self.end - 1
+from tests.support.kafka import TxnSeeder, all_watermarks, create_topic, records_of, seed_plain
+from tests.support.migration import assert_same_partition
 
 
 def copy_to(stack, topic: str, end: int, raw_batches: bool):

@@ -2,40 +2,25 @@
 5, 6): consumers and connectors continue on the target exactly where they stopped on the source."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectUnreachable, GroupActive, GroupError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.manifest import Manifest, Part
+from kmigrate.manifest import Manifest
 from kmigrate.model import TRANSLATE
 from kmigrate.run.connectors.migrate import migrate_connectors, resume_connectors, rollback_connectors, stop_connectors
 from kmigrate.run.cutover.groups import replicate_groups
-from kmigrate.run.copying.plan import read_plan, translate_maps, work_units
+from kmigrate.run.copying.plan import read_plan
 from kmigrate.run.cutover.snapshot import take_snapshot
-from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
-from kmigrate.run.copying.tasks import copy_task
+from kmigrate.run.targets.prepare import prepare_target_topic
 
-from tests.integration.test_stack_connect import connectors, wait_until  # noqa: F401 - fixture
-from tests.kafka_helpers import create_topic, produce, read_partition, watermarks
-
-FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-
-
-def copy_run(stack, manifest: Manifest) -> list[dict]:
-    """The copy step in this process (the Spark job does the same per task; tested on its own)."""
-    resume = translate_maps(manifest)
-    units = work_units(read_plan(manifest))
-    prepare_targets(stack.source, stack.target, units)
-    rows = [copy_task(unit, (stack.source, stack.target), manifest.run_id, resume.get((unit.topic, unit.partition), ()))
-            for unit in units]
-    assert all(r["ok"] for r in rows), rows
-    manifest.write_once(Part.attempt(Part.COPY_RESULTS), {"rows": rows})
-    return rows
+from tests.support.connect import FILE_SINK, FILE_SOURCE, copy_run, lines_of
+from tests.support.kafka import create_topic, produce, read_partition, watermarks
+from tests.support.migration import assert_exactly, consume_group, expected_after
+from tests.support.waiting import wait_until
 
 
 def commit(cluster, group: str, topic: str, positions: dict[int, int]) -> None:
@@ -46,49 +31,10 @@ def commit(cluster, group: str, topic: str, positions: dict[int, int]) -> None:
         consumer.close()
 
 
-def consume_group(cluster, group: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[tuple]:
-    """What a consumer of `group` reads on `cluster` from its committed positions to the end:
-    (partition, key, value) of each record."""
-    consumer = Consumer(cluster.consumer(group))
-    consumer.subscribe([topic])
-    out, at_end = [], set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(at_end) < partitions:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"group {group} did not reach the end of {topic} in {timeout_s}s")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(msg.partition())
-                    continue
-                raise KafkaException(msg.error())
-            at_end.discard(msg.partition())
-            out.append((msg.partition(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return out
-
-
 def seed_keyed(cluster, topic: str, partitions: int, per_partition: int) -> None:
     create_topic(cluster, topic, partitions)
     for p in range(partitions):
         produce(cluster, topic, [(f"{p}-{i}".encode(), f"value {p}-{i}".encode()) for i in range(per_partition)], p)
-
-
-def expected_after(stack, topic: str, positions: dict[int, int]) -> list[tuple]:
-    return [(p, key, value) for p, position in positions.items()
-            for offset, key, value in read_partition(stack.source, topic, p) if offset >= position]
-
-
-def assert_exactly(got: list[tuple], expected: list[tuple]) -> None:
-    duplicates = len(got) - len(set(got))
-    missing = set(expected) - set(got)
-    extra = set(got) - set(expected)
-    assert (duplicates, len(missing), len(extra)) == (0, 0, 0), (duplicates, sorted(missing)[:5], sorted(extra)[:5])
-    assert len(got) == len(expected)
 
 
 @pytest.mark.parametrize("mode", ["preserve", "translate"])
@@ -186,16 +132,12 @@ def test_bad_selections_write_nothing(stack, unique_name, tmp_path):
     assert manifest.parts() == []
 
 
-def lines_of(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
 def append(path: Path, lines: list[str]) -> None:
     with path.open("a") as handle:
         handle.write("".join(line + "\n" for line in lines))
 
 
-def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):
     topic, name = unique_name, f"{unique_name}-src"
     data = tmp_path / "input.txt"
     lines = [f"line {i:03d}" for i in range(150)]
@@ -229,7 +171,7 @@ def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_p
     assert again["state"] == "RUNNING" and not again["offsets_written"]
 
 
-def test_file_sink_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+def test_file_sink_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):
     topic, name = unique_name, f"{unique_name}-sink"
     out_source, out_target = tmp_path / "sink-source.txt", tmp_path / "sink-target.txt"
     values = [f"record {i:03d}" for i in range(150)]
@@ -257,7 +199,7 @@ def test_file_sink_connector_continues_on_the_target(stack, unique_name, tmp_pat
     assert lines_of(out_source) == values[:100]
 
 
-def test_rollback_resumes_the_source_and_stops_the_target(stack, unique_name, tmp_path, connectors):  # noqa: F811
+def test_rollback_resumes_the_source_and_stops_the_target(stack, unique_name, tmp_path, connectors):
     topic, name = unique_name, f"{unique_name}-src"
     data = tmp_path / "input.txt"
     append(data, [f"line {i}" for i in range(10)])

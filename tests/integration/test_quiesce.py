@@ -18,8 +18,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.cutover.quiesce import quiesce_poke
 
-from tests.integration.test_copier import seed_plain
-from tests.integration.test_stack_connect import wait_until
+from tests.support.kafka import seed_plain
+from tests.support.waiting import wait_until
 
 # a consumer in its own process: joins the group, commits, says so, then idles (heartbeating) until killed
 MEMBER = """

@@ -11,15 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR
-from tests.integration.test_copier import assert_same_partition, seed_plain
-from tests.integration.test_spark_jobs import (
-    attempts,
-    load_spark_cluster_module,
-    make_run,
-    seed_workload,
-)
-from tests.kill_hook import kill_hook_env
+from tests.support.kafka import seed_plain
+from tests.support.kill_hook import kill_hook_env
+from tests.support.migration import assert_same_partition
+from tests.support.spark import attempts, make_run, seed_workload
+from tests.support.stack import PROJECT_DIR, load_spark_cluster_module
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
 CONNECT_PORT, CONNECT_UI_PORT = 30002, 30040
@@ -36,7 +32,7 @@ def connect_server(tmp_path_factory):
     markers = state / "killed"
     markers.mkdir()
     service = module.connect_service(state, "local[2,4]", CONNECT_PORT, CONNECT_UI_PORT, Path(sys.executable))
-    service.env.update(kill_hook_env(KILL_AFTER, markers))  # its Python workers get the hook (tests/kill_hook.py)
+    service.env.update(kill_hook_env(KILL_AFTER, markers))  # its Python workers get the hook (tests/support/kill_hook.py)
     assert module.connect_up(service, Path(sys.executable), timeout_s=120)
     try:
         yield f"sc://127.0.0.1:{CONNECT_PORT}", markers

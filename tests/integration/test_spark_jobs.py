@@ -3,8 +3,6 @@ standalone cluster (a master and two workers started from the pinned pyspark), a
 Kafka stack."""
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 import time
@@ -14,50 +12,17 @@ import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate_spark.clients import write_clients
 from kmigrate.run.copying.plan import build_plan
-from kmigrate_spark.conf import submit_args
+from kmigrate_spark.clients import write_clients
 
-from tests.conftest import PROJECT_DIR
-from tests.integration.test_copier import assert_same_partition, seed_plain
-from tests.kill_hook import kill_hook_env
-from tests.kafka_helpers import produce
+from tests.support.kafka import produce, seed_plain
+from tests.support.kill_hook import kill_hook_env
+from tests.support.migration import assert_same_partition
+from tests.support.spark import attempts, make_run, output, seed_workload, spark_submit
+from tests.support.stack import load_spark_cluster_module
 
-SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
 # this module's own standalone cluster ports: master 30077, workers 30078-9, UIs 30090-2 (make spark-up: 17077..., 18090...)
 MASTER_PORT, MASTER_UI_PORT = 30077, 30090
-
-
-def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str, master: str = "local[2]",
-                 env: dict[str, str] | None = None, conf: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                   **(env or {})}
-    return subprocess.run(
-        [SPARK_SUBMIT, "--master", master, *submit_args({"spark.ui.enabled": "false"}),
-         *(arg for setting in conf for arg in ("--conf", setting)), str(PROJECT_DIR / "spark_jobs" / f"{job}.py"),
-         "--state-location", str(state), "--run-id", run_id, "--clients", str(clients), *extra],
-        capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
-
-
-def output(result: subprocess.CompletedProcess) -> str:
-    return result.stdout + result.stderr  # spark-submit merges the Python driver's stderr into stdout
-
-
-def attempts(manifest: Manifest, kind: str) -> list[dict]:
-    return [manifest.read(p) for p in manifest.parts() if p.startswith(f"{kind}/")]
-
-
-def make_run(stack, tmp_path: Path, topics: list[str], run_id: str = "run-1") -> tuple[Manifest, Path]:
-    manifest = Manifest(str(tmp_path / "state"), run_id)
-    manifest.write_once("plan", build_plan(stack.source, topics))
-    return manifest, write_clients(tmp_path / "clients.json", stack.source, stack.target)
-
-
-def seed_workload(stack, name: str, topics: int = 3, partitions: int = 4, per_partition: int = 500) -> list[str]:
-    names = [f"{name}-{i}" for i in range(topics)]
-    for topic in names:
-        seed_plain(stack.source, topic, partitions=partitions, per_partition=per_partition)
-    return names
 
 
 def copy_and_verify(stack, tmp_path: Path, topics: list[str], master: str) -> Manifest:
@@ -131,14 +96,6 @@ def test_partitions_empty_on_both_sides_get_no_task_and_verify_equal(stack, uniq
     assert table["all_equal"] and sorted(r["partition"] for r in table["rows"]) == [0, 1, 2, 3]
     for partition in range(4):
         assert_same_partition(stack, topic, partition)  # partition 1 aligned at 50 on the target too
-
-
-def load_spark_cluster_module():
-    spec = importlib.util.spec_from_file_location("kmigrate_spark_cluster", PROJECT_DIR / "stack" / "spark_cluster.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -2,43 +2,13 @@
 the project's Connect client, against the real source and target workers."""
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 from kmigrate.errors import ConnectorNotFound, ConnectorStateError, ConnectUnreachable
 from kmigrate.kafka.connect import ConnectClient
 
-from tests.kafka_helpers import create_topic, read_partition, watermarks
-
-FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-
-
-def wait_until(condition, what: str, timeout_s: float = 60.0, poll_s: float = 0.25):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(poll_s)
-
-
-@pytest.fixture
-def connectors(stack):
-    """Records connectors a test creates, and deletes them afterwards."""
-    created: list[tuple[ConnectClient, str]] = []
-    yield created
-    for client, name in created:
-        try:
-            client.delete(name)
-        except ConnectorNotFound:
-            pass
-
-
-def file_source_config(path: Path, topic: str) -> dict[str, str]:
-    return {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(path), "topic": topic}
+from tests.support.connect import file_source_config
+from tests.support.kafka import create_topic, read_partition, watermarks
+from tests.support.waiting import wait_until
 
 
 def test_file_source_stop_get_and_patch_offsets(stack, unique_name, tmp_path, connectors):

@@ -7,7 +7,7 @@ from kmigrate.errors import TopicMismatch
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
 
-from tests.kafka_helpers import create_topic
+from tests.support.kafka import create_topic
 
 
 def test_the_copy_settings_are_restored_to_the_source_values_and_a_second_restore_changes_nothing(stack, unique_name):

@@ -2,7 +2,7 @@
 (and KMIGRATE_TEST_KILL_AFTER="N:DIR" set) kills itself with SIGKILL the first time a copy has
 handed N records of a partition to the target (once per partition: DIR keeps a marker file each).
 Spark's Python workers get it from the environment of spark-submit, or of the Spark Connect
-server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/kill_hook.py sets both).
+server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/support/kill_hook.py sets both).
 
 It wraps kmigrate.run.copying.tasks once that module is imported: `copy_partition` gets a progress hook
 that kills (and whole batches are fetched 16 KiB at a time unless a fetch size is given, so that the

@@ -1,11 +1,11 @@
-"""One JSON line from the facts the secure tests recorded (tests/secure/results.py); exit 1 when a
-fact is missing (its test did not run or did not get that far) or a target is not met."""
+"""One JSON line from the facts the secure tests recorded (to $KMIGRATE_SECURE_RESULTS, tests/support/results.py);
+exit 1 when a fact is missing (its test did not run or did not get that far) or a target is not met."""
 from __future__ import annotations
 
 import json
 import sys
 
-from tests import results
+from tests.support import results
 
 KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", "source_writes_refused",
         "missing_acl_named", "secrets_found", "files_searched", "cmdline_samples")

@@ -27,10 +27,8 @@ from kmigrate.run.checks.preflight import check_run
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
 
-from tests.integration.test_copier import seed_plain
-from tests.integration.test_markers import TxnSeeder
-from tests.kafka_helpers import create_topic, watermarks
-from tests.secure.results import record
+from tests.support.kafka import TxnSeeder, create_topic, seed_plain, watermarks
+from tests.support.results import SECURE_RESULTS_ENV, record
 
 
 @contextlib.contextmanager
@@ -78,7 +76,7 @@ def test_preflight_names_the_missing_acl_and_writes_nothing(secure_stack, unique
             preflight(secure_stack, topic)
     assert "nothing was written" in str(refused.value)
     assert not target_has(secure_stack, topic)
-    record(missing_acl_named=True)
+    record(SECURE_RESULTS_ENV, missing_acl_named=True)
 
 
 def test_preflight_names_a_missing_right_on_the_claims_topic(secure_stack, unique_name):
@@ -89,7 +87,7 @@ def test_preflight_names_a_missing_right_on_the_claims_topic(secure_stack, uniqu
         with pytest.raises(MissingAcls, match=re.escape(f"target: WRITE on topic {claims.CLAIMS_TOPIC!r}")):
             preflight(secure_stack, unique_name)
     assert not target_has(secure_stack, unique_name)
-    record(missing_acl_named=True)
+    record(SECURE_RESULTS_ENV, missing_acl_named=True)
 
 
 def test_a_topic_the_run_creates_is_checked_before_any_record_is_written(secure_stack, unique_name):
@@ -134,4 +132,4 @@ def test_the_source_refuses_the_migrators_writes(secure_stack, unique_name):
         for future in admin.delete_records([TopicPartition(topic, 0, 5)], request_timeout=30).values():
             future.result(30)
     assert watermarks(secure_stack.source, topic) == (0, 10)
-    record(source_writes_refused=True)
+    record(SECURE_RESULTS_ENV, source_writes_refused=True)

@@ -14,7 +14,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets.prepare import prepare_target_topic
 
-from tests.integration.test_copier import records_of, seed_plain
+from tests.support.kafka import records_of, seed_plain
 
 
 @pytest.mark.parametrize("method", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "MTLS"])

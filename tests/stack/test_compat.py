@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import load_stack_module
+from tests.support.stack import load_stack_module
 
 stack = load_stack_module()
 

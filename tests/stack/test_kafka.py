@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.kafka_helpers import create_topic, produce, read_partition, watermarks
+from tests.support.kafka import create_topic, produce, read_partition, watermarks
 
 pytestmark = pytest.mark.stack
 

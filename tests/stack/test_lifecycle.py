@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, load_stack_module
+from tests.support.stack import PROJECT_DIR, load_stack_module
 
 pytestmark = pytest.mark.stack  # its own one-cluster stack: Java and the Kafka jars
 STACK = [sys.executable, str(PROJECT_DIR / "stack" / "stack.py")]

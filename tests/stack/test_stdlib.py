@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import PROJECT_DIR
+from tests.support.stack import PROJECT_DIR
 
 
 def test_stack_py_and_its_modules_load_without_site_packages():

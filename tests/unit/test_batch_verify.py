@@ -8,7 +8,7 @@ from kmigrate.copy import fastfill
 from kmigrate.kafka import multi, wire
 from kmigrate.run.verify.batches import Prefix, _pair
 
-from tests.unit.test_wire import as_fetched
+from tests.support.wire import as_fetched
 
 
 def copied(batch: bytes, base_offset: int) -> wire.Batch:

@@ -26,12 +26,12 @@ def test_auth_and_server_errors():
 
 
 # What answers when the Connect connection points at something that is not Connect: a real HTTP
-# server on a local port (tests/local_http.py), not a mock.
+# server on a local port (tests/support/local_http.py), not a mock.
 
 def test_a_200_html_page_names_the_url_the_call_and_what_came_back():
     from kmigrate.kafka.connect import ConnectClient
 
-    from tests.local_http import serving
+    from tests.support.local_http import serving
 
     page = "<!DOCTYPE html><html><head><title>Sign in - Corporate Proxy</title></head><body>...</body></html>"
     with serving(page, "text/html; charset=utf-8") as url:
@@ -50,7 +50,7 @@ def test_json_of_another_shape_names_the_call():
     import pytest
     from kmigrate.kafka.connect import ConnectClient
 
-    from tests.local_http import serving
+    from tests.support.local_http import serving
 
     with serving('{"status": "ok", "items": 3}', "application/json") as url:
         client = ConnectClient(url)

@@ -7,15 +7,9 @@ import crc32c
 from kmigrate.copy import fastfill
 from kmigrate.kafka import wire
 
+from tests.support.wire import as_fetched
+
 COMPRESSION_ZSTD = 4  # the attribute value only; the bytes below are not really compressed
-
-
-def as_fetched(batch: bytes, base_offset: int, attributes: int, producer_id: int) -> bytes:
-    """The batch as a broker would serve it: its base offset, a producer id, other attributes."""
-    body = bytearray(batch[21:])
-    struct.pack_into(">h", body, 0, attributes)
-    struct.pack_into(">qhi", body, 22, producer_id, 3, 17)
-    return struct.pack(">qiib", base_offset, len(batch) - 12, 5, 2) + struct.pack(">I", crc32c.crc32c(body)) + bytes(body)
 
 
 def test_parse_batches_reads_headers_and_drops_a_partial_tail():

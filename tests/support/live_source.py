@@ -1,6 +1,7 @@
-"""A live source for the seeded runs of tests/chaos: producers that keep writing while the pre-copy
-rounds run, every choice drawn from one seeded random generator, and a model of what each producer
-was told (offsets from its delivery reports, then whether its transaction committed or aborted).
+"""A live source for the seeded runs of tests/chaos and for tests/dags/test_live_source.py: producers
+that keep writing while the pre-copy rounds run, every choice drawn from one seeded random generator,
+and a model of what each producer was told (offsets from its delivery reports, then whether its
+transaction committed or aborted).
 
 The actors, each a thread with its own generator derived from the seed:
 - transactional producers (two or three transactional ids) writing into the same partitions of one
@@ -29,7 +30,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
 
-from tests.kafka_helpers import create_topic
+from tests.support.kafka import create_topic
 
 Record = tuple[bytes | None, bytes | None, tuple, int]  # key, value, headers, timestamp
 
@@ -141,7 +142,7 @@ class LiveSource:
                                  on_delivery=lambda err, msg: delivered.append(msg) if err is None else None)
                 producer.poll(0)
                 if rng.random() < 0.3:
-                    time.sleep(rng.uniform(0, 0.01))
+                    time.sleep(rng.uniform(0, 0.01))  # the producer's own pace (the scenario, not a wait)
             if holding:
                 producer.flush(30)
                 time.sleep(self.hold_s)  # open across the stop, decided within the quiesce window
@@ -149,7 +150,7 @@ class LiveSource:
                 producer.flush(30)
                 time.sleep(rng.uniform(0.2, 1.5))  # open across a round's end
             else:
-                time.sleep(rng.uniform(0, 0.05))
+                time.sleep(rng.uniform(0, 0.05))  # the producer's own pace (the scenario, not a wait)
             commit = holding or rng.random() >= 0.2
             producer.flush(30)  # every delivery report served: the model knows each record's offset
             if commit:
@@ -173,7 +174,7 @@ class LiveSource:
         while not self._stop.wait(rng.uniform(0.2, 1.5)):
             producer.begin_transaction()
             producer.produce(topic, value=b"never", partition=rng.randrange(self.topics[topic]))
-            time.sleep(0.25)  # librdkafka registers the partition meanwhile; the record stays queued
+            time.sleep(0.25)  # the scenario: librdkafka registers the partition meanwhile; the record stays queued
             producer.abort_transaction(30)
             self.model.lone_aborts += 1
 
@@ -190,7 +191,7 @@ class LiveSource:
                 producer.produce(topic, value=value, key=key, partition=rng.randrange(self.topics[topic]),
                                  on_delivery=lambda err, msg: delivered.append(msg) if err is None else None)
             producer.poll(0)
-            time.sleep(rng.uniform(0.005, 0.04))
+            time.sleep(rng.uniform(0.005, 0.04))  # the producer's own pace (the scenario, not a wait)
         producer.flush(30)
         self.model.settle(delivered, committed=True)
 

@@ -6,6 +6,9 @@ import json
 import os
 from pathlib import Path
 
+# the secure tests' file (tests/secure, tests/dags/test_secure_migration.py; `make test-secure`)
+SECURE_RESULTS_ENV = "KMIGRATE_SECURE_RESULTS"
+
 
 def record(env: str, **facts: object) -> None:
     path = os.environ.get(env)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 KILL_HOOK_ENV = "KMIGRATE_TEST_KILL_AFTER"
-SITE = Path(__file__).resolve().parent / "kill_hook_site"
+SITE = Path(__file__).resolve().parents[1] / "kill_hook_site"  # tests/kill_hook_site
 
 
 def kill_hook_env(after: int, markers: Path, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """How a bad-input test states its case (`make test-bad-input`): the input must end in a clear error, a
 KmigrateError (or the Airflow failure or form refusal carrying one's text) whose message names what
 the case says, before anything is written or stopped. Each case appends one row to the file named by
-KMIGRATE_BAD_INPUT_RESULTS (tests/badinput/summary.py makes the last line of it)."""
+KMIGRATE_BAD_INPUT_RESULTS (tests/badinput/summary.py makes the last line of it). The cases run
+the DAGs with tests/support/airflow.py's run_dag."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from kmigrate.errors import KmigrateError
 
-from tests import results
+from tests.support import results
 
 RESULTS_ENV = "KMIGRATE_BAD_INPUT_RESULTS"
 
@@ -79,14 +80,6 @@ def refused_by_dag(kind: str, run, log: str, *words: str, failed_task: str = "pr
     assert clear, f"{kind}: {failed_task} {states.get(failed_task)}; the log does not say {words}"
     assert not others_ran, f"{kind}: tasks ran after the refusal: {others_ran}"
     assert not left, f"{kind}: written or stopped before the refusal: {left}"
-
-
-def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
-    """One `dag.test()` run of a freshly parsed DAG with `conf` (a run's conf stays in the DAG object's
-    params, so each run parses the DAG again). The form's schema refuses a bad param here already."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=dagbag.dag_folder).get_dag(dag_id).test(run_conf=conf)
 
 
 def nothing_at(path) -> Callable[[], list[str]]:

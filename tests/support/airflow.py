@@ -1,0 +1,37 @@
+"""A throw-away local Airflow (SQLite, this project's dags/ and plugins/, connections for the local
+stack and for the compat profile's clusters) for the DAG tests, and a DAG run with `dag.test()`. Its
+environment is set when this module is first imported: tests/dags/conftest.py and
+tests/badinput/conftest.py import it before any of their test modules imports Airflow, which reads
+its configuration on first import. The airflow_db and dagbag fixtures are in tests/conftest.py."""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.support.stack import PROJECT_DIR, STACK_DIR
+
+sys.path.insert(0, str(PROJECT_DIR / "plugins"))
+sys.path.insert(0, str(STACK_DIR))
+
+import local_airflow as local  # noqa: E402 - after the stack folder is on sys.path
+
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kmigrate-airflow-"))
+# the compat profile's clusters (an older source, stack.py --source-version) as connections compat_kafka_source, ...
+COMPAT_CONNECTIONS = {name.replace("AIRFLOW_CONN_", "AIRFLOW_CONN_COMPAT_"): value for name, value in local.connections(
+    "localhost:19392", "localhost:29392", "http://localhost:18383", "http://localhost:28383").items()}
+local.configure(AIRFLOW_HOME, {**local.connections("localhost:19092", "localhost:29092", "http://localhost:18083",
+                                                   "http://localhost:28083"), **COMPAT_CONNECTIONS})
+
+
+def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
+    """One `dag.test()` run of a freshly parsed DAG with `conf` (a run's conf stays in the DAG object's
+    params, so each run parses the DAG again). The trigger form's schema refuses a bad param here already."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=dagbag.dag_folder).get_dag(dag_id)
+    return dag.test(run_conf=conf)
+
+
+def task_states(run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}

@@ -1,0 +1,158 @@
+"""Small real-Kafka helpers: create a topic, produce, read a partition back (as offsets, keys and
+values, or every read_committed-visible record with its headers and timestamp), watermarks, and
+seeding a topic with plain records or with transactions."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+from kmigrate.config import ClusterConfig
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.records import read_range, timestamp_of
+
+from tests.support.waiting import wait_until
+
+
+def create_topic(cluster: ClusterConfig, topic: str, partitions: int = 1, config: dict[str, str] | None = None,
+                 replicas: int = 1) -> None:
+    admin = AdminClient(cluster.admin())
+    futures = admin.create_topics([NewTopic(topic, partitions, replicas, config=config or {})], operation_timeout=30)
+    for future in futures.values():
+        future.result(timeout=30)
+
+    def visible() -> bool:
+        meta = admin.list_topics(topic, timeout=10)
+        return topic in meta.topics and meta.topics[topic].error is None and len(meta.topics[topic].partitions) == partitions
+
+    # metadata reaches the broker's cache shortly after creation
+    wait_until(visible, f"topic {topic} in the metadata with {partitions} partitions", timeout_s=30, poll_s=0.1)
+
+
+def produce(cluster: ClusterConfig, topic: str, records: Iterable[tuple[bytes | None, bytes | None]],
+            partition: int = 0) -> list[int]:
+    """Produce (key, value) pairs to one partition; returns the offsets the broker assigned."""
+    offsets: list[int] = []
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(msg.offset())
+
+    producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+    for key, value in records:
+        producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+        producer.poll(0)
+    remaining = producer.flush(30)
+    if errors or remaining:
+        raise KafkaException(errors[0] if errors else f"{remaining} records not delivered")
+    return offsets
+
+
+def read_partition(cluster: ClusterConfig, topic: str, partition: int = 0, timeout_s: float = 30.0) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every visible record of the partition from its log start to its current end, as (offset, key, value)."""
+    consumer = Consumer(cluster.consumer())
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        if high <= low:
+            return out
+        consumer.assign([TopicPartition(topic, partition, low)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise KafkaException(msg.error())
+            out.append((msg.offset(), msg.key(), msg.value()))
+        raise AssertionError(f"{topic}[{partition}]: did not reach the end ({high}) within {timeout_s}s; read {len(out)}")
+    finally:
+        consumer.close()
+
+
+def watermarks(cluster: ClusterConfig, topic: str, partition: int = 0) -> tuple[int, int]:
+    consumer = Consumer(cluster.consumer())
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+
+
+def all_watermarks(cluster, topic):
+    with ClusterAdmin(cluster) as admin:
+        return [admin.watermarks(topic, p) for p in range(admin.require_partition_count(topic))]
+
+
+def records_of(cluster, topic, partition, start=0, end=None):
+    """(offset, key, value, headers, timestamp) of every read_committed-visible record."""
+    if end is None:
+        with ClusterAdmin(cluster) as admin:
+            start_, end = admin.watermarks(topic, partition)
+            start = max(start, start_)
+    return [(m.offset(), m.key(), m.value(), m.headers(), timestamp_of(m))
+            for m in read_range(cluster, topic, partition, start, end)]
+
+
+def seed_plain(cluster, topic, partitions, per_partition, **producer_settings):
+    # distinct, recent timestamps: older than the broker's 7-day retention would be deleted by it
+    first_timestamp = int(time.time() * 1000) - per_partition * 10
+    create_topic(cluster, topic, partitions)
+    producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5, **producer_settings}))
+    for p in range(partitions):
+        for i in range(per_partition):
+            key = None if i % 50 == 7 else f"key-{p}-{i}".encode()
+            value = None if i % 50 == 13 else (f"value-{p}-{i}-" + "x" * (i % 200)).encode()
+            headers = [("h", f"{i}".encode()), ("empty", b""), ("null", None)] if i % 3 == 0 else None
+            producer.produce(topic, key=key, value=value, partition=p, headers=headers,
+                             timestamp=first_timestamp + i * 10)
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+class TxnSeeder:
+    """Writes committed and aborted transactions and plain records to partition 0 of a source topic,
+    keeping count of the offsets they take."""
+
+    def __init__(self, cluster, topic: str) -> None:
+        self.cluster, self.topic, self.end = cluster, topic, 0
+        self.plain = Producer(cluster.producer(**{"enable.idempotence": True}))
+        self.txn = Producer(cluster.producer(**{"transactional.id": f"{topic}-seed"}))
+        self.txn.init_transactions(30)
+
+    def records(self, n: int, tag: str) -> None:
+        for i in range(n):
+            self.plain.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"plain", partition=0)
+        self.plain.flush(30)
+        self.end += n
+
+    def open_transaction(self, n: int) -> None:
+        """n records in a transaction left open (the caller commits or aborts `self.txn`'s)."""
+        self.txn.begin_transaction()
+        for i in range(n):
+            self.txn.produce(self.topic, key=f"open-{i}".encode(), value=b"txn", partition=0)
+        self.txn.flush(30)
+
+    def transaction(self, n: int, tag: str, commit: bool) -> int:
+        """Returns the offset of its marker."""
+        self.txn.begin_transaction()
+        for i in range(n):
+            self.txn.produce(self.topic, key=f"{tag}-{i}".encode(), value=b"txn", partition=0)
+        self.txn.flush(30)
+        (self.txn.commit_transaction if commit else self.txn.abort_transaction)(30)
+        self.end += n + 1
+        with ClusterAdmin(self.cluster) as admin:  # the marker lands after commit/abort returns
+            admin.wait_for_end(self.topic, 0, self.end)
+        return self.end - 1

@@ -1,0 +1,50 @@
+"""The Spark jobs as the tests run them: through a real `spark-submit` of the pinned pyspark, with a
+run's plan and client file written first, and what the jobs recorded in the run's state."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kmigrate.manifest import Manifest
+from kmigrate.run.copying.plan import build_plan
+from kmigrate_spark.clients import write_clients
+from kmigrate_spark.conf import submit_args
+
+from tests.support.kafka import seed_plain
+from tests.support.stack import PROJECT_DIR
+
+SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
+
+
+def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str, master: str = "local[2]",
+                 env: dict[str, str] | None = None, conf: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                   **(env or {})}
+    return subprocess.run(
+        [SPARK_SUBMIT, "--master", master, *submit_args({"spark.ui.enabled": "false"}),
+         *(arg for setting in conf for arg in ("--conf", setting)), str(PROJECT_DIR / "spark_jobs" / f"{job}.py"),
+         "--state-location", str(state), "--run-id", run_id, "--clients", str(clients), *extra],
+        capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
+
+
+def output(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr  # spark-submit merges the Python driver's stderr into stdout
+
+
+def attempts(manifest: Manifest, kind: str) -> list[dict]:
+    return [manifest.read(p) for p in manifest.parts() if p.startswith(f"{kind}/")]
+
+
+def make_run(stack, tmp_path: Path, topics: list[str], run_id: str = "run-1") -> tuple[Manifest, Path]:
+    manifest = Manifest(str(tmp_path / "state"), run_id)
+    manifest.write_once("plan", build_plan(stack.source, topics))
+    return manifest, write_clients(tmp_path / "clients.json", stack.source, stack.target)
+
+
+def seed_workload(stack, name: str, topics: int = 3, partitions: int = 4, per_partition: int = 500) -> list[str]:
+    names = [f"{name}-{i}" for i in range(topics)]
+    for topic in names:
+        seed_plain(stack.source, topic, partitions=partitions, per_partition=per_partition)
+    return names
