@@ -231,7 +231,7 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
         "default (100). Timed from the connectors' creation until every partition's end offset on the target "
         "reached the source's visible record count; group offsets until they had not changed for 5 s. CPU and "
         "RSS: the Connect worker JVM (its RSS includes its idle footprint).",
-        "- kmigrate: snapshot of topics and groups, then spark_jobs/copy_partitions.py --no-verify (as the DAG "
+        "- kmigrate: snapshot of topics and groups, then spark_jobs/drill_copy.py (as the DR drill DAG "
         "runs it), timed from the snapshot to the job's exit; then verify_partitions.py (both sides' digests, "
         "every partition) and group replication. Two ways of running the jobs: "
         f"(spark-submit) `spark-submit --master {args.spark_master}` a job, a new Spark application each time "

@@ -73,7 +73,7 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
             out, _ = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit(f"bench: {script} failed (exit {proc.returncode}):\n{out[-3000:]}")
-        if script == "copy_partitions.py":
+        if script != "verify_partitions.py":  # the copy job
             result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
         name = script.removesuffix(".py")
         for line in out.splitlines():  # the job's own phases (not its line a partition)
@@ -86,11 +86,11 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
                   groups=re.escape(w.prefix) + r"\..*")
     result.snapshot_s = time.monotonic() - started
     if verify_after:
-        job("copy_partitions.py", "--no-verify", "--verify-after")
+        job("window_copy.py")
         result.verify_s = next(s["seconds"] for s in timeline.steps(manifest) if s["step"] == "verify")
         result.replicate_s = time.monotonic() - started - result.verify_s
     else:
-        job("copy_partitions.py", "--no-verify")  # as the DR drill DAG runs it: the verify job follows
+        job("drill_copy.py")  # as the DR drill DAG runs it: the verify job follows
         result.replicate_s = time.monotonic() - started
     [part] = [p for p in manifest.parts() if p.startswith("copy-results/")]
     copied = manifest.read(part)

@@ -43,7 +43,7 @@ from kmigrate_airflow.params import DEFAULT_ARGS, kafka_params, selection_params
 def kafka_dr_drill():
     preflight = steps.preflight()
     snapshot = steps.snapshot(drill=True)
-    copy = spark_job("copy", "copy_partitions.py", "{{ run_id }}", "--no-verify")  # the verify job follows
+    copy = spark_job("copy", "drill_copy.py", "{{ run_id }}")  # no digest a partition: the verify job follows
     verify = spark_job("verify", "verify_partitions.py", "{{ run_id }}")
     restore = steps.restore_topic_configs()
     groups = steps.replicate_groups(drill=True)  # as of the snapshot: the source stays live

@@ -89,18 +89,16 @@ def kafka_migration():
     preflight = steps.preflight()
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
-    pre_copy_args = ("--plan-part", "pre-copy-plan", "--no-verify", "--verify-live")
-    pre_copy = spark_job("pre_copy", "copy_partitions.py", RUN_ID, *pre_copy_args,
-                         "--rounds", "{{ params.pre_copy_max_rounds }}",
+    # in rounds while the source is live, each round's copy verified live
+    pre_copy = spark_job("pre_copy", "pre_copy.py", RUN_ID, "--rounds", "{{ params.pre_copy_max_rounds }}",
                          "--converged-records", "{{ params.pre_copy_converged_records }}")
     # until cutover_at (if set), a catch-up round a poke; no worker is held in between
-    wait = cutover_sensor("wait_for_cutover", "copy_partitions.py", RUN_ID, *pre_copy_args)
+    wait = cutover_sensor("wait_for_cutover", "catch_up.py", RUN_ID)
     stop = steps.stop_connectors()
     quiesce = steps.quiesce()
     snapshot = steps.snapshot()
     # one Spark job in the window: copy, then verify (ranges verified while live are not read again)
-    copy = spark_job("copy_and_verify", "copy_partitions.py", RUN_ID, "--no-verify", "--verify-after",
-                     "--source-at-snapshot")
+    copy = spark_job("copy_and_verify", "window_copy.py", RUN_ID)
     restore = steps.restore_topic_configs()
     topics = steps.run_topics()
     per_topic = steps.topic_result.expand(topic=topics)  # one grid cell per topic

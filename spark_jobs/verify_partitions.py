@@ -1,114 +1,19 @@
-"""Verify every partition of a run's plan: log start, log end and content on the source and the
-target, one Spark task per partition, both clusters read in parallel. Read-only on both.
+"""Verify every partition of a run's plan (kafka_dr_drill's verify task, or by hand): log start, log
+end and content compared on the source and the target, one Spark task per partition, both clusters
+read in parallel. Read-only on both.
 
     spark-submit --master 'local[*]' spark_jobs/verify_partitions.py \\
         --state-location ./state --run-id RUN --clients /path/clients.json
 
-The verification table goes to the run manifest as part verification/<attempt>: one row per
-partition with both sides' watermarks and digests, "equal", the problems found and which offsets
-were verified when. A range the pre-copy verified while the source was live is not read again
-(only its last offsets, at the seam). Translate-mode partitions are checked through the offset maps
-the copy job recorded. With --source-at-snapshot, a source written to after the snapshot fails the
-job, naming each partition. Exit 0 when every partition is equal, 1 naming those that are not,
-3 when the source moved (a retry cannot help), 2 when the job could not start (bad input).
+The table goes to the run manifest as part verification/<attempt>: one row per partition with both
+sides' watermarks and digests, "equal", the problems found and which offsets were verified when.
+Exit 0 when every partition is equal, 1 naming those that are not, 2 when the job could not start
+(bad input). The course: kmigrate_spark.verify_job.verify_plan.
 """
-from __future__ import annotations
-
-import functools
 import sys
-import time
-from collections.abc import Sequence
 
-from driver import check_clusters, job_arguments
-from kmigrate.config import ClusterConfig
-from kmigrate.errors import KmigrateError
-from kmigrate.manifest import Manifest, Part
-from kmigrate.model import WorkUnit
-from kmigrate.run.cutover import events
-from kmigrate.run.report import timeline
-from kmigrate_spark.clients import load_clients_from
-from kmigrate.run.copying.plan import read_plan, translate_maps, work_units
-from kmigrate.run.copying.precopy import compacted_topics, live_rows
-from kmigrate.run.cutover.snapshot import check_source_at_snapshot
-from kmigrate.run.copying.tasks import verify_extras, verify_task
-from kmigrate.run.verify.partition import settle_empty
-from kmigrate_spark.conf import FINAL_EXIT
-from kmigrate_spark.session import SessionSoon
-from kmigrate_spark.units import run_on_spark, say
-
-JOB = "verify_partitions"
-
-
-def describe(row: dict) -> str:
-    if not row["equal"]:
-        return "NOT EQUAL: " + "; ".join(row["problems"])
-    live = row.get("verified_live")
-    window = row.get("verified_in_window") or [row["target_log_start"], row["target_end"]]
-    return (f"equal: {row['records']} records, [{row['target_log_start']}, {row['target_end']})"
-            + (f", [{live[0]}, {live[1]}) verified while live, [{window[0]}, {window[1]}) now" if live else "")
-            + f", {row['seconds']:.2f}s")
-
-
-def verify_run(session: SessionSoon, manifest: Manifest, units: Sequence[WorkUnit],
-               clients: tuple[ClusterConfig, ClusterConfig], *, parallelism: int | None, job: str = JOB,
-               source_at_snapshot: bool = False) -> int:
-    """Verify `units` on `session`, write the table (part verification/<attempt>) and the
-    timeline; 0 when every partition is equal, FINAL_EXIT when the source moved after the
-    snapshot (with `source_at_snapshot`), else 1."""
-    started = time.time()
-    extras = verify_extras(translate_maps(manifest), live_rows(manifest),
-                           compacted_topics(clients[0], {u.topic for u in units}))
-    to_read, empty = settle_empty(*clients, units)
-    if empty:
-        say(job, f"{len(empty)} partitions empty on both sides at the same offset: equal; {len(to_read)} to read")
-    rows, seconds, warm_up_s = run_on_spark(session, to_read, functools.partial(verify_task, clients=clients), job=job,
-                                            action="verify", describe=describe, parallelism=parallelism,
-                                            extras=extras) if to_read else ([], 0.0, 0.0)
-    order = {(u.topic, u.partition): i for i, u in enumerate(units)}
-    rows = sorted(rows + empty, key=lambda r: order[(r["topic"], r["partition"])])
-    unequal = [r for r in rows if not r["equal"]]
-    attempt = Part.attempt(Part.VERIFICATION)
-    manifest.write_once(attempt, {"rows": rows, "all_equal": not unequal, "seconds": seconds,
-                                  "warm_up_seconds": warm_up_s})
-    if unequal:
-        names = ", ".join(f"{r['topic']}[{r['partition']}]" for r in unequal)
-        say(job, f"{len(unequal)} of {len(rows)} partitions differ: {names}; table in {manifest.location}/{attempt}.json",
-            err=True)
-        return 1
-    if source_at_snapshot:
-        try:
-            check_source_at_snapshot(manifest, clients[0])
-        except KmigrateError as exc:
-            say(job, f"error: {exc}", err=True)
-            return FINAL_EXIT
-    live = sum(1 for r in rows if r.get("verified_live"))
-    timeline.record(manifest, "verify", started, partitions=len(rows), verified_live=live)
-    say(job, f"all {len(rows)} partitions equal ({sum(r['records'] for r in rows)} records"
-             + (f"; {live} partitions up to their pre-copied end verified while the source was live" if live else "")
-             + f") in {seconds:.1f}s; table in {manifest.location}/{attempt}.json")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = job_arguments(__doc__, "verified")
-    parser.add_argument("--source-at-snapshot", action="store_true",
-                        help="fail when the source holds records past the snapshot (a migration's source is stopped)")
-    args = parser.parse_args(argv)
-    try:
-        manifest = Manifest(args.state_location, args.run_id)
-        if events.finished(manifest):
-            say(JOB, f"run {args.run_id} resumed on the target already; its verification is in {manifest.location}")
-            return 0
-        units = work_units(read_plan(manifest))
-        clients = load_clients_from(args.clients)
-        with SessionSoon(f"kmigrate-verify-{args.run_id}", args.remote) as session:
-            check_clusters(clients)
-            return verify_run(session, manifest, units, clients, parallelism=args.parallelism,
-                              source_at_snapshot=args.source_at_snapshot)
-    except KmigrateError as exc:
-        say(JOB, f"error: {exc}", err=True)
-        return 2
-
+from kmigrate_spark.job_args import verify_arguments
+from kmigrate_spark.verify_job import verify_plan
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(verify_plan(verify_arguments(__doc__).parse_args()))

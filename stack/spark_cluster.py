@@ -204,7 +204,8 @@ def connect_up(service: SparkService, python: Path, timeout_s: float) -> bool:
               lambda: f"the Spark Connect server did not listen on port {port} within {timeout_s:.0f}s; "
                       f"see {service.log_file}")
         # readiness: a first query and warm Python workers in the jobs' session (kmigrate_spark/session.py)
-        prepared = subprocess.run([str(python), str(PROJECT_DIR / "spark_jobs" / "driver.py"), f"sc://127.0.0.1:{port}"],
+        prepared = subprocess.run([str(python), str(PROJECT_DIR / "spark_jobs" / "prepare_server.py"),
+                                   f"sc://127.0.0.1:{port}"],
                                   capture_output=True, text=True, timeout=timeout_s, cwd=PROJECT_DIR)
         if prepared.returncode != 0:
             raise StackError(f"the Spark Connect server does not run kmigrate's Python tasks:\n"

@@ -1,0 +1,58 @@
+"""The command-line arguments of the Spark entry points (spark_jobs/), one parser a kind of job.
+
+Every job takes where the run manifest is, which run, the client configs and its parallelism; a
+job runs under `spark-submit` (a Spark application of its own: local, standalone, YARN,
+Kubernetes) or, with --remote sc://HOST:PORT, as a plain Python client of a running Spark Connect
+server (no JVM in its process; the server's executors run the tasks). What a kind of job does is
+fixed by the kind (kmigrate_spark.copy_job, kmigrate_spark.verify_job), not by its arguments."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from kmigrate_spark.conf import REMOTE_ENV
+
+
+def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:
+    """The arguments every job takes: where the run manifest is, which run, the clients, parallelism.
+    `doc` (the script's docstring) is the help's description; `action` says what the partitions are
+    ("copied", "verified")."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
+    parser.add_argument("--parallelism", type=int, help=f"partitions {action} at once (default: the task slots)")
+    parser.add_argument("--remote", default=os.environ.get(REMOTE_ENV) or None,
+                        help=f"run on a running Spark Connect server, sc://HOST:PORT (default: ${REMOTE_ENV}); "
+                             "run the job with python, not spark-submit")
+    return parser
+
+
+def copy_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """A copy job's arguments: job_arguments' and the size of its fetches. The plain copy, the DR
+    drill's copy, the catch-up round and the window copy take these."""
+    parser = job_arguments(doc, "copied")
+    parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
+    return parser
+
+
+def pre_copy_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The pre-copy's arguments: copy_arguments' and when its rounds stop."""
+    parser = copy_arguments(doc)
+    parser.add_argument("--rounds", type=int, default=1, help="copy rounds at most, each up to the source's end when "
+                        "it begins")
+    parser.add_argument("--converged-records", type=int, default=0,
+                        help="no further round once the source wrote at most this many offsets during one")
+    return parser
+
+
+def verify_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The verification's arguments: job_arguments'."""
+    return job_arguments(doc, "verified")
+
+
+def server_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of the preparation of a Spark Connect server: its URL."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("remote", help="the Spark Connect server, sc://HOST:PORT")
+    return parser
