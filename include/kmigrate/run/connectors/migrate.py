@@ -64,6 +64,18 @@ def states_before(manifest: Manifest) -> dict[str, str]:
     return recorded["states"]
 
 
+def rollback_states(states: Mapping[str, str], names: Sequence[str] | None, run: str) -> dict[str, str]:
+    """The states a rollback puts back on the source: those of `names` (empty: every connector the
+    run stopped) among `states` (`states_before` of run `run`). ConfigError naming the connectors
+    that run did not stop, before anything is changed."""
+    names = list(names or sorted(states))
+    unknown = sorted(set(names) - set(states))
+    if unknown:
+        raise ConfigError(f"connectors {', '.join(unknown)} were not stopped by migration run {run!r}; name only "
+                          "connectors of that run (nothing was changed)")
+    return {n: states[n] for n in names}
+
+
 def restore_states(connect: ConnectClient, states: Mapping[str, str], wait_s: float = 60.0) -> list[dict[str, Any]]:
     """Bring each connector into the state given for it: RUNNING (resumed, all tasks running),
     PAUSED or STOPPED. Idempotent."""

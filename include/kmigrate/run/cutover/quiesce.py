@@ -156,3 +156,10 @@ def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str
         if time.monotonic() + interval > deadline:
             return False
         time.sleep(interval)
+
+
+def quiesce_began(manifest: Manifest, poke_began: float) -> float:
+    """When the run's quiesce began, for its row in the timeline: its first sample (an earlier
+    poke's), or `poke_began` (epoch seconds) when that is earlier or there is none."""
+    first = manifest.read(f"{Part.QUIESCE}/0")
+    return min(poke_began, first["at"]) if first else poke_began
