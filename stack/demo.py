@@ -40,7 +40,7 @@ def run_dag(conf: dict) -> int:
     if bag.import_errors:
         print(f"demo: DAG import errors: {bag.import_errors}", file=sys.stderr)
         return 2
-    run = bag.get_dag("kafka_migration").test(run_conf=conf)
+    run = local.dag_test(bag.get_dag("kafka_migration"), conf)
     return 0 if str(run.state) == "success" else 1
 
 

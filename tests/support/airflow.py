@@ -30,7 +30,7 @@ def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=dagbag.dag_folder).get_dag(dag_id)
-    return dag.test(run_conf=conf)
+    return local.dag_test(dag, conf)
 
 
 def task_states(run) -> dict[str, str]:
