@@ -1,6 +1,10 @@
-"""The layout rules a reviewer can check again: the core library imports neither Airflow nor Spark,
-no import cycle among the library's modules, no module of include/, plugins/, stack/ or bench/ over
-400 lines, no bench script importing another, and the README at most 250 lines."""
+"""The layout rules a reviewer can check again: the core library imports neither Airflow nor Spark;
+no import cycle among the library's modules; no module over 400 lines in include/, plugins/,
+spark_jobs/, stack/ or bench/, none over 500 in tests/; each Spark entry point under 60 lines; the
+run steps' library (kmigrate.run) in subpackages, no module loose beside them; no test module or
+conftest.py importing another test module or conftest.py (shared helpers live in tests/support/); no
+bench script importing another; the README at most 250 lines. Each rule is a function of a tree,
+and each is also run on a small tree with a violation planted, so that it is seen to fail."""
 from __future__ import annotations
 
 import ast
@@ -72,14 +76,101 @@ def test_no_import_cycle_among_the_library_modules():
             visit(name, [name])
 
 
-def too_long(paths, bound: int = MAX_LINES) -> dict[str, int]:
+def too_long(paths, bound: int = MAX_LINES, root: Path = PROJECT_DIR) -> dict[str, int]:
     """Each of `paths` over `bound` lines, with its count."""
-    return {str(path.relative_to(PROJECT_DIR)): n for path in paths if (n := len(path.read_text().splitlines())) > bound}
+    return {str(path.relative_to(root)): n for path in paths if (n := len(path.read_text().splitlines())) > bound}
 
 
-@pytest.mark.parametrize("folder", ["include", "plugins", "stack", "bench"])
-def test_no_module_is_over_400_lines(folder):
-    assert not (long := too_long(sorted((PROJECT_DIR / folder).rglob("*.py")))), long
+LIMITS = {"include": MAX_LINES, "plugins": MAX_LINES, "spark_jobs": MAX_LINES, "stack": MAX_LINES,
+          "bench": MAX_LINES, "tests": 500}
+SPARK_SCRIPT_LINES = 60
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Modules over their folder's bound (LIMITS), and Spark entry points of 60 lines or more."""
+    found = {}
+    for folder, bound in LIMITS.items():
+        found.update(too_long(sorted((root / folder).rglob("*.py")), bound, root))
+    found.update(too_long(sorted((root / "spark_jobs").glob("*.py")), SPARK_SCRIPT_LINES - 1, root))
+    return found
+
+
+def loose_run_modules(root: Path) -> list[str]:
+    """Modules directly in kmigrate/run/ other than its __init__: each belongs to a subpackage."""
+    return sorted(p.name for p in (root / "include" / "kmigrate" / "run").glob("*.py") if p.name != "__init__.py")
+
+
+def is_test_module(name: str) -> bool:
+    """A dotted name of a test module or a conftest.py (tests.dags.test_x, tests.conftest)."""
+    last = name.rsplit(".", 1)[-1]
+    return name.split(".")[0] == "tests" and (last.startswith("test_") or last == "conftest")
+
+
+def relative_imports(path: Path) -> set[str]:
+    """`from .x import y` and `from . import x` of a module, as tests.x.y / tests.x (only the last parts
+    matter to is_test_module)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = "tests" + (f".{node.module}" if node.module else "")
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_modules_importing_test_modules(root: Path) -> dict[str, list[str]]:
+    """Test modules and conftest.py files of tests/ that import a test module or a conftest.py."""
+    found = {}
+    for path in sorted((root / "tests").rglob("*.py")):
+        if path.name.startswith("test_") or path.name == "conftest.py":
+            names = sorted({m for i in imports(path) | relative_imports(path) for m in (i, i.rsplit(".", 1)[0])
+                            if is_test_module(m)})
+            if names:
+                found[str(path.relative_to(root))] = names
+    return found
+
+
+test_modules_importing_test_modules.__test__ = False  # a check, not a test
+
+
+def test_no_module_is_over_its_bound_and_spark_entry_points_are_thin():
+    assert not (long := long_modules(PROJECT_DIR)), long
+
+
+def test_the_run_library_is_in_subpackages():
+    assert not (loose := loose_run_modules(PROJECT_DIR)), f"modules loose in include/kmigrate/run/: {loose}"
+
+
+def test_no_test_module_imports_another():
+    assert not (found := test_modules_importing_test_modules(PROJECT_DIR)), found
+
+
+def test_each_rule_fails_on_a_planted_violation(tmp_path):
+    def plant(relative: str, text: str) -> None:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+
+    plant("include/kmigrate/run/checks/preflight.py", "x = 1\n")
+    plant("spark_jobs/thin.py", "x = 1\n" * 59)
+    plant("tests/support/kafka.py", "x = 1\n" * 500)
+    plant("tests/dags/test_fine.py", "from tests.support.kafka import x\n")
+    assert long_modules(tmp_path) == {} and loose_run_modules(tmp_path) == []
+    assert test_modules_importing_test_modules(tmp_path) == {}
+
+    plant("include/kmigrate/copy/big.py", "x = 1\n" * 401)
+    plant("tests/faults/test_big.py", "x = 1\n" * 501)
+    plant("spark_jobs/fat.py", "x = 1\n" * 60)
+    plant("include/kmigrate/run/loose.py", "x = 1\n")
+    plant("tests/dags/test_borrows.py", "from tests.integration.test_copier import seed_plain\n")
+    plant("tests/dags/conftest.py", "from tests.conftest import PROJECT_DIR\n")
+    plant("tests/faults/test_module.py", "from tests.dags import test_fine\n")
+    plant("tests/chaos/test_relative.py", "from .conftest import seeds\n")
+    assert long_modules(tmp_path) == {"include/kmigrate/copy/big.py": 401, "tests/faults/test_big.py": 501,
+                                      "spark_jobs/fat.py": 60}
+    assert loose_run_modules(tmp_path) == ["loose.py"]
+    assert set(test_modules_importing_test_modules(tmp_path)) == {
+        "tests/dags/test_borrows.py", "tests/dags/conftest.py", "tests/faults/test_module.py",
+        "tests/chaos/test_relative.py"}
 
 
 def test_the_readme_is_at_most_250_lines():
