@@ -102,8 +102,11 @@ spark-connect-down:
 	@$(PYTHON) stack/spark_cluster.py connect-down
 
 # Starts whatever part of the stack is not running, runs pytest, stops only what it started.
+# PYTEST_WORKERS test processes side by side (pytest-xdist); the tests that share a stack profile or a
+# server on fixed ports run in one of them, one after another (the groups in tests/conftest.py)
+PYTEST_WORKERS ?= 2
 test: install
-	@$(STACK) run -- $(VPY) -m pytest $(PYTEST_ARGS)
+	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The secure profile's tests: starts the secure stack (what it starts, it stops), runs them, and
 # prints one JSON line of what they showed (tests/secure/summary.py).

@@ -3,12 +3,14 @@ otherwise; what a fixture starts it stops again, by pid, at the end of the sessi
 and the local Airflow of the DAG and bad-input tests. Their helpers are in tests/support/."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kmigrate.config import ClusterConfig
@@ -17,16 +19,27 @@ from kmigrate.kafka.connect import ConnectClient
 from tests.support.stack import PROJECT_DIR, SecureStack, Stack, close_pooled_clients, load_stack_module
 
 
+@contextlib.contextmanager
+def services_up(stack_mod: Any, clusters: tuple, state_dir: str | Path, **up_options: Any) -> Iterator[Path]:
+    """The services of `clusters` up (stack.py's `up`): those already running used as they are, those
+    started here stopped again (by pid) at the end. Yields the state folder."""
+    state_dir = Path(state_dir).resolve()
+    started = stack_mod.up(clusters, state_dir, timeout_s=180, **up_options)
+    try:
+        yield state_dir
+    finally:
+        close_pooled_clients()
+        for service in reversed(started):
+            stack_mod.stop(service)
+
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[Stack]:
-    """The two local clusters with their Connect workers. Services already running are used
-    as they are; those this fixture starts, it stops again (by pid) at the end of the session."""
+    """The two local clusters with their Connect workers."""
     stack_mod = load_stack_module()
-    state_dir = Path(os.environ.get("KMIGRATE_STACK_DIR", stack_mod.DEFAULT_STATE_DIR)).resolve()
-    clusters = stack_mod.DEFAULT_CLUSTERS
-    started = stack_mod.up(clusters, state_dir, timeout_s=180)
-    source, target = clusters
-    try:
+    source, target = clusters = stack_mod.DEFAULT_CLUSTERS
+    state = os.environ.get("KMIGRATE_STACK_DIR", stack_mod.DEFAULT_STATE_DIR)
+    with services_up(stack_mod, clusters, state) as state_dir:
         yield Stack(
             source=ClusterConfig.from_bootstrap("source", source.bootstrap),
             target=ClusterConfig.from_bootstrap("target", target.bootstrap),
@@ -34,32 +47,23 @@ def stack() -> Iterator[Stack]:
             target_connect=ConnectClient(target.connect_url),
             state_dir=state_dir,
         )
-    finally:
-        close_pooled_clients()
-        for service in reversed(started):
-            stack_mod.stop(service)
 
 
 @pytest.fixture(scope="session")
 def secure_stack() -> Iterator[SecureStack]:
+    """The secure profile's clusters (SASL_SSL, mutual TLS, ACLs) and HTTPS Connect workers."""
     stack_mod = load_stack_module()
-    state_dir = Path(os.environ.get("KMIGRATE_SECURE_STACK_DIR", stack_mod.SECURE_STATE_DIR)).resolve()
     clusters = stack_mod.SECURE_CLUSTERS
-    started = stack_mod.up(clusters, state_dir, timeout_s=180, secure=True)
-    security = stack_mod.prepare_security(state_dir)
-    try:
+    state = os.environ.get("KMIGRATE_SECURE_STACK_DIR", stack_mod.SECURE_STATE_DIR)
+    with services_up(stack_mod, clusters, state, secure=True) as state_dir:
+        security = stack_mod.prepare_security(state_dir)
+        urls = [f"https://localhost:{cluster.connect_port}" for cluster in clusters]
         yield SecureStack(
             security=security, clusters=clusters,
-            source_connect=ConnectClient(f"https://localhost:{clusters[0].connect_port}", auth=security.connect_auth,
-                                         verify=str(security.ca)),
-            target_connect=ConnectClient(f"https://localhost:{clusters[1].connect_port}", auth=security.connect_auth,
-                                         verify=str(security.ca)),
+            source_connect=ConnectClient(urls[0], auth=security.connect_auth, verify=str(security.ca)),
+            target_connect=ConnectClient(urls[1], auth=security.connect_auth, verify=str(security.ca)),
             state_dir=state_dir,
         )
-    finally:
-        close_pooled_clients()
-        for service in reversed(started):
-            stack_mod.stop(service)
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +92,22 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     return f"t-{base}-{uuid.uuid4().hex[:8]}"
 
 
+# Tests that share a stack profile or a server on fixed ports run in one group: under `pytest -n N
+# --dist loadgroup` (make test) a group runs on one worker, one test after another, so that two
+# workers never start the same services. Every other test module is a group of its own: its
+# module-scoped fixtures start once.
+SHARED = {
+    "multi-stack": lambda item: item.path.relative_to(PROJECT_DIR).parts[:2] == ("tests", "faults"),
+    "secure-stack": lambda item: "secure_stack" in item.fixturenames,
+    "compat-stack": lambda item: "compat_stack" in item.fixturenames,
+    "stack-profiles": lambda item: item.path.relative_to(PROJECT_DIR).parts[:2] == ("tests", "stack"),
+    "spark-servers": lambda item: item.path.name in ("test_spark_jobs.py", "test_spark_connect.py"),
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"integration", "secure", "faults", "chaos"} & set(item.path.parts):
             item.add_marker(pytest.mark.stack)
+        group = next((name for name, member in SHARED.items() if member(item)), None)
+        item.add_marker(pytest.mark.xdist_group(group or str(item.path.relative_to(PROJECT_DIR))))
