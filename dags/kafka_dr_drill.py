@@ -14,24 +14,17 @@ selection of scheduled runs.
 """
 from __future__ import annotations
 
-import datetime
 import os
 
 from airflow.sdk import dag
 from kmigrate_airflow import steps
 from kmigrate_airflow.operators import spark_job
-from kmigrate_airflow.params import DEFAULT_ARGS, kafka_params, selection_params, spark_params, state_params
+from kmigrate_airflow.params import dag_args, kafka_params, selection_params, spark_params, state_params
 
 
 @dag(
-    dag_id="kafka_dr_drill",
-    doc_md=__doc__,
-    schedule=os.environ.get("KMIGRATE_DR_DRILL_SCHEDULE") or None,
-    start_date=datetime.datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "dr-drill"],
-    default_args=DEFAULT_ARGS,
+    **dag_args("kafka_dr_drill", __doc__, ["kafka", "dr-drill"],
+               schedule=os.environ.get("KMIGRATE_DR_DRILL_SCHEDULE") or None),
     params={
         **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
         **selection_params("Topics to copy", os.environ.get("KMIGRATE_DR_DRILL_TOPICS"),

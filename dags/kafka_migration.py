@@ -26,16 +26,14 @@ params, it is refused before anything is done. The run's record (snapshot, plans
 """
 from __future__ import annotations
 
-import datetime
-
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
 from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
-    DEFAULT_ARGS,
     connect_params,
     connector_params,
     cutover_param,
+    dag_args,
     kafka_params,
     run_name_param,
     selection_params,
@@ -47,14 +45,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
 
 
 @dag(
-    dag_id="kafka_migration",
-    doc_md=__doc__,
-    schedule=None,
-    start_date=datetime.datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "migration"],
-    default_args=DEFAULT_ARGS,
+    **dag_args("kafka_migration", __doc__, ["kafka", "migration"]),
     params={
         **kafka_params(),
         **connect_params(),

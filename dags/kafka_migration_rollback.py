@@ -13,18 +13,12 @@ import datetime
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, run_name_param, state_params
+from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, dag_args, run_name_param, state_params
 
 
 @dag(
-    dag_id="kafka_migration_rollback",
-    doc_md=__doc__,
-    schedule=None,
-    start_date=datetime.datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "migration", "rollback"],
-    default_args={**DEFAULT_ARGS, "execution_timeout": datetime.timedelta(minutes=10)},
+    **dag_args("kafka_migration_rollback", __doc__, ["kafka", "migration", "rollback"],
+               default_args={**DEFAULT_ARGS, "execution_timeout": datetime.timedelta(minutes=10)}),
     params={
         **connect_params(),
         "run_name": run_name_param(required=True, title="Migration run",

@@ -21,6 +21,14 @@ DEFAULT_ARGS = {
 }
 
 
+def dag_args(dag_id: str, doc: str | None, tags: list[str], *, schedule: str | None = None,
+             default_args: dict | None = None) -> dict:
+    """What every kmigrate DAG sets the same way: triggered (or on `schedule`), no catch-up of missed
+    runs, one run at a time, the shared task defaults; the DAG's module docstring as its doc."""
+    return {"dag_id": dag_id, "doc_md": doc, "schedule": schedule, "start_date": datetime.datetime(2026, 1, 1),
+            "catchup": False, "max_active_runs": 1, "tags": tags, "default_args": default_args or DEFAULT_ARGS}
+
+
 def kafka_params(target_title: str = "Target Kafka connection",
                  target_description: str = "Kafka provider connection of the target cluster") -> dict[str, Param]:
     """The two Kafka clusters' connection ids."""

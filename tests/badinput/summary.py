@@ -3,15 +3,13 @@
 refusal. Exit 1 when none ran, or any case was not a clear error before any write."""
 from __future__ import annotations
 
-import json
 import sys
 
 from tests.support import results
 
 
-def main(path: str) -> int:
-    rows = results.read(path)
-    summary = {
+def summary_of(rows: list[dict]) -> dict:
+    return {
         "tried": len(rows),
         "kinds": len({r["kind"] for r in rows}),
         "clear_errors": sum(1 for r in rows if r["clear"]),
@@ -19,9 +17,11 @@ def main(path: str) -> int:
         "written_before_refusal": sum(r["written"] for r in rows),
         "through_the_dag": sum(1 for r in rows if r["via"] == "dag"),
     }
-    print(json.dumps(summary))
-    ok = rows and summary["clear_errors"] == summary["tried"] and not summary["tracebacks"]
-    return 0 if ok and not summary["written_before_refusal"] else 1
+
+
+def main(path: str) -> int:
+    return results.summarize(path, summary_of, lambda s: s["clear_errors"] == s["tried"] and not s["tracebacks"]
+                             and not s["written_before_refusal"])
 
 
 if __name__ == "__main__":

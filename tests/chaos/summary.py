@@ -3,24 +3,19 @@ pre-copy rounds, partitions and records compared, and the seeds that failed. Exi
 one failed."""
 from __future__ import annotations
 
-import json
 import sys
 
 from tests.support import results
 
 
+def summary_of(rows: list[dict]) -> dict:
+    return {"seeds": len(rows), "passed": sum(1 for r in rows if r["passed"]),
+            **results.totals(rows, "rounds", "partitions_compared", "records_compared"),
+            "failed_seeds": sorted(r["seed"] for r in rows if not r["passed"])}
+
+
 def main(path: str) -> int:
-    rows = results.read(path)
-    summary = {
-        "seeds": len(rows),
-        "passed": sum(1 for r in rows if r["passed"]),
-        "rounds": sum(r["rounds"] for r in rows),
-        "partitions_compared": sum(r["partitions_compared"] for r in rows),
-        "records_compared": sum(r["records_compared"] for r in rows),
-        "failed_seeds": sorted(r["seed"] for r in rows if not r["passed"]),
-    }
-    print(json.dumps(summary))
-    return 0 if rows and not summary["failed_seeds"] else 1
+    return results.summarize(path, summary_of, lambda s: not s["failed_seeds"])
 
 
 if __name__ == "__main__":

@@ -2,22 +2,18 @@
 faults were shown, how many passed, records compared and mismatches. Exit 1 when none ran or one failed."""
 from __future__ import annotations
 
-import json
 import sys
 
 from tests.support import results
 
 
+def summary_of(rows: list[dict]) -> dict:
+    return {"faults": len(rows), "passed": sum(1 for r in rows if r["passed"]),
+            **results.totals(rows, "records_compared", "mismatches")}
+
+
 def main(path: str) -> int:
-    rows = results.read(path)
-    summary = {
-        "faults": len(rows),
-        "passed": sum(1 for r in rows if r["passed"]),
-        "records_compared": sum(r["records_compared"] for r in rows),
-        "mismatches": sum(r["mismatches"] for r in rows),
-    }
-    print(json.dumps(summary))
-    return 0 if rows and summary["passed"] == summary["faults"] and summary["mismatches"] == 0 else 1
+    return results.summarize(path, summary_of, lambda s: s["passed"] == s["faults"] and s["mismatches"] == 0)
 
 
 if __name__ == "__main__":

@@ -137,17 +137,24 @@ def append(path: Path, lines: list[str]) -> None:
         handle.write("".join(line + "\n" for line in lines))
 
 
-def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):
-    topic, name = unique_name, f"{unique_name}-src"
-    data = tmp_path / "input.txt"
-    lines = [f"line {i:03d}" for i in range(150)]
-    append(data, lines[:100])
+def file_source_at(stack, connectors: list, name: str, topic: str, data: Path, lines: list[str]) -> None:
+    """A file source connector `name` on the source Connect cluster, reading `data` (its first `lines`
+    written) into `topic`, once all of them are on the source; the test's connectors fixture deletes it
+    on both Connect clusters afterwards."""
+    append(data, lines)
     create_topic(stack.source, topic)
     stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
                                        "topic": topic})
     connectors.append((stack.source_connect, name))
     connectors.append((stack.target_connect, name))
-    wait_until(lambda: watermarks(stack.source, topic)[1] == 100, "the first 100 lines on the source")
+    wait_until(lambda: watermarks(stack.source, topic)[1] == len(lines), f"the first {len(lines)} lines on the source")
+
+
+def test_file_source_connector_continues_on_the_target(stack, unique_name, tmp_path, connectors):
+    topic, name = unique_name, f"{unique_name}-src"
+    data = tmp_path / "input.txt"
+    lines = [f"line {i:03d}" for i in range(150)]
+    file_source_at(stack, connectors, name, topic, data, lines[:100])
     for _ in range(2):  # stopping twice is stopping once
         stop_connectors(stack.source_connect, [name])
     append(data, lines[100:130])  # written while the connector is stopped
@@ -202,13 +209,7 @@ def test_file_sink_connector_continues_on_the_target(stack, unique_name, tmp_pat
 def test_rollback_resumes_the_source_and_stops_the_target(stack, unique_name, tmp_path, connectors):
     topic, name = unique_name, f"{unique_name}-src"
     data = tmp_path / "input.txt"
-    append(data, [f"line {i}" for i in range(10)])
-    create_topic(stack.source, topic)
-    stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
-                                       "topic": topic})
-    connectors.append((stack.source_connect, name))
-    connectors.append((stack.target_connect, name))
-    wait_until(lambda: watermarks(stack.source, topic)[1] == 10, "10 lines on the source")
+    file_source_at(stack, connectors, name, topic, data, [f"line {i}" for i in range(10)])
     stop_connectors(stack.source_connect, [name])
     manifest = Manifest(str(tmp_path / "state"), "run-1")
     take_snapshot(manifest, stack.source, topics_include=topic, source_connect=stack.source_connect, connectors=[name])
