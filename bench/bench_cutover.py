@@ -113,7 +113,7 @@ def run_size(label: str, mib: int, args: argparse.Namespace) -> dict:
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
             "quiesce_seconds": 2, "pre_copy_converged_records": args.converged_records,
-            "state_location": str(state), "run_name": prefix, "spark_remote": args.spark_remote}
+            "state_location": str(state), "run_name": prefix}  # Spark: the spark_connect_default connection
     writer = LiveWriter(bulk, args.write_rate, manifest)
     log = workdir / "airflow.log"
     say(f"{label}: running the kafka_migration DAG, a writer appending {args.write_rate} records/s to {bulk} until "
@@ -158,10 +158,13 @@ def main() -> int:
     parser.add_argument("--write-rate", type=int, default=200, help="records/s appended while the pre-copy runs")
     parser.add_argument("--converged-records", type=int, default=2000,
                         help="the run's pre_copy_converged_records param")
-    parser.add_argument("--spark-remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or "sc://127.0.0.1:15002")
+    parser.add_argument("--spark-remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or "sc://127.0.0.1:15002",
+                        help="the Spark Connect server the DAG's Spark jobs run on (sc://HOST:PORT), given to "
+                             "Airflow as the connection spark_connect_default")
     args = parser.parse_args()
+    # the DAG runs (demo.py --run-dag, children) inherit the connections of this process's environment
     local.configure(AIRFLOW_HOME, local.connections("localhost:19092", "localhost:29092", SOURCE_CONNECT,
-                                                    TARGET_CONNECT))
+                                                    TARGET_CONNECT, spark_connect=args.spark_remote))
     local.migrate_db(AIRFLOW_HOME)
     small = run_size("small", args.small_mib, args)
     large = run_size("large", args.large_mib, args)

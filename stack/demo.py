@@ -4,8 +4,9 @@ Seeds a mixed workload on the source cluster (a plain topic, a compacted one, a 
 one whose log start is above 0, two consumer groups, a FileStreamSource and a FileStreamSink
 connector), then runs the `kafka_migration` DAG with Airflow's `dag.test()` in a local Airflow
 (SQLite, under .stack/airflow), Spark in local mode: spark-submit a job, or with --spark-remote the
-jobs as clients of a running Spark Connect server (`make demo` starts one). Prints the steps as they
-run, the report's summary and where the report is; the last line is one JSON object.
+jobs as clients of a running Spark Connect server (`make demo` starts one), given to Airflow as the
+connection spark_connect_default. Prints the steps as they run, the report's summary and where the
+report is; the last line is one JSON object.
 
     .venv/bin/python stack/demo.py [--records 2000] [--keep-connectors] [--spark-remote sc://HOST:PORT]
 """
@@ -72,11 +73,14 @@ def main() -> int:
     parser.add_argument("--keep-connectors", action="store_true", help="leave the demo's connectors in place")
     parser.add_argument("--spark-remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or None,
                         help="run the DAG's Spark jobs on this Spark Connect server (sc://HOST:PORT; make demo starts "
-                             "one), so that no Spark application starts inside the cutover window; default: "
-                             "$KMIGRATE_SPARK_REMOTE, else spark-submit")
+                             "one), given to Airflow as the connection spark_connect_default, so that no Spark "
+                             "application starts inside the cutover window; default: $KMIGRATE_SPARK_REMOTE, else "
+                             "spark-submit")
     parser.add_argument("--run-dag", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    local.configure(AIRFLOW_HOME, local.connections(SOURCE, TARGET, SOURCE_CONNECT, TARGET_CONNECT))
+    # the DAG run (--run-dag, a child) inherits the spark_connect_default connection of its parent
+    local.configure(AIRFLOW_HOME, local.connections(SOURCE, TARGET, SOURCE_CONNECT, TARGET_CONNECT,
+                                                    spark_connect=None if args.run_dag else args.spark_remote))
     if args.run_dag:
         return run_dag(json.loads(args.run_dag))
 
@@ -97,8 +101,7 @@ def main() -> int:
     conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern,
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
-            "quiesce_seconds": 3, "state_location": str(state), "run_name": prefix,
-            "spark_remote": args.spark_remote}
+            "quiesce_seconds": 3, "state_location": str(state), "run_name": prefix}
     log = workdir / "airflow.log"
     print(f"demo: running the kafka_migration DAG (Airflow log: {log})", flush=True)
     with log.open("w") as out:

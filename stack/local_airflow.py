@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,19 +23,46 @@ COPY_POOL = "kafka_migration_copy"
 
 
 def connections(source_bootstrap: str, target_bootstrap: str, source_connect: str, target_connect: str,
-                spark_master: str = "local[2]") -> dict[str, str]:
+                spark_master: str = "local[2]", spark_connect: str | None = None) -> dict[str, str]:
+    """The connections the DAGs use by default, as AIRFLOW_CONN_* variables: the two Kafka clusters,
+    the two Connect workers, spark_default on `spark_master`, and, given a Spark Connect server's URL
+    (`spark_connect`, sc://HOST:PORT), spark_connect_default, so that the Spark jobs run on it."""
     def http(url: str) -> str:
         scheme, rest = url.split("://", 1)
         host, _, port = rest.rstrip("/").partition(":")
         return json.dumps({"conn_type": "http", "host": host, "port": int(port or 80), "schema": scheme})
 
-    return {
+    conns = {
         "AIRFLOW_CONN_KAFKA_SOURCE": json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": source_bootstrap}}),
         "AIRFLOW_CONN_KAFKA_TARGET": json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": target_bootstrap}}),
         "AIRFLOW_CONN_CONNECT_SOURCE": http(source_connect),
         "AIRFLOW_CONN_CONNECT_TARGET": http(target_connect),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": spark_master}),
     }
+    if spark_connect:
+        conns["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = spark_connect_connection(spark_connect)
+    return conns
+
+
+def spark_connect_connection(url: str) -> str:
+    """The Airflow connection (JSON, the Spark provider's type spark_connect) of the Spark Connect
+    server at `url`, sc://HOST:PORT[/;token=...;user_id=...;use_ssl=true]."""
+    if not url.startswith("sc://"):
+        raise ValueError(f"{url!r} is not a Spark Connect URL: give sc://HOST:PORT")
+    address, _, options = url[len("sc://"):].partition("/")
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        host, port = address, ""
+    settings = {key: urllib.parse.unquote(value) for key, _, value in
+                (option.partition("=") for option in options.split(";") if "=" in option)}
+    conn: dict[str, Any] = {"conn_type": "spark_connect", "host": host, "port": int(port or 15002)}
+    if settings.get("token"):
+        conn["password"] = settings["token"]
+    if settings.get("user_id"):
+        conn["login"] = settings["user_id"]
+    if "use_ssl" in settings:
+        conn["extra"] = {"use_ssl": settings["use_ssl"].lower() == "true"}
+    return json.dumps(conn)
 
 
 def configure(home: Path, conns: Mapping[str, str]) -> dict[str, str]:

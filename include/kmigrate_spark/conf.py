@@ -26,10 +26,10 @@ DRIVER_JAVA_OPTIONS = ("-XX:G1HeapRegionSize=4m -XX:CompileCommand=quiet "
 
 LAUNCH_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
 
-# The Spark Connect server (sc://HOST:PORT) the jobs run on when no --remote is given, and the
-# default of the DAGs' spark_remote param. The Airflow operator hands the jobs their server this
-# way, never in --remote: a URL may hold a token (sc://HOST:PORT/;token=...), which no command
-# line shows (another user's `ps` does) and no log line either (`shown_remote`).
+# The Spark Connect server (sc://HOST:PORT) the jobs run on when no --remote is given. The Airflow
+# launcher hands the jobs their server this way (the URL of the DAGs' Spark Connect connection),
+# never in --remote: a URL may hold a token (sc://HOST:PORT/;token=...), which no command line
+# shows (another user's `ps` does) and no log line either (`shown_remote`).
 REMOTE_ENV = "KMIGRATE_SPARK_REMOTE"
 # a job's exit code when it refuses to go on and a retry cannot help (the source moved after the
 # snapshot): the Airflow operator fails the task without retrying it

@@ -2,17 +2,26 @@
 (`kafka`), whose extra JSON is the whole librdkafka config (`bootstrap.servers` and any SASL/SSL
 settings). Kafka Connect clusters are HTTP connections: host, port, schema (http/https),
 login/password for basic auth, and extra `{"verify": false | "/ca.pem", "cert": "/client.pem"}`
-for TLS. Both hooks answer the connection's Test button (`test_connection`)."""
+for TLS. Both hooks answer the connection's Test button (`test_connection`). A Spark Connect
+server is a connection of the Spark provider's type (`spark_connect`: host, port, user id, token,
+use_ssl), whose URL `spark_connect_url` builds."""
 from __future__ import annotations
 
 from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.log import mask_secret
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
+from kmigrate.secrets import url_secrets
+
+# the DAGs' param naming the Spark Connect connection (kmigrate_airflow.params.spark_params)
+SPARK_CONNECT_PARAM = "spark_connect_conn_id"
 
 
 def _connection(hook: BaseHook, conn_id: str, what: str) -> Any:
@@ -88,3 +97,33 @@ def kafka_cluster(conn_id: str, name: str) -> ClusterConfig:
 
 def connect_client(conn_id: str) -> ConnectClient:
     return KafkaConnectHook(conn_id).get_conn()
+
+
+def spark_connect_url(conn_id: str | None) -> str | None:
+    """The URL of the Spark Connect server of the Airflow connection `conn_id`, as the Spark
+    provider's SparkConnectHook builds it (sc://HOST:PORT[/;user_id=...;token=...;use_ssl=...]), its
+    token handed to Airflow's log masker: no task log line shows it. None when `conn_id` is empty or
+    names no connection: the Spark jobs then run with spark-submit on spark_default. ConfigError,
+    naming the connection and the way out, when it is not a Spark Connect connection or has no host."""
+    if not conn_id:
+        return None
+    hook = SparkConnectHook(conn_id)
+    try:
+        conn = hook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    where = f"the Airflow connection {conn_id!r}"
+    way_out = (f"create or fix it (Admin > Connections: type Spark Connect, the server's host and port), or empty "
+               f"the {SPARK_CONNECT_PARAM} param to run the Spark jobs with spark-submit on spark_default")
+    if conn.conn_type != SparkConnectHook.conn_type:
+        raise ConfigError(f"{where} is of type {conn.conn_type!r}, not a Spark Connect connection "
+                          f"({SparkConnectHook.conn_type}); {way_out}")
+    if not conn.host or "/" in conn.host.split("://", 1)[-1]:
+        raise ConfigError(f"{where} has {'no host' if not conn.host else 'a path in its host'}: give the Spark "
+                          f"Connect server's host name and its port; {way_out}")
+    if conn.password:
+        mask_secret(conn.password)
+    url = hook.get_connection_url()
+    for secret in url_secrets(url):
+        mask_secret(secret)  # the token as the URL quotes it
+    return url.removesuffix("/")  # no parameters: sc://HOST:PORT, as a server's URL is usually written

@@ -1,13 +1,14 @@
 """Launching a kmigrate Spark job from an Airflow worker, for the Spark task operator and the
 cutover sensor's catch-up rounds alike: under spark-submit through the Spark provider's hook, or,
-with a Spark Connect server's URL, as a plain Python client of that server.
+with a Spark Connect connection, as a plain Python client of that connection's server.
 
 The two Kafka connections are resolved when the job runs, and their client configs reach the job
 where no command line, DAG file, XCom or log shows them: in its environment
 (KMIGRATE_CLIENTS_JSON), or on YARN and Kubernetes (where the hook would turn that variable into a
 command line) in an owner-only file or a Kubernetes secret (`clients_handoff`). The driver's Python
-is this worker's. A Spark Connect server's URL reaches the job in its environment
-($KMIGRATE_SPARK_REMOTE) too, and log lines show it without its token. A job that exits with
+is this worker's. A Spark Connect server's URL is built from its Airflow connection
+(`hooks.spark_connect_url`) when the job runs too, reaches the job in its environment
+($KMIGRATE_SPARK_REMOTE), and log lines show it without its token. A job that exits with
 FINAL_EXIT refused to go on: the task fails without a retry."""
 from __future__ import annotations
 
@@ -25,14 +26,12 @@ from typing import Any, Protocol
 from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowFailException
-from airflow.sdk.log import mask_secret
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
-from kmigrate.secrets import url_secrets
 from kmigrate_spark.clients import CLIENTS_ENV, clients_json, write_clients
 from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV, shown_remote
 
-from kmigrate_airflow.hooks import kafka_cluster
+from kmigrate_airflow.hooks import kafka_cluster, spark_connect_url
 
 SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
 # the Spark conf of the DAGs' jobs: kmigrate's launch settings, no console progress bar in the task log
@@ -56,7 +55,7 @@ class LaunchedJob(Protocol):
     env_vars: dict[str, Any] | None
     source_conn_id: str
     target_conn_id: str
-    spark_remote: str
+    spark_connect_conn_id: str
 
     def _get_hook(self) -> SparkSubmitHook: ...
 
@@ -70,7 +69,7 @@ class SparkJob:
     application_args: list[str]
     source_conn_id: str
     target_conn_id: str
-    spark_remote: str = ""
+    spark_connect_conn_id: str = ""
     conn_id: str = "spark_default"
     conf: dict[str, Any] | None = dataclasses.field(default_factory=lambda: dict(JOB_CONF))
     files: str | None = None
@@ -84,22 +83,21 @@ class SparkJob:
 
 def launch(job: LaunchedJob, log: logging.Logger, *, submit: Callable[[], None] | None = None,
            started: Callable[[subprocess.Popen], None] | None = None) -> None:
-    """Run `job` to its end: on its Spark Connect server (`run_on_connect`; `started` is handed the
-    client process, to stop it when the task is killed), else under spark-submit by `submit` (by
-    default the job's hook; the operator passes the provider's own execute) with the client
-    configs handed over (`hand_clients`). Raises AirflowFailException when the job refused to go on
+    """Run `job` to its end: on the server of its Spark Connect connection, when that connection
+    exists (`run_on_connect`; `started` is handed the client process, to stop it when the task is
+    killed), else under spark-submit by `submit` (by default the job's hook; the operator passes
+    the provider's own execute) with the client configs handed over (`hand_clients`). Raises AirflowFailException when the job refused to go on
     (FINAL_EXIT: a retry cannot help), AirflowException when it failed otherwise."""
     source = kafka_cluster(job.source_conn_id, "source")
     target = kafka_cluster(job.target_conn_id, "target")
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    for secret in url_secrets(job.spark_remote or ""):
-        mask_secret(secret)  # the Spark Connect URL's token: no task log line shows it
+    remote = spark_connect_url(job.spark_connect_conn_id)  # its token masked: no task log line shows it
     # the job's own --remote default ($KMIGRATE_SPARK_REMOTE) must not send a spark-submit job there too
     job.env_vars = {**(job.env_vars or {}), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
                     REMOTE_ENV: ""}
-    if job.spark_remote:
+    if remote:
         job.env_vars[CLIENTS_ENV] = clients_json(source, target)
-        run_on_connect(job, python, log, started)
+        run_on_connect(job, remote, python, log, started)
         return
     folder = hand_clients(job, source, target)
     try:
@@ -162,17 +160,18 @@ def hand_clients(job: LaunchedJob, source: ClusterConfig, target: ClusterConfig)
     return folder
 
 
-def run_on_connect(job: LaunchedJob, python: str, log: logging.Logger,
+def run_on_connect(job: LaunchedJob, remote: str, python: str, log: logging.Logger,
                    started: Callable[[subprocess.Popen], None] | None = None) -> None:
-    """Run the job as a client of its Spark Connect server, its output in the task log; `started`
-    is handed the client process. The server's URL goes in the job's environment, not its command line."""
+    """Run the job as a client of the Spark Connect server at `remote`, its output in the task log;
+    `started` is handed the client process. The server's URL goes in the job's environment, not its
+    command line."""
     name = Path(job.application).name
-    shown = shown_remote(job.spark_remote)
+    shown = shown_remote(remote)
     log.info("running %s as a client of the Spark Connect server %s", name, shown)
     client = subprocess.Popen(
         [python, job.application, *(job.application_args or [])],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, **(job.env_vars or {}), REMOTE_ENV: job.spark_remote})
+        env={**os.environ, **(job.env_vars or {}), REMOTE_ENV: remote})
     if started is not None:
         started(client)
     assert client.stdout is not None

@@ -18,6 +18,7 @@ from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover.events import STOPPED, cutover_time
 
+from kmigrate_airflow.hooks import spark_connect_url
 from kmigrate_airflow.launch import (  # noqa: F401 - CLIENTS_FILE, clients_handoff: named here too
     CLIENTS_FILE,
     JOB_CONF,
@@ -39,20 +40,22 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
     YARN and Kubernetes in an owner-only file or a Kubernetes secret (`clients_handoff`), so
     secrets are in no command line, DAG file, XCom or log. The driver's Python is this worker's.
 
-    With `spark_remote` (sc://HOST:PORT) the job runs as a plain Python client of that Spark
-    Connect server instead of under spark-submit: no JVM of its own to start (10-16 s a job on a
-    small machine), the server's executors run the tasks. Its output goes to the task log. The
-    server's URL reaches the job in its environment ($KMIGRATE_SPARK_REMOTE), not its command line,
-    and log lines show it without its token."""
+    With `spark_connect_conn_id` naming an existing Airflow connection of type Spark Connect, the
+    job runs as a plain Python client of that connection's server instead of under spark-submit: no
+    JVM of its own to start (10-16 s a job on a small machine), the server's executors run the tasks.
+    Its output goes to the task log. The server's URL, built from the connection when the task runs,
+    reaches the job in its environment ($KMIGRATE_SPARK_REMOTE), not its command line, and log lines
+    show it without its token."""
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "source_conn_id", "target_conn_id",
-                                      "spark_remote")
+                                      "spark_connect_conn_id")
 
-    def __init__(self, *, source_conn_id: str, target_conn_id: str, spark_remote: str = "", **kwargs: Any) -> None:
+    def __init__(self, *, source_conn_id: str, target_conn_id: str, spark_connect_conn_id: str = "",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source_conn_id = source_conn_id
         self.target_conn_id = target_conn_id
-        self.spark_remote = spark_remote
+        self.spark_connect_conn_id = spark_connect_conn_id
         self._client: subprocess.Popen | None = None
 
     def execute(self, context: Any) -> None:
@@ -70,7 +73,11 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
         return folder
 
     def _run_on_connect(self, python: str) -> None:
-        run_on_connect(self, python, self.log, self._started)
+        """launch.run_on_connect for this task, on its Spark Connect connection's server."""
+        remote = spark_connect_url(self.spark_connect_conn_id)
+        if not remote:
+            raise AirflowFailException(f"no Spark Connect connection {self.spark_connect_conn_id!r} to run on")
+        run_on_connect(self, remote, python, self.log, self._started)
 
     def _started(self, client: subprocess.Popen) -> None:
         self._client = client
@@ -89,11 +96,11 @@ class KmigrateCutoverSensor(BaseSensorOperator):
     its connectors already (a retry, a re-run) passes at once."""
 
     template_fields: Sequence[str] = ("cutover_at", "catch_up", "state_location", "run_name", "job_args",
-                                      "source_conn_id", "target_conn_id", "spark_remote")
+                                      "source_conn_id", "target_conn_id", "spark_connect_conn_id")
 
     def __init__(self, *, cutover_at: str, catch_up: str, state_location: str, run_name: str, application: str,
-                 job_args: Sequence[str], source_conn_id: str, target_conn_id: str, spark_remote: str = "",
-                 **kwargs: Any) -> None:
+                 job_args: Sequence[str], source_conn_id: str, target_conn_id: str,
+                 spark_connect_conn_id: str = "", **kwargs: Any) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
         self.application = application  # the catch-up round's job
@@ -104,7 +111,7 @@ class KmigrateCutoverSensor(BaseSensorOperator):
         self.job_args = list(job_args)
         self.source_conn_id = source_conn_id
         self.target_conn_id = target_conn_id
-        self.spark_remote = spark_remote
+        self.spark_connect_conn_id = spark_connect_conn_id
         self._client: subprocess.Popen | None = None
 
     def poke(self, context: Any) -> bool:
@@ -134,9 +141,9 @@ class KmigrateCutoverSensor(BaseSensorOperator):
 
     def _catch_up(self) -> None:
         """One catch-up round, launched as the Spark tasks' jobs are (on spark_default, or the Spark
-        Connect server), to its end."""
+        Connect connection's server), to its end."""
         job = SparkJob(self.application, [*self.job_args], self.source_conn_id, self.target_conn_id,
-                       self.spark_remote)
+                       self.spark_connect_conn_id)
         launch(job, self.log, started=self._started)
 
     def _started(self, client: subprocess.Popen) -> None:
@@ -157,7 +164,7 @@ def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int 
         target_conn_id="{{ params.target_kafka_conn_id }}",
         application_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
                           "--parallelism", "{{ params.spark_parallelism }}", *extra],
-        spark_remote="{{ params.spark_remote or '' }}",
+        spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}",
         conf=dict(JOB_CONF),
         pool=COPY_POOL,
         retries=retries,
@@ -179,7 +186,7 @@ def cutover_sensor(task_id: str, script: str, run_id: str, *extra: str) -> Kmigr
         job_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
                   "--parallelism", "{{ params.spark_parallelism }}", *extra],
         source_conn_id="{{ params.source_kafka_conn_id }}", target_conn_id="{{ params.target_kafka_conn_id }}",
-        spark_remote="{{ params.spark_remote or '' }}", poke_interval=poke_interval,
+        spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}", poke_interval=poke_interval,
         timeout=datetime.timedelta(days=31).total_seconds(), pool=COPY_POOL, trigger_rule="none_failed",
         retries=3,
     )

@@ -6,7 +6,6 @@ import datetime
 import os
 
 from airflow.sdk import Param
-from kmigrate_spark.conf import REMOTE_ENV
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
     os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "kmigrate-state")
@@ -69,11 +68,14 @@ def spark_params() -> dict[str, Param]:
     return {
         "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
                                    description="0: the Spark application's task slots"),
-        "spark_remote": Param(os.environ.get(REMOTE_ENV) or None, type=["null", "string"], pattern=r"^(sc://\S+)?$",
-                              title="Spark Connect server",
-                              description="sc://HOST:PORT: the Spark jobs run as clients of this server, without a "
-                                          "spark-submit start-up each; empty: spark-submit on the spark_default "
-                                          f"connection (default: ${REMOTE_ENV})"),
+        # the URL is resolved when a job launches (kmigrate_airflow.hooks.spark_connect_url): a token
+        # stays in the connection, out of the run's conf
+        "spark_connect_conn_id": Param("spark_connect_default", type=["null", "string"], pattern=r"^([\w.-]+)?$",
+                                       title="Spark Connect connection",
+                                       description="Airflow connection (type Spark Connect) of a long-running Spark "
+                                                   "Connect server: the Spark jobs run as its clients, without a "
+                                                   "spark-submit start-up each. No connection of this name, or "
+                                                   "empty: spark-submit on the spark_default connection"),
     }
 
 

@@ -28,9 +28,10 @@ from kmigrate.run.report.drill import measure_drill as drill_figures
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
 from kmigrate.run.targets import prepare as targets
-from kmigrate_spark.conf import check_connect_server
+from kmigrate_spark.conf import check_connect_server, shown_remote
 
 from kmigrate_airflow.frame import RunFrame, no_retry
+from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,24 @@ log = logging.getLogger(__name__)
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Read-only: the params' own checks (connector overrides, cutover time) and the run name not
-    used before with other params; connections, clusters, selections, connectors, the Spark
-    Connect server if one is named. Bad input fails here, before any write (and before a migration
-    stops its connectors)."""
+    used before with other params; connections, clusters, selections, connectors, the server of
+    the Spark Connect connection if it exists. Bad input fails here, before any write (and before a
+    migration stops its connectors)."""
     run = RunFrame(params, run_id)
     with no_retry():
         cutover = check_params(params, run.manifest)
     if cutover is not None:
         log.info("cutover at %s (UTC %s)", cutover.isoformat(), cutover.astimezone(datetime.timezone.utc).isoformat())
-    if params.get("spark_remote"):
-        check_connect_server(params["spark_remote"], option="spark_remote param (or leave it empty: spark-submit)")
+    spark_connect = params.get(SPARK_CONNECT_PARAM)
+    remote = spark_connect_url(spark_connect)  # ConfigError: a connection of another type
+    if remote:
+        check_connect_server(remote, option=f"host and port in the Airflow connection {spark_connect!r} (or empty "
+                                            f"the {SPARK_CONNECT_PARAM} param to run the Spark jobs with spark-submit)")
+        log.info("the Spark jobs run on the Spark Connect server %s (connection %r)", shown_remote(remote),
+                 spark_connect)
+    else:
+        log.info("the Spark jobs run with spark-submit on spark_default%s",
+                 f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
     with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
         check_topics_free(run.target, run.name, plan["topics"])

@@ -74,8 +74,10 @@ def test_connect_clusters_and_connectors_that_are_not_there(stack, topic):
 
 
 def test_spark_connect_servers_that_are_not_one(stack):
-    refused("spark_remote not a Spark Connect URL", lambda: check_connect_server("http://x:1", option="spark_remote"),
-            "spark_remote", "sc://HOST:PORT")
+    from kmigrate_airflow.hooks import spark_connect_url
+
+    refused("Spark Connect connection of another type", lambda: spark_connect_url("kafka_source"),
+            "'kafka_source'", "not a Spark Connect connection", "spark_connect_conn_id")
     refused("Spark Connect server not answering", lambda: check_connect_server("sc://127.0.0.1:1", timeout_s=2),
             "sc://127.0.0.1:1")
 
@@ -153,9 +155,16 @@ def test_connector_secrets_without_their_source_worker(stack):
     ({"topics_include": "orders("}, ("is not a valid regular expression",)),
     ({"source_kafka_conn_id": "no_such_connection"}, ("'no_such_connection' is not defined in Airflow",)),
     ({"target_kafka_conn_id": "kafka_source"}, ("source and target are the same cluster",)),
-    ({"spark_remote": "sc://127.0.0.1:1"}, ("cannot reach the Spark Connect server at sc://127.0.0.1:1",)),
-], ids=["bad-regex", "unknown-connection", "same-cluster", "unreachable-spark-connect"])
-def test_bad_params_are_refused_by_the_preflight(stack, dagbag, tmp_path, capfd, bad, words):
+    ({"spark_connect_conn_id": "spark_connect_unreachable"},
+     ("cannot reach the Spark Connect server at sc://127.0.0.1:1", "'spark_connect_unreachable'")),
+    ({"spark_connect_conn_id": "kafka_source"}, ("'kafka_source' is of type 'kafka', not a Spark Connect connection",
+                                                 "spark_connect_conn_id")),
+], ids=["bad-regex", "unknown-connection", "same-cluster", "unreachable-spark-connect",
+        "spark-connect-of-another-type"])
+def test_bad_params_are_refused_by_the_preflight(stack, dagbag, tmp_path, capfd, monkeypatch, bad, words):
+    # a Spark Connect connection whose server does not answer (nothing listens on port 1)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_UNREACHABLE",
+                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 1}))
     state = tmp_path / "state"
     run = run_dag(dagbag, **{"topics_include": "anything", "state_location": str(state), "run_name": "bad", **bad})
     captured = capfd.readouterr()

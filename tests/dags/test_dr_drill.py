@@ -1,8 +1,9 @@
 """The kafka_dr_drill DAG (`dag.test()`, real stack): drills measure RPO and RTO and a second drill
-copies only the new records; with spark_remote its Spark jobs run on a Spark Connect server, and a
-spark_remote that is not a Spark Connect URL is refused."""
+copies only the new records; with a Spark Connect connection its Spark jobs run on that server, and a
+spark_connect_conn_id that is no connection id (a URL) is refused by the trigger form."""
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -40,11 +41,14 @@ def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_record
         assert [target.watermarks(topic, p) for p in (0, 1)] == [source.watermarks(topic, p) for p in (0, 1)]
 
 
-def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, tmp_path, capfd):
-    """spark_remote: the copy and verify jobs run as Python clients of a Spark Connect server
-    (started here on this test's own ports, stopped by pid), with no spark-submit."""
+def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, tmp_path, capfd, monkeypatch):
+    """spark_connect_conn_id: the copy and verify jobs run as Python clients of the Spark Connect
+    server of that Airflow connection (started here on this test's own ports, stopped by pid), with
+    no spark-submit."""
     module = load_spark_cluster_module()
-    remote = "sc://127.0.0.1:30102"
+    remote = "sc://127.0.0.1:30102"  # the URL the connection below gives
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DRILL",
+                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 30102}))
     server = module.connect_service(tmp_path / "spark", "local[2]", 30102, 30140, Path(sys.executable))
     assert module.connect_up(server, Path(sys.executable), timeout_s=120)
     try:
@@ -53,7 +57,7 @@ def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag,
         state = tmp_path / "state"
         capfd.readouterr()
         run = run_dag(dagbag, "kafka_dr_drill", topics_include=topic.replace(".", r"\."), state_location=str(state),
-                      spark_remote=remote)
+                      spark_connect_conn_id="spark_connect_drill")
         log = "".join(capfd.readouterr())
         assert str(run.state) == "success", task_states(run)
     finally:
@@ -67,8 +71,8 @@ def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag,
     print(f"on the Spark Connect server: {durations} s")
 
 
-def test_a_spark_remote_that_is_not_a_spark_connect_url_is_refused(dagbag):
+def test_a_spark_connect_conn_id_that_is_no_connection_id_is_refused(dagbag):
     from airflow.sdk.definitions.param import ParamValidationError
 
-    with pytest.raises(ParamValidationError):
-        run_dag(dagbag, "kafka_dr_drill", topics_include="x", spark_remote="http://spark:7077")
+    with pytest.raises(ParamValidationError):  # a URL: the server goes in a connection (its token kept there)
+        run_dag(dagbag, "kafka_dr_drill", topics_include="x", spark_connect_conn_id="sc://spark:15002")

@@ -1,8 +1,10 @@
-"""The kmigrate Spark operator's Spark Connect path, apart from a DAG run: a task killed by
-Airflow stops the job's client process, and a job that exits non-zero fails the task (so that
-Airflow retries it) with the job's output in the task log. spark-submit's path is the provider's own."""
+"""The kmigrate Spark operator's Spark Connect path (its spark_connect_conn_id an Airflow connection
+of type spark_connect), apart from a DAG run: a task killed by Airflow stops the job's client
+process, and a job that exits non-zero fails the task (so that Airflow retries it) with the job's
+output in the task log. spark-submit's path is the provider's own."""
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
     from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     task = KmigrateSparkSubmitOperator(task_id="copy", application="copy_partitions.py", source_conn_id="kafka_source",
-                                       target_conn_id="kafka_target", spark_remote="sc://127.0.0.1:15002")
+                                       target_conn_id="kafka_target", spark_connect_conn_id="spark_connect_default")
     # a job client that runs until it is stopped (its sleep is the scenario, not a wait)
     task._client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
@@ -25,15 +27,18 @@ def test_killing_a_task_on_a_spark_connect_server_stops_its_job_client():
         task._client.wait()
 
 
-def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_in_the_log(tmp_path, capfd):
+def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_in_the_log(tmp_path, capfd,
+                                                                                           monkeypatch):
     from airflow.exceptions import AirflowException
     from airflow.sdk.exceptions import AirflowFailException
     from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_UNDER_TEST",
+                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 15002}))
     job = tmp_path / "copy_partitions.py"  # stands in for the job's client: its arguments, a line, an exit code
     task = KmigrateSparkSubmitOperator(task_id="copy", application=str(job), application_args=["--run-id", "r1"],
                                        source_conn_id="kafka_source", target_conn_id="kafka_target",
-                                       spark_remote="sc://127.0.0.1:15002")
+                                       spark_connect_conn_id="spark_connect_under_test")
     task.env_vars = {}
     job.write_text("import os, sys\nprint('copy_partitions: args', ' '.join(sys.argv[1:]), os.environ['KMIGRATE_SPARK_REMOTE'], "
                    "flush=True)\nsys.exit(1)\n")

@@ -1,8 +1,8 @@
 """No secret on a Spark job's command line nor in a log line (pure logic: the command lines are
 built, not run): on YARN and Kubernetes, where SparkSubmitHook would turn the environment variable
 KMIGRATE_CLIENTS_JSON into `--conf spark.yarn.appMasterEnv...=`, the client configs go in an
-owner-only file (or a Kubernetes secret); a Spark Connect URL's token goes to the job in its
-environment, and log lines show the URL without it."""
+owner-only file (or a Kubernetes secret); a Spark Connect connection's token goes to the job in its
+server's URL in its environment, and log lines show the URL without it."""
 from __future__ import annotations
 
 import json
@@ -103,22 +103,25 @@ def test_kubernetes_handoff():
         clients_handoff(master, "cluster", "/tmp/x/kmigrate-clients.json")
 
 
-def test_a_spark_connect_token_is_in_no_command_line_nor_log_line(tmp_path, capfd):
+def test_a_spark_connect_token_is_in_no_command_line_nor_log_line(tmp_path, capfd, monkeypatch):
     from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     token = f"tok{uuid.uuid4().hex}"
-    remote = f"sc://127.0.0.1:15002/;token={token};use_ssl=true"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_UNDER_TEST", json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": 15002, "password": token,
+         "extra": {"use_ssl": True}}))
+    remote = f"sc://127.0.0.1:15002/;token={token};use_ssl=True"  # as the connection gives it
     job = tmp_path / "copy_partitions.py"  # stands in for the job: what it got, then exit 1 (a failure's message)
     job.write_text("import os, sys\n"
                    f"print('args', ' '.join(sys.argv[1:]), 'remote from env:', os.environ[{REMOTE_ENV!r}] == {remote!r})\n"
                    "sys.exit(1)\n")
     task = KmigrateSparkSubmitOperator(task_id="copy", application=str(job), application_args=["--run-id", "r1"],
                                        source_conn_id="kafka_source", target_conn_id="kafka_target",
-                                       spark_remote=remote)
+                                       spark_connect_conn_id="spark_connect_under_test")
     task.env_vars = {}
     from airflow.exceptions import AirflowException
 
-    with pytest.raises(AirflowException, match=r"sc://127.0.0.1:15002/;token=\*\*\*;use_ssl=true exited") as raised:
+    with pytest.raises(AirflowException, match=r"sc://127.0.0.1:15002/;token=\*\*\*;use_ssl=True exited") as raised:
         task._run_on_connect(sys.executable)
     out, err = capfd.readouterr()
     assert "args --run-id r1 remote from env: True" in out + err

@@ -61,10 +61,11 @@ def test_verified_coverage_counts_each_offset_once(row, covered):
 
 def test_a_run_name_names_one_request(tmp_path):
     manifest = Manifest(str(tmp_path), "move-orders")
-    params = {"topics_include": "orders", "quiesce_seconds": 10, "spark_remote": "", "dry_run": False}
+    params = {"topics_include": "orders", "quiesce_seconds": 10, "spark_connect_conn_id": "", "dry_run": False}
     check_request(manifest, params)  # nothing recorded yet: fine
     record_request(manifest, params)
-    record_request(manifest, {**params, "spark_remote": "sc://spark:15002", "dry_run": True})  # how, not what
+    record_request(manifest, {**params, "spark_connect_conn_id": "spark_connect_default", "dry_run": True})  # how
+    record_request(manifest, {**params, "spark_remote": "sc://spark:15002"})  # the old name of that param too
     with pytest.raises(RunConflict, match=r"run 'move-orders' was started with other params \(quiesce_seconds: 10 "
                                           r"then, 2 now\).*choose a new run_name.*Nothing was done"):
         check_request(manifest, {**params, "quiesce_seconds": 2})

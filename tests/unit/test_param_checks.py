@@ -147,7 +147,8 @@ def test_flat_overrides_apply_as_connect_strings():
 
 def test_the_recorded_request_keeps_no_override_value_in_clear(tmp_path):
     manifest = Manifest(str(tmp_path), "run")
-    params = {"topics_include": "t", "connectors": ["db"], "dry_run": False, "spark_remote": "sc://h:1/;token=tok",
+    params = {"topics_include": "t", "connectors": ["db"], "dry_run": False,
+              "spark_connect_conn_id": "spark_connect_default",
               "connector_overrides": {"db": {"connection.password": "hunter2", "file": "/x"}},
               "state_location": "sftp://bob:pw123@host/state"}
     assert check_request(manifest, params) is False
@@ -155,6 +156,10 @@ def test_the_recorded_request_keeps_no_override_value_in_clear(tmp_path):
     text = json.dumps(manifest.read(Part.PARAMS))
     assert "hunter2" not in text and "/x" not in text and "pw123" not in text and "tok" not in text
     assert check_request(manifest, params) is True  # the same overrides compare equal
+    assert "spark_connect_conn_id" not in text  # how the run executes, not what it does: may change between tries
+    assert check_request(manifest, {**params, "spark_connect_conn_id": ""}) is True
+    # the param before spark_connect_conn_id, a Spark Connect URL (maybe with a token): never recorded either
+    assert check_request(manifest, {**params, "spark_remote": "sc://h:1/;token=tok"}) is True
     other = {**params, "connector_overrides": {"db": {"connection.password": "hunter3", "file": "/x"}}}
     with pytest.raises(RunConflict) as caught:
         check_request(manifest, other)

@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 from kmigrate.errors import RunConflict
 from kmigrate.manifest import Manifest, Part
 
-# how a run executes, not what it does: these may change between tries of one run (spark_remote,
-# which may carry a Spark Connect token, is therefore never recorded)
-EXECUTION_PARAMS = frozenset({"dry_run", "spark_remote", "spark_parallelism"})
+# how a run executes, not what it does: these may change between tries of one run, and are never
+# recorded. spark_remote (a Spark Connect URL, which may carry a token) was the param before
+# spark_connect_conn_id: still left out, so that a run triggered again with its old conf compares
+EXECUTION_PARAMS = frozenset({"dry_run", "spark_connect_conn_id", "spark_remote", "spark_parallelism"})
 # params whose every value is a secret's place: kept as digests only
 OVERRIDES = "connector_overrides"
 _ITERATIONS = 20_000  # a guess at a weak password costs 20,000 hashes; a check, a few ms a value
