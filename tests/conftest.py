@@ -18,6 +18,11 @@ from kmigrate.kafka.connect import ConnectClient
 
 from tests.support.stack import PROJECT_DIR, SecureStack, Stack, close_pooled_clients, load_stack_module
 
+try:
+    from _pytest.nodeid import NodeId  # pytest 9: a node's structured id
+except ImportError:  # an older pytest, whose node ids pytest-xdist marks itself
+    NodeId = None
+
 
 @contextlib.contextmanager
 def services_up(stack_mod: Any, clusters: tuple, state_dir: str | Path, **up_options: Any) -> Iterator[Path]:
@@ -105,9 +110,15 @@ SHARED = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if {"integration", "secure", "faults", "chaos"} & set(item.path.parts):
             item.add_marker(pytest.mark.stack)
         group = next((name for name, member in SHARED.items() if member(item)), None)
-        item.add_marker(pytest.mark.xdist_group(group or str(item.path.relative_to(PROJECT_DIR))))
+        group = group or str(item.path.relative_to(PROJECT_DIR))
+        item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False) and NodeId is not None:
+            # pytest-xdist 3.8 marks the group in the node id by setting `_nodeid`, which pytest 9 no longer
+            # reads (a node's id is `_id`): without this, --dist loadgroup spreads a group over the workers
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
