@@ -50,6 +50,7 @@ def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag,
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DRILL",
                        json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 30102}))
     server = module.connect_service(tmp_path / "spark", "local[2]", 30102, 30140, Path(sys.executable))
+    server.conf["spark.ui.enabled"] = "false"  # the test reads no UI
     assert module.connect_up(server, Path(sys.executable), timeout_s=120)
     try:
         topic = f"dagremote{uuid.uuid4().hex[:6]}.events"
