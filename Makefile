@@ -31,7 +31,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
 
-install: $(VENV)/.installed kafka-jars browser
+# the virtualenv, the Kafka jars and the browser side by side: none needs another
+install:
+	@$(MAKE) --no-print-directory -j3 --output-sync=line $(VENV)/.installed kafka-jars browser
 
 # Debian's Chromium for the browser test of the trigger form (tests/dags/test_trigger_form.py);
 # installed with apt-get when missing and this is root, else a message says what to do.
@@ -101,12 +103,14 @@ spark-connect-up: $(VENV)/.installed
 spark-connect-down:
 	@$(PYTHON) stack/spark_cluster.py connect-down
 
-# Starts whatever part of the stack is not running, runs pytest, stops only what it started.
-# PYTEST_WORKERS test processes side by side (pytest-xdist); the tests that share a stack profile or a
-# server on fixed ports run in one of them, one after another (the groups in tests/conftest.py)
+# Starts whatever part of the stack is not running, runs pytest, stops only what it started. First
+# everything but the fault tests in PYTEST_WORKERS processes side by side (pytest-xdist; the tests that
+# share a stack profile or a server on fixed ports run in one of them, one after another: the groups
+# in tests/conftest.py); then the fault tests alone, since they time brokers they kill and restart.
 PYTEST_WORKERS ?= 2
 test: install
-	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/faults $(PYTEST_ARGS); \
+	  status=$$?; $(VPY) -m pytest tests/faults $(PYTEST_ARGS) || status=1; exit $$status
 
 # The secure profile's tests: starts the secure stack (what it starts, it stops), runs them, and
 # prints one JSON line of what they showed (tests/secure/summary.py).
