@@ -103,14 +103,13 @@ spark-connect-up: $(VENV)/.installed
 spark-connect-down:
 	@$(PYTHON) stack/spark_cluster.py connect-down
 
-# Starts whatever part of the stack is not running, runs pytest, stops only what it started. First
-# everything but the fault tests in PYTEST_WORKERS processes side by side (pytest-xdist; the tests that
-# share a stack profile or a server on fixed ports run in one of them, one after another: the groups
-# in tests/conftest.py); then the fault tests alone, since they time brokers they kill and restart.
+# Starts whatever part of the stack is not running, runs pytest, stops only what it started. The tests
+# run in PYTEST_WORKERS processes side by side (pytest-xdist): those that share a stack profile (the
+# fault tests' multi-broker stack, the secure and compat profiles) or servers on fixed ports run in
+# one of them, one after another, and every other module runs whole in one (the groups in tests/conftest.py)
 PYTEST_WORKERS ?= 2
 test: install
-	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --ignore=tests/faults $(PYTEST_ARGS); \
-	  status=$$?; $(VPY) -m pytest tests/faults $(PYTEST_ARGS) || status=1; exit $$status
+	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The secure profile's tests: starts the secure stack (what it starts, it stops), runs them, and
 # prints one JSON line of what they showed (tests/secure/summary.py).
