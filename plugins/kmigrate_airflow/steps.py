@@ -270,10 +270,13 @@ def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> d
 
 @task
 def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
-    """Rollback, first half: stop the migrated connectors on the target (absent ones are fine)."""
+    """Rollback, first half: stop the migrated connectors on the target (absent ones are fine). A
+    connector the run did not stop is refused here, before anything is stopped."""
     run = RunFrame(params)  # run_name: the migration run rolled back
-    stopped = connector_steps.stop_target_copies(
-        run.connect_client("target"), params.get("connectors") or sorted(connector_steps.states_before(run.manifest)))
+    with no_retry():
+        wanted = connector_steps.rollback_states(connector_steps.states_before(run.manifest),
+                                                 params.get("connectors"), run.name)
+    stopped = connector_steps.stop_target_copies(run.connect_client("target"), sorted(wanted))
     log.info("stopped on the target Connect cluster: %s", stopped)
     return stopped
 

@@ -189,3 +189,27 @@ def test_a_pattern_re2_cannot_run_is_refused_by_the_drill_preflight(stack, dagba
     refused_by_dag("drill: regex RE2 cannot run", run, captured.out + captured.err,
                    r"topic include pattern '(orders)\\.\\1' uses a backreference", "list the names with |",
                    written=nothing_at(tmp_path / "state"))
+
+
+def test_a_rollback_naming_a_connector_its_run_did_not_stop_changes_nothing(stack, dagbag, tmp_path, capfd):
+    """The rollback DAG given a connector its migration run did not stop, beside one it did: refused by
+    its first task before the run's own copy on the target is stopped (nothing half rolled back)."""
+    name, topic = f"badrollback-{uuid.uuid4().hex[:8]}", f"badrollback-{uuid.uuid4().hex[:8]}.lines"
+    with ClusterAdmin(stack.target) as admin:
+        admin.create_topic(topic, 1, {})
+    data = tmp_path / "input.txt"
+    data.write_text("line\n")
+    stack.target_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
+                                       "topic": topic})  # the run's copy, running on the target
+    try:
+        stack.target_connect.wait_for(name, lambda st: st["connector"]["state"] == "RUNNING", "RUNNING", 60)
+        state = tmp_path / "state"
+        Manifest(str(state), "m").write_once(Part.CONNECTOR_STATES, {"states": {name: "RUNNING"}})
+        run = run_dag(dagbag, "kafka_migration_rollback", run_name="m", state_location=str(state),
+                      connectors=[name, "not-stopped"])
+        captured = capfd.readouterr()
+        refused_by_dag("rollback: a connector the run did not stop", run, captured.out + captured.err,
+                       "not-stopped were not stopped by migration run 'm'", failed_task="stop_target_copies",
+                       written=lambda: [] if stack.target_connect.state(name) == "RUNNING" else [f"{name} stopped"])
+    finally:
+        stack.target_connect.delete(name)
