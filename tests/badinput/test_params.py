@@ -40,16 +40,21 @@ def _preflight(state, **params):
 @pytest.fixture
 def connector(stack, tmp_path):
     """A running connector on the source Connect cluster; the cases check it is still running."""
-    name, topic = f"badparams-{uuid.uuid4().hex[:8]}", f"badparams-{uuid.uuid4().hex[:8]}.lines"
-    with ClusterAdmin(stack.source) as admin:
-        admin.create_topic(topic, 1, {})
-    data = tmp_path / "input.txt"
-    data.write_text("line\n")
-    stack.source_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
-                                       "topic": topic})
-    stack.source_connect.wait_for(name, lambda st: st["connector"]["state"] == "RUNNING", "RUNNING", 60)
+    name = file_source(stack.source, stack.source_connect, tmp_path, "badparams")
     yield name
     stack.source_connect.delete(name)
+
+
+def file_source(cluster, connect, folder, prefix: str) -> str:
+    """A file source connector running on `connect` into a new topic of `cluster`; its name."""
+    name, topic = f"{prefix}-{uuid.uuid4().hex[:8]}", f"{prefix}-{uuid.uuid4().hex[:8]}.lines"
+    with ClusterAdmin(cluster) as admin:
+        admin.create_topic(topic, 1, {})
+    data = folder / f"{name}.txt"
+    data.write_text("line\n")
+    connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data), "topic": topic})
+    connect.wait_for(name, lambda st: st["connector"]["state"] == "RUNNING", "RUNNING", 60)
+    return name
 
 
 def untouched(stack, state, name):
@@ -194,15 +199,8 @@ def test_a_pattern_re2_cannot_run_is_refused_by_the_drill_preflight(stack, dagba
 def test_a_rollback_naming_a_connector_its_run_did_not_stop_changes_nothing(stack, dagbag, tmp_path, capfd):
     """The rollback DAG given a connector its migration run did not stop, beside one it did: refused by
     its first task before the run's own copy on the target is stopped (nothing half rolled back)."""
-    name, topic = f"badrollback-{uuid.uuid4().hex[:8]}", f"badrollback-{uuid.uuid4().hex[:8]}.lines"
-    with ClusterAdmin(stack.target) as admin:
-        admin.create_topic(topic, 1, {})
-    data = tmp_path / "input.txt"
-    data.write_text("line\n")
-    stack.target_connect.create(name, {"connector.class": FILE_SOURCE, "tasks.max": "1", "file": str(data),
-                                       "topic": topic})  # the run's copy, running on the target
+    name = file_source(stack.target, stack.target_connect, tmp_path, "badrollback")  # the run's copy on the target
     try:
-        stack.target_connect.wait_for(name, lambda st: st["connector"]["state"] == "RUNNING", "RUNNING", 60)
         state = tmp_path / "state"
         Manifest(str(state), "m").write_once(Part.CONNECTOR_STATES, {"states": {name: "RUNNING"}})
         run = run_dag(dagbag, "kafka_migration_rollback", run_name="m", state_location=str(state),
