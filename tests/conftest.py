@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,10 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.connect import ConnectClient
 
 from tests.support.stack import PROJECT_DIR, SecureStack, Stack, close_pooled_clients, load_stack_module
+
+# Airflow puts its plugins folder on sys.path; the tests of plugins/kmigrate_airflow import it the same way
+if str(PROJECT_DIR / "plugins") not in sys.path:
+    sys.path.insert(0, str(PROJECT_DIR / "plugins"))
 
 try:
     from _pytest.nodeid import NodeId  # pytest 9: a node's structured id
