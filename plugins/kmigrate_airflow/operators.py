@@ -13,23 +13,11 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
-from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover.events import STOPPED, cutover_time
 
-from kmigrate_airflow.hooks import spark_connect_url
-from kmigrate_airflow.launch import (  # noqa: F401 - CLIENTS_FILE, clients_handoff: named here too
-    CLIENTS_FILE,
-    JOB_CONF,
-    SPARK_JOBS,
-    SparkJob,
-    clients_handoff,
-    hand_clients,
-    launch,
-    run_on_connect,
-    stop_client,
-)
+from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, launch, stop_client
 
 COPY_POOL = "kafka_migration_copy"
 
@@ -65,19 +53,6 @@ class KmigrateSparkSubmitOperator(SparkSubmitOperator):
         """spark-submit through the provider's own execute, with the client configs handed over."""
         self._hook = None  # built again, with them
         super().execute(context)
-
-    def _hand_clients(self, source: ClusterConfig, target: ClusterConfig) -> str | None:
-        """launch.hand_clients for this task: the owner-only folder of the client config file, if any."""
-        folder = hand_clients(self, source, target)
-        self._hook = None  # built again, with them
-        return folder
-
-    def _run_on_connect(self, python: str) -> None:
-        """launch.run_on_connect for this task, on its Spark Connect connection's server."""
-        remote = spark_connect_url(self.spark_connect_conn_id)
-        if not remote:
-            raise AirflowFailException(f"no Spark Connect connection {self.spark_connect_conn_id!r} to run on")
-        run_on_connect(self, remote, python, self.log, self._started)
 
     def _started(self, client: subprocess.Popen) -> None:
         self._client = client

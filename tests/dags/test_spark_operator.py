@@ -31,6 +31,7 @@ def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_
                                                                                            monkeypatch):
     from airflow.exceptions import AirflowException
     from airflow.sdk.exceptions import AirflowFailException
+    from kmigrate_airflow.launch import launch
     from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_UNDER_TEST",
@@ -44,7 +45,7 @@ def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_
                    "flush=True)\nsys.exit(1)\n")
     with pytest.raises(AirflowException,
                        match="copy_partitions.py on the Spark Connect server sc://127.0.0.1:15002 exited with code 1") as raised:
-        task._run_on_connect(sys.executable)
+        launch(task, task.log)
     assert not isinstance(raised.value, AirflowFailException)  # retried
     out, err = capfd.readouterr()  # the task's log (Airflow's structured logging writes to the console here)
     # the server's URL in the job's environment, not its command line (a token in it: tests/dags/test_spark_secrets.py)
@@ -52,4 +53,4 @@ def test_a_job_failing_on_a_spark_connect_server_fails_the_task_with_its_output_
     # exit code 3: the job refused to go on (the source moved after the snapshot); no retry can help
     job.write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(AirflowFailException, match="copy_partitions.py refused to go on \\(exit code 3\\)"):
-        task._run_on_connect(sys.executable)
+        launch(task, task.log)

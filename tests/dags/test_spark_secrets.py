@@ -56,10 +56,10 @@ def test_the_hook_alone_would_put_the_client_configs_on_a_yarn_command_line(monk
 
 @pytest.mark.parametrize("deploy_mode", ["cluster", "client"])
 def test_on_yarn_the_spark_submit_command_line_holds_no_secret(monkeypatch, deploy_mode):
-    from kmigrate_airflow.operators import CLIENTS_FILE
+    from kmigrate_airflow.launch import CLIENTS_FILE, hand_clients
 
     task = spark_task(monkeypatch, "yarn", deploy_mode)
-    folder = task._hand_clients(cluster("source"), cluster("target"))
+    folder = hand_clients(task, cluster("source"), cluster("target"))
     try:
         cmd = command_line(task)
         shown = " ".join(cmd)
@@ -83,7 +83,9 @@ def test_on_yarn_the_spark_submit_command_line_holds_no_secret(monkeypatch, depl
 
 def test_on_a_local_or_standalone_master_the_clients_stay_in_the_environment(monkeypatch):
     task = spark_task(monkeypatch, "local[2]", None)
-    assert task._hand_clients(cluster("source"), cluster("target")) is None
+    from kmigrate_airflow.launch import hand_clients
+
+    assert hand_clients(task, cluster("source"), cluster("target")) is None
     assert json.loads(task.env_vars[CLIENTS_ENV])["target"]["sasl.password"] == PASSWORDS["target"]
     hook = task._get_hook()
     shown = " ".join(hook._build_spark_submit_command(task.application))
@@ -92,7 +94,7 @@ def test_on_a_local_or_standalone_master_the_clients_stay_in_the_environment(mon
 
 
 def test_kubernetes_handoff():
-    from kmigrate_airflow.operators import clients_handoff
+    from kmigrate_airflow.launch import clients_handoff
 
     master = "k8s://https://kube:6443"
     assert clients_handoff(master, "client", "/tmp/x/kmigrate-clients.json") == (
@@ -104,6 +106,7 @@ def test_kubernetes_handoff():
 
 
 def test_a_spark_connect_token_is_in_no_command_line_nor_log_line(tmp_path, capfd, monkeypatch):
+    from kmigrate_airflow.launch import launch
     from kmigrate_airflow.operators import KmigrateSparkSubmitOperator
 
     token = f"tok{uuid.uuid4().hex}"
@@ -122,7 +125,7 @@ def test_a_spark_connect_token_is_in_no_command_line_nor_log_line(tmp_path, capf
     from airflow.exceptions import AirflowException
 
     with pytest.raises(AirflowException, match=r"sc://127.0.0.1:15002/;token=\*\*\*;use_ssl=True exited") as raised:
-        task._run_on_connect(sys.executable)
+        launch(task, task.log)
     out, err = capfd.readouterr()
     assert "args --run-id r1 remote from env: True" in out + err
     assert token not in out + err and token not in str(raised.value)
