@@ -32,6 +32,15 @@ def test_the_window_table_takes_each_step_once_from_the_stop_and_keeps_the_rest_
     assert [r["step"] for r in timeline.steps(manifest)][:2] == ["pre_copy_round", "stop_connectors"]
 
 
+def test_overlapping_steps_count_each_second_of_the_window_once(tmp_path):
+    manifest = Manifest(str(tmp_path), "run")
+    timeline.record(manifest, "stop_connectors", T0, T0 + 1)
+    timeline.record(manifest, "quiesce", T0 + 0.1, T0 + 2.2)  # sampling while the connectors stop
+    timeline.record(manifest, "snapshot", T0 + 2.3, T0 + 2.5)
+    rows = timeline.window(manifest, at(0), at(3))
+    assert rows[-1] == {"step": "between steps", "seconds": 0.6, "started": None}  # 0.1 + 0.5, not 3 - 3.3
+
+
 def test_a_failed_step_records_nothing(tmp_path):
     manifest = Manifest(str(tmp_path), "run")
     with pytest.raises(RuntimeError), timeline.timed(manifest, "snapshot"):

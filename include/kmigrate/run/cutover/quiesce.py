@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupActive, TransactionOpen
 from kmigrate.kafka import txn_wire
-from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.cutover.snapshot import selected_groups
@@ -23,7 +23,8 @@ MEMBER_SESSION_TIMEOUT_S = 45.0
 
 
 def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
-                   groups: str = "", member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S) -> bool:
+                   groups: str = "", member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S,
+                   seen: dict[str, float] | None = None) -> bool:
     """One poke of the quiesce sensor: record the source's end offsets, the partitions whose last
     stable offset is short of their end (a transaction open) and the selected groups that have
     members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
@@ -37,10 +38,14 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
     session expires); one whose offsets move, or whose members outlive that, is refused (GroupActive:
     its consumer runs, and its offsets would be copied from under it). The groups of sink connectors
     the run paused on an old worker keep their members and are not counted. The samples live in the
-    manifest, so the sensor holds no worker between pokes."""
+    manifest, so a retried step continues the run of equal samples. `seen["stable_since"]` is set to
+    when the ends began to stand as they are (epoch seconds)."""
     if manifest.exists(Part.SNAPSHOT):
         return True  # the snapshot is taken: quiescing is behind this run
-    with ClusterAdmin(source) as admin:
+    # the ends read now equal to those an earlier sample had read by its end (its "at") stood still
+    # from that end to this sample's start at least: the time they are known to have stood still
+    sampled_from = time.time()
+    with shared_admin(source) as admin:  # a client kept between samples: a sample is its requests only
         marks = topics_partitions(admin, topics)
         keys = [(t, p["partition"]) for t, parts in marks.items() for p in parts]
         stable = admin.stable_ends(keys, retry=True)
@@ -62,6 +67,8 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
         if sample["ends"] != ends:
             break
         stable_since = sample["at"]
+    if seen is not None:
+        seen["stable_since"] = stable_since
     for group in live:
         unchanged = True
         for sample in previous:
@@ -71,7 +78,7 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
             unchanged = unchanged and sample.get("live_offsets", {}).get(group) == moved[group]
             if unchanged:
                 still_since[group] = sample["at"]
-    if now - stable_since < stable_for_s:
+    if sampled_from - stable_since < stable_for_s:
         return False
     if unstable:
         _refuse_open(source, unstable, stable_for_s)
@@ -143,19 +150,26 @@ class _Lazy:
 
 def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
                  groups: str = "", budget_s: float = 60.0,
-                 member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S) -> bool:
-    """One poke of the quiesce sensor: samples (quiesce_sample) every quarter of the quiesce window
-    (0.25 s to 5 s apart) until the source is quiet, or False once `budget_s` is spent (the sensor
-    pokes again later, holding no worker meanwhile). Quiet sources pass within about
-    `stable_for_s` + 0.25 s instead of waiting for a next poke."""
+                 member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S, ready: Callable[[], bool] | None = None) -> bool:
+    """Sample (quiesce_sample) until the source is quiet, or False once `budget_s` is spent. Samples
+    are a quarter of the quiesce window apart (0.25 s to 5 s), and the one that can pass is taken
+    the moment the ends have stood still for `stable_for_s`: a quiet source passes within about
+    `stable_for_s` plus one sample's time, not a sampling interval more. With `ready` (the
+    connectors' stop, begun before), a sample counts only once `ready()` held before it was taken:
+    the quiesce samples while the connectors stop, and passes no earlier than their stop."""
     interval = min(5.0, max(0.25, stable_for_s / 4))
     deadline = time.monotonic() + max(budget_s, stable_for_s + 2 * interval)
+    seen: dict[str, float] = {}
+    settled = ready is None
     while True:
-        if quiesce_sample(manifest, source, topics, stable_for_s, groups, member_timeout_s):
+        settled = settled or ready()
+        if quiesce_sample(manifest, source, topics, stable_for_s, groups, member_timeout_s, seen=seen) and settled:
             return True
-        if time.monotonic() + interval > deadline:
+        due = seen.get("stable_since", time.time()) + stable_for_s - time.time()
+        pause = min(interval, due + 0.005) if due > 0 else (interval if settled else min(interval, 0.1))
+        if time.monotonic() + pause > deadline:
             return False
-        time.sleep(interval)
+        time.sleep(pause)
 
 
 def quiesce_began(manifest: Manifest, poke_began: float) -> float:

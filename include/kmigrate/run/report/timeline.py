@@ -11,8 +11,11 @@ from typing import Any
 from kmigrate.manifest import Manifest, Part, new_attempt
 
 # the steps between "connectors stopped" and "connectors resumed", in their order
-WINDOW_STEPS = ("stop_connectors", "quiesce", "snapshot", "copy", "verify", "restore_topic_configs",
-                "replicate_groups", "migrate_connectors", "resume_connectors")
+# (job_start, job_exit: the window's Spark job starting up to its copy, and ending after its
+# verification: a client process of a Spark Connect server, or a whole Spark application under
+# spark-submit)
+WINDOW_STEPS = ("stop_connectors", "quiesce", "snapshot", "job_start", "copy", "verify", "job_exit",
+                "restore_topic_configs", "replicate_groups", "migrate_connectors", "resume_connectors")
 
 
 def iso(at: float) -> str:
@@ -43,8 +46,9 @@ def steps(manifest: Manifest) -> list[dict[str, Any]]:
 
 def window(manifest: Manifest, stopped_at: str | None, resumed_at: str | None) -> list[dict[str, Any]]:
     """The cutover window step by step: the first run of each window step that began at or after
-    the stop (a re-run of a finished run adds nothing), then the rest of the downtime (Airflow
-    starting tasks, retries, waiting for a worker) as one row."""
+    the stop (a re-run of a finished run adds nothing), then the rest of the downtime (a task
+    starting, retries, waiting for a worker) as one row: the window's seconds inside no step.
+    Steps may overlap (the quiesce samples while the connectors stop): a second is counted once."""
     if not stopped_at or not resumed_at:
         return []
     parse = datetime.datetime.fromisoformat
@@ -56,7 +60,12 @@ def window(manifest: Manifest, stopped_at: str | None, resumed_at: str | None) -
             first[run["step"]] = run
     rows = [{"step": s, "seconds": first[s]["seconds"], "started": first[s]["started"]}
             for s in WINDOW_STEPS if s in first]
-    total = round((end - start).total_seconds(), 3)
-    rows.append({"step": "between steps", "seconds": round(max(0.0, total - sum(r["seconds"] for r in rows)), 3),
+    spans = sorted((max(parse(first[s]["started"]), start), min(parse(first[s]["ended"]), end)) for s in first)
+    inside, reach = 0.0, start
+    for began, ended in spans:  # the union of the steps' spans within the window
+        if ended > reach:
+            inside += (ended - max(began, reach)).total_seconds()
+            reach = ended
+    rows.append({"step": "between steps", "seconds": round(max(0.0, (end - start).total_seconds() - inside), 3),
                  "started": None})
     return rows
