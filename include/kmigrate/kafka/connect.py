@@ -225,7 +225,7 @@ class ConnectClient:
 
     # ------------------------------------------------------------------ waiting
 
-    def wait_for(self, name: str, predicate: Any, what: str, timeout_s: float, poll_s: float = 0.1) -> dict[str, Any]:
+    def wait_for(self, name: str, predicate: Any, what: str, timeout_s: float, poll_s: float = 0.05) -> dict[str, Any]:
         """Poll the connector's status until `predicate(status)` holds; ConnectTimeout after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while True:

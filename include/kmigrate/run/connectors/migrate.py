@@ -8,12 +8,13 @@ maps. Everything is checked before anything is created; every call is idempotent
 be re-run."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, OffsetsNotApplied
+from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, OffsetsNotApplied
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
@@ -27,7 +28,8 @@ STATES = ("RUNNING", "PAUSED", "STOPPED")
 
 def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Manifest | None = None,
                     wait_s: float = 60.0, quiesce_s: float | None = None) -> dict[str, str]:
-    """Stop each connector and wait until its tasks are gone; already stopped ones stay so. Returns
+    """Stop each connector and wait until its tasks are gone (`ask_to_stop` leaves the wait to the
+    caller); already stopped ones stay so. Returns
     each one's state before the run stopped it (RUNNING, PAUSED or STOPPED), recorded once in the
     manifest (part connector-states) when one is given: a retry of this step, which finds them
     stopped, keeps the states the first attempt saw. The migration leaves each connector in that
@@ -35,6 +37,39 @@ def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Mani
     A worker older than Kafka 3.5 has no STOPPED state: its connectors are paused (`old_connect`),
     which the record says (`stopped_by`), with the consumer groups of the paused sink connectors,
     whose members stay."""
+    recorded = record_states(connect, names, manifest)
+    if recorded.get("stopped_by") == "pause":
+        old_connect.pause_connectors(connect, names, quiesce_s, wait_s)
+        return dict(recorded["states"])
+    for name in names:  # all asked first, then waited for: they stop at the same time
+        connect.stop(name, wait=False)
+    for name in names:
+        connect.wait_stopped(name, wait_s)
+    return dict(recorded["states"])
+
+
+def ask_to_stop(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> Callable[[], bool]:
+    """PUT /stop for each connector, in the background (a worker answers each once it has stopped
+    the connectors asked before: with a file source, 0.8 s each), and a check: True once each is
+    STOPPED with no task left (`stopped_check`); a request's error is raised by the check."""
+    pool = concurrent.futures.ThreadPoolExecutor(min(8, max(1, len(names))), thread_name_prefix="connector-stop")
+    asked = [pool.submit(connect.stop, name, wait=False) for name in names]
+    pool.shutdown(wait=False)
+    check = stopped_check(connect, names, wait_s)
+
+    def stopped() -> bool:
+        for request in asked:
+            if request.done() and request.exception() is not None:
+                raise request.exception()
+        return all(request.done() for request in asked) and check()
+
+    return stopped
+
+
+def record_states(connect: ConnectClient, names: Sequence[str], manifest: Manifest | None = None) -> dict[str, Any]:
+    """Each connector's state before the run stops it, the worker's version and how it stops them
+    (STOPPED; paused before Kafka 3.5, with the sink connectors' groups): recorded once in the
+    manifest (part connector-states) when one is given, the first record kept."""
     def read() -> dict[str, Any]:
         recorded: dict[str, Any] = {"states": {name: connect.state(name) for name in names},
                                     "worker": connect.worker_version,
@@ -44,15 +79,33 @@ def stop_connectors(connect: ConnectClient, names: Sequence[str], manifest: Mani
             recorded["paused_groups"] = sorted(old_connect.sink_group(n, i["config"]) for n, i in infos.items()
                                                if i["type"] == "sink")
         return recorded
-    recorded = manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read()
-    if recorded.get("stopped_by") == "pause":
-        old_connect.pause_connectors(connect, names, quiesce_s, wait_s)
-        return dict(recorded["states"])
-    for name in names:  # all asked first, then waited for: they stop at the same time
-        connect.stop(name, wait=False)
-    for name in names:
-        connect.wait_stopped(name, wait_s)
-    return dict(recorded["states"])
+    return manifest.get_or_create(Part.CONNECTOR_STATES, read) if manifest is not None else read()
+
+
+def stopped_check(connect: ConnectClient, names: Sequence[str], wait_s: float = 60.0) -> Callable[[], bool]:
+    """For connectors asked to stop (`stop_connectors` without `wait`): a check, True once each is
+    STOPPED with no task left (a connector once seen so is not asked again); ConnectTimeout naming
+    the first one still stopping `wait_s` seconds after the check was made."""
+    left = list(names)
+    deadline = time.monotonic() + wait_s
+
+    def stopped() -> bool:
+        while left:
+            status = connect.status(left[0])
+            if not _stopped(status):
+                if time.monotonic() > deadline:
+                    raise ConnectTimeout(f"connector {left[0]!r} on {connect.url} was not STOPPED with no tasks after "
+                                         f"{wait_s:.0f}s (last status: {status}); check the worker log",
+                                         connector=left[0])
+                return False
+            left.pop(0)
+        return True
+
+    return stopped
+
+
+def _stopped(status: Mapping[str, Any]) -> bool:
+    return status["connector"]["state"] == "STOPPED" and not status["tasks"]
 
 
 def states_before(manifest: Manifest) -> dict[str, str]:

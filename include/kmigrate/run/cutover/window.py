@@ -3,7 +3,7 @@
 which the run is finished: `events.finished`). Each end is recorded once as the run's event."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -15,15 +15,31 @@ from kmigrate.run.cutover.groups import check_groups_unchanged
 from kmigrate.run.cutover.snapshot import read_snapshot
 
 
-def stop_on_source(manifest: Manifest, source_connect: ConnectClient | None, names: Sequence[str],
-                   quiesce_s: float | None = None) -> dict[str, str]:
-    """The window opens: the run's "connectors stopped" event (its first time is kept), then each
-    named connector stopped on the source (`connectors.migrate.stop_connectors`). Returns each one's
-    state before the run stopped it; {} when the run selects no connector (`source_connect` None)."""
+def begin_stop(manifest: Manifest, source_connect: ConnectClient | None, names: Sequence[str],
+               quiesce_s: float | None = None) -> Callable[[], bool]:
+    """The window opens without waiting for the connectors to stop: each one's state recorded while
+    it still runs, the run's "connectors stopped" event, then each asked to stop in the background.
+    Returns the check the quiesce waits on (`stopping`), True once all have stopped. A worker older
+    than 3.5 pauses them instead, waited for here."""
+    if source_connect is None or not names:
+        events.mark(manifest, events.STOPPED)
+        return lambda: True
+    recorded = connector_steps.record_states(source_connect, names, manifest)
     events.mark(manifest, events.STOPPED)
-    if source_connect is None:
-        return {}
-    return connector_steps.stop_connectors(source_connect, names, manifest, quiesce_s=quiesce_s)
+    if recorded.get("stopped_by") == "pause":
+        connector_steps.stop_connectors(source_connect, names, manifest, quiesce_s=quiesce_s)
+        return lambda: True
+    return connector_steps.ask_to_stop(source_connect, names)
+
+
+def stopping(manifest: Manifest, source_connect: ConnectClient | None, names: Sequence[str]) -> Callable[[], bool]:
+    """For connectors a run asked to stop before (a retry's check, `begin_stop` gave the first): True
+    once all have stopped with no task left (ConnectTimeout after a minute). A worker older than 3.5
+    pauses them instead, and that was waited for already."""
+    paused = (manifest.read(Part.CONNECTOR_STATES) or {}).get("stopped_by") == "pause"
+    if source_connect is None or not names or paused:
+        return lambda: True
+    return connector_steps.stopped_check(source_connect, names)
 
 
 def resume_on_target(manifest: Manifest, source: ClusterConfig,
