@@ -7,13 +7,16 @@ continues exactly where it stopped (docs/DESIGN.md §3):
 
 preflight → (dry run stops here) → pre-copy while the source is live, in rounds until the source's
 writes during one stay small, each round's copy verified → wait for `cutover_at` if set (a catch-up
-round every 30 s meanwhile, no worker held in between) → stop connectors → quiesce →
+round every 30 s meanwhile, no worker held in between) → **cutover**: stop connectors → quiesce →
 snapshot → final copy and verify of what came since → restore topic configs → replicate groups →
-migrate connectors → resume → report (and one task per topic, mapped, showing each topic's outcome).
+migrate connectors → resume → report (and one cell per window step and per topic, mapped, showing
+each one's outcome).
 
 The cutover window (connectors stopped to resumed) holds only what the source wrote since the last
-pre-copy round, not the data's size; the report shows it step by step. A source written to after
-the snapshot fails the run before anything resumes on the target, naming each partition.
+pre-copy round, not the data's size, and its steps run back to back in the one `cutover` task, with
+no scheduler gap between them: a retry continues at the first step not done. The report shows the
+window step by step. A source written to after the snapshot fails the run before anything resumes
+on the target, naming each partition.
 
 Quiesce waits until the source's end offsets stand still and no selected consumer group has members;
 a group still consuming after the quiesce window fails the run there, naming it. Each connector ends
@@ -27,7 +30,8 @@ params, it is refused before anything is done. The run's record (snapshot, plans
 from __future__ import annotations
 
 from airflow.sdk import Param, dag
-from kmigrate_airflow import steps
+from kmigrate.run.cutover import course
+from kmigrate_airflow import cutover, steps
 from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
     connect_params,
@@ -85,23 +89,18 @@ def kafka_migration():
                          "--converged-records", "{{ params.pre_copy_converged_records }}")
     # until cutover_at (if set), a catch-up round a poke; no worker is held in between
     wait = cutover_sensor("wait_for_cutover", "catch_up.py", RUN_ID)
-    stop = steps.stop_connectors()
-    quiesce = steps.quiesce()
-    snapshot = steps.snapshot()
-    # one Spark job in the window: copy, then verify (ranges verified while live are not read again)
-    copy = spark_job("copy_and_verify", "window_copy.py", RUN_ID)
-    restore = steps.restore_topic_configs()
+    # the window in one task, its steps back to back (a retry continues at the first step not done):
+    # stop, quiesce, snapshot, one Spark job (copy, then verify), restore configs, groups, connectors, resume
+    window = cutover.cutover()
+    per_step = cutover.window_step.expand(step=list(course.STEPS))  # one grid cell per step of the window
     topics = steps.run_topics()
     per_topic = steps.topic_result.expand(topic=topics)  # one grid cell per topic
-    groups = steps.replicate_groups()
-    connectors = steps.migrate_connectors()
-    resume = steps.resume_connectors()
     report = steps.report()
 
-    go >> pre_copy_plan >> pre_copy >> wait >> stop
-    go >> stop >> quiesce >> snapshot >> copy >> restore >> groups >> connectors >> resume >> report
-    snapshot >> topics
-    resume >> per_topic  # after the window (they also run when a step before failed)
+    go >> pre_copy_plan >> pre_copy >> wait >> window
+    go >> window >> report
+    window >> [per_step, topics]  # after the window (they also run when it failed)
+    topics >> per_topic
 
 
 kafka_migration()

@@ -60,6 +60,8 @@ class Part:
     TIMELINE = "timeline"                        # timeline/<step>/<attempt>: when a step began and ended
     PRE_COPY_ROUNDS = "pre-copy-rounds"          # attempts: one pre-copy round each
     LIVE_VERIFICATION = "live-verification"      # attempts: the pre-copied ranges verified while live
+    CUTOVER = "cutover"                          # cutover/<step>: the window's step, done
+    CUTOVER_FAILURES = "cutover-failures"        # cutover-failures/<step>/<attempt>: a failed try of it
 
     @staticmethod
     def attempt(kind: str) -> str:

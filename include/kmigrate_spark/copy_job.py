@@ -70,14 +70,16 @@ def drill_copy(args: argparse.Namespace) -> int:
     return _copy("drill_copy", args)
 
 
-def window_copy(args: argparse.Namespace) -> int:
+def window_copy(args: argparse.Namespace, clients: Clients | None = None) -> int:
     """The plan in the cutover window, then its verification in the same Spark session: 1 naming
-    the partitions that differ, FINAL_EXIT when the source moved past the snapshot."""
+    the partitions that differ, FINAL_EXIT when the source moved past the snapshot. `clients`: the
+    two clusters, when the caller has them (the cutover task, running this job in its own process
+    as a Spark Connect client); else from --clients or the environment."""
     def verify(session: SessionSoon, manifest: Manifest, units: Sequence[WorkUnit], clients: Clients) -> int:
         return verify_run(session, manifest, units, clients, parallelism=args.parallelism, job="window_copy",
                           source_at_snapshot=True)
 
-    return _copy("window_copy", args, then=verify)
+    return _copy("window_copy", args, then=verify, clients=clients)
 
 
 def pre_copy(args: argparse.Namespace) -> int:
@@ -102,20 +104,22 @@ def describe(row: dict) -> str:
 
 
 def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests: bool = False,
-          rounds: tuple[int, int] | None = None, catch_up: bool = False, then: Then | None = None) -> int:
+          rounds: tuple[int, int] | None = None, catch_up: bool = False, then: Then | None = None,
+          clients: Clients | None = None) -> int:
     """The copy jobs' common course, logged as `job`: the units of the manifest's `part` (the
     source is live while they are copied unless it is the plan), each partition's digest compared
     after its copy with `digests`; with `rounds` (at most, converged records) in pre-copy rounds,
     each verified live, else once; with `catch_up` up to the source's ends now; `then` after a
     successful copy."""
     started = time.time()
+    given = clients
 
     def work(manifest: Manifest) -> int:
         if catch_up and manifest.exists(Part.event(events.STOPPED)):
             say(job, f"run {args.run_id} has stopped its connectors: the final copy follows, no catch-up round")
             return 0
         units = work_units(read_plan(manifest, part))
-        clients = load_clients_from(args.clients)
+        clients = given or load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a target
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)

@@ -177,7 +177,12 @@ def run_on_connect(job: LaunchedJob, remote: str, python: str, log: logging.Logg
     assert client.stdout is not None
     for line in client.stdout:
         log.info("%s", line.rstrip())
-    code = client.wait()
+    check_exit(name, client.wait(), shown)
+
+
+def check_exit(name: str, code: int, shown: str) -> None:
+    """A Spark Connect job's exit code as the task's outcome: FINAL_EXIT (it refused to go on) fails
+    the task without a retry, any other but 0 fails it (a retry may help)."""
     if code == FINAL_EXIT:
         raise AirflowFailException(f"{name} refused to go on (exit code {code}): a retry cannot help; see its output "
                                    "above")

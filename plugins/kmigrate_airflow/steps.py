@@ -1,6 +1,7 @@
-"""The non-Spark steps of the migration DAGs as Airflow tasks. Each is a few lines: the run's frame
-from the params (`frame.RunFrame`: manifest, clusters, selection, Connect clients), one call of the
-kmigrate library, what it did in the log. The frame also skips the steps of a finished run, times
+"""The non-Spark steps of the migration DAGs as Airflow tasks, and the window's steps that the
+cutover task (kmigrate_airflow.cutover) runs back to back as plain functions of the run's frame.
+Each is a few lines: the run's frame from the params (`frame.RunFrame`: manifest, clusters,
+selection, Connect clients), one call of the kmigrate library, what it did in the log. The frame also skips the steps of a finished run, times
 the step in the run's timeline, and fails without retry on what no retry can help (`frame.no_retry`).
 Nothing here decides anything the library does not."""
 from __future__ import annotations
@@ -8,12 +9,11 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import time
 from typing import Any
 
 from airflow.sdk import get_current_context, task
 from kmigrate.claims import check_topics_free, claim_topics, release_topics
-from kmigrate.errors import ConfigError, GroupActive, SourceMoved, TopicsHeld, TransactionOpen
+from kmigrate.errors import ConfigError, SourceMoved, TopicsHeld
 from kmigrate.manifest import Part
 from kmigrate.run.checks.preflight import check_params, check_run
 from kmigrate.run.checks.request import record_request
@@ -22,7 +22,6 @@ from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.cutover import window
 from kmigrate.run.cutover.groups import replicate_groups as replicate
-from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
 from kmigrate.run.report.drill import measure_drill as drill_figures
 from kmigrate.run.report.markdown import topic_result as topic_outcome
@@ -97,49 +96,15 @@ def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = Non
     return True
 
 
-@task(trigger_rule="none_failed_min_one_success")
-def stop_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, str]:
-    """Target topics the run did not create are checked against the source first (nothing is
-    stopped when one conflicts); then each connector's state is recorded and it is stopped."""
-    run = RunFrame(params, run_id)
-    if not run.manifest.exists(Part.SNAPSHOT):
-        targets.check_target_topics(run.manifest, run.source, run.target, selected_topics(run.source, run.selection))
-    if run.finished("the source connectors are left as they are"):
-        return {}
-    with run.timed("stop_connectors"):
-        states = window.stop_on_source(run.manifest, run.source_connect, params.get("connectors") or (),
-                                       quiesce_s=params["quiesce_seconds"])
-    if run.source_connect is not None:
-        log.info("stopped on the source Connect cluster (state before: %s)", states)
-    return states
-
-
-@task.sensor(poke_interval=5, timeout=3600, mode="reschedule")
-def quiesce(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
-    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
-    their owners) with no transaction left open on them, and no selected consumer group with members
-    (those whose offsets stand still are waited for up to member_session_timeout_s): a transaction
-    still open or a group still consuming fails the task, naming it (no retry: its producer or
-    consumers must be stopped first). A poke samples for up to a minute, so that a quiet source
-    passes right after its quiesce window."""
-    run = RunFrame(params, run_id)
-    if run.finished("its source may be in use again, so it is not sampled"):
-        return True
-    topics = selected_topics(run.source, run.selection)
-    began = time.time()
-    with no_retry(GroupActive, TransactionOpen):
-        quiet = quiesce_poke(run.manifest, run.source, topics, params["quiesce_seconds"], params.get("groups") or "",
-                             member_timeout_s=params.get("member_session_timeout_s", 45))
-    if quiet:  # from the first sample (an earlier poke's) to now
-        run.record("quiesce", quiesce_began(run.manifest, began))
-    return quiet
-
-
 @task
 def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
+    """The run's snapshot (`take_run_snapshot`)."""
+    return take_run_snapshot(RunFrame(params, run_id), drill)
+
+
+def take_run_snapshot(run: RunFrame, drill: bool = False) -> dict[str, int]:
     """The run's snapshot; in a migration, what the source changed since the pre-copy is then
     applied to the target topics the run created (a DR drill's source stays live: it does not)."""
-    run = RunFrame(params, run_id)
     selection = run.selection
     with run.timed("snapshot"):
         taken = take_snapshot(run.manifest, run.source, topics_include=selection.topics_include,
@@ -154,10 +119,11 @@ def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: 
     return counts
 
 
-@task
+@task(trigger_rule="all_done")
 def run_topics(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
-    """The snapshot's topics: the per-topic tasks are mapped over them."""
-    return sorted(read_snapshot(RunFrame(params, run_id).manifest)["topics"])
+    """The snapshot's topics: the per-topic tasks are mapped over them (none before the snapshot)."""
+    manifest = RunFrame(params, run_id).manifest
+    return sorted(read_snapshot(manifest)["topics"]) if manifest.exists(Part.SNAPSHOT) else []
 
 
 @task(retries=0, trigger_rule="all_done", map_index_template="{{ topic_name }}")
@@ -179,9 +145,13 @@ def topic_result(topic: str, params: dict[str, Any] | None = None, run_id: str |
 
 @task
 def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """The target topics' configs the copy set, back to the source's (`restore_configs`)."""
+    return restore_configs(RunFrame(params, run_id))
+
+
+def restore_configs(run: RunFrame) -> dict[str, Any]:
     """The target topics' configs that the copy set (timestamps kept as CreateTime, no bound on old
     or future timestamps) back to the source's values, before anything else writes to them."""
-    run = RunFrame(params, run_id)
     if run.finished("its topics' configs there are left as they are"):
         return {"topics": {}}
     with run.timed("restore_topic_configs"):
@@ -193,10 +163,14 @@ def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | No
 
 @task
 def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
+    """The snapshot groups' offsets on the target (`replicate_run_groups`)."""
+    return replicate_run_groups(RunFrame(params, run_id), drill)
+
+
+def replicate_run_groups(run: RunFrame, drill: bool = False) -> int:
     """Each snapshot group's offsets and metadata on the target. A migration first checks that each
     group is still stopped on the source with the snapshot's offsets; a DR drill copies them as of
     its snapshot. A migration that has resumed on the target leaves its groups alone."""
-    run = RunFrame(params, run_id)
     if not drill and run.finished("its consumer groups are left as they are there"):
         return 0
     with run.timed("replicate_groups"):
@@ -206,12 +180,11 @@ def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, 
     return len(results)
 
 
-@task
-def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
+def migrate_run_connectors(run: RunFrame) -> list[str]:
     """Each snapshot connector created on the target Connect cluster, stopped, with its config (and
     the run's overrides) and its offsets; resuming it is the next step. Nothing when the run selects
     no connector."""
-    run = RunFrame(params, run_id)
+    params = run.params
     if run.target_connect is None or run.finished("its connectors there are left as they are"):
         return []
     with run.timed("migrate_connectors"):
@@ -225,11 +198,9 @@ def migrate_connectors(params: dict[str, Any] | None = None, run_id: str | None 
     return [c["name"] for c in results]
 
 
-@task
-def resume_connectors(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+def resume_run_connectors(run: RunFrame) -> list[dict[str, Any]]:
     """Each connector on the target in the state it had on the source before the run (RUNNING,
     PAUSED or STOPPED), once the consumer groups are confirmed still stopped on the source."""
-    run = RunFrame(params, run_id)
     if run.finished("its connectors there are left as they are"):
         return window.resumed(run.manifest)
     with run.timed("resume_connectors"):

@@ -35,3 +35,8 @@ def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
 
 def task_states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def window_cells(run) -> dict[str, str]:
+    """The state of each window step's grid cell (the mapped window_step task), by step."""
+    return {ti.rendered_map_index: str(ti.state) for ti in run.get_task_instances() if ti.task_id == "window_step"}

@@ -6,7 +6,7 @@ from typing import Any
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import events
+from kmigrate.run.cutover import course, events
 from kmigrate.run.report import timeline
 from kmigrate.run.checks import versions
 from kmigrate.run.cutover.events import downtime_s
@@ -81,6 +81,9 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "config_versions": (_latest(manifest, Part.CONFIG_VERSIONS) or {"topics": {}})["topics"],
         "downtime_s": downtime_s(manifest),
         "window": timeline.window(manifest, (stopped or {}).get("at"), (resumed_at or {}).get("at")),
+        # the window's steps that failed before an attempt did them (the cutover task's retries)
+        "window_retried": [{k: r[k] for k in ("step", "state", "failures", "errors")}
+                           for r in course.outcomes(manifest) if r["failures"]],
         "pre_copy_rounds": [{k: r[k] for k in ("round", "records", "bytes", "seconds", "behind_after", "started")}
                             for r in rounds],
         # the share of the snapshot's offsets (log start to end) verified equal, while live or after the stop
@@ -164,6 +167,13 @@ def render(summary: dict[str, Any]) -> str:
                   "whole run as a timeline):", "", "| step | seconds |", "| --- | --- |"]
         lines += [f"| {r['step']} | {r['seconds']:.2f} |" for r in summary["window"]]
         lines += [f"| **total** | **{summary['downtime_s']:.2f}** |", ""]
+        lines += ["The quiesce samples the source while the connectors stop: those two rows overlap, and "
+                  "\"between steps\" counts the window's seconds inside no step.", ""]
+    for r in summary.get("window_retried", []):
+        lines += [f"- **{r['step']}** failed {r['failures']} time{'s' if r['failures'] > 1 else ''} "
+                  f"({'then done on a retry' if r['state'] == 'done' else 'and is not done'}): {r['errors'][-1]}"]
+    if summary.get("window_retried"):
+        lines.append("")
     if summary.get("timeline_chart"):
         lines += [f"![The run as a timeline]({summary['timeline_chart']})", ""]
     if summary["pre_copy_rounds"]:

@@ -1,0 +1,69 @@
+"""The cutover window as one course of steps, run back to back by one task (docs/DESIGN.md §3.2):
+no scheduler starts a task between two of them. Each step is idempotent; each that ends is marked
+done in the run manifest (part cutover/<step>), so that a retry of the course continues at the
+first step not done, and each that fails leaves its error (part cutover-failures/<step>/<attempt>).
+What a person reads per step, in the grid and the report, comes from those marks (`outcomes`)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kmigrate.manifest import Manifest, Part, new_attempt
+from kmigrate.run.report.timeline import iso
+
+# the course's steps, in their order
+STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "replicate_groups",
+         "migrate_connectors", "resume_connectors")
+DONE, FAILED, NOT_REACHED = "done", "failed", "not reached"
+
+Step = tuple[str, Callable[[], Any]]
+
+
+def done_part(step: str) -> str:
+    return f"{Part.CUTOVER}/{step}"
+
+
+def run_course(manifest: Manifest, steps: Sequence[Step], say: Callable[[str], None]) -> list[str]:
+    """Run `steps` ((name, call) in STEPS' order) one after another, skipping those marked done by
+    an earlier attempt; a step's error is recorded and raised as it is, the steps after it left for
+    the retry. Returns the names of the steps this call ran."""
+    ran = []
+    for name, call in steps:
+        done = manifest.read(done_part(name))
+        if done:
+            say(f"{name}: done by an earlier attempt (ended {done['ended']}); continuing after it")
+            continue
+        began = time.time()
+        try:
+            call()
+        except Exception as exc:
+            manifest.write_once(f"{Part.CUTOVER_FAILURES}/{name}/{new_attempt()}", {
+                "step": name, "started": iso(began), "failed": iso(time.time()), "error": str(exc)[:4000]})
+            say(f"{name}: failed after {time.time() - began:.2f}s: {exc}")
+            raise
+        ended = time.time()
+        manifest.write_once(done_part(name), {"step": name, "started": iso(began), "ended": iso(ended),
+                                              "seconds": round(ended - began, 3)})
+        say(f"{name}: done in {ended - began:.2f}s")
+        ran.append(name)
+    return ran
+
+
+def outcomes(manifest: Manifest) -> list[dict[str, Any]]:
+    """Each step of the course: done (its seconds), failed (its attempts' errors, none of which
+    ended it), or not reached; a step that failed before an attempt did it is done, its failures
+    counted."""
+    failures: dict[str, list[dict[str, Any]]] = {}
+    for part in sorted(p for p in manifest.parts() if p.startswith(f"{Part.CUTOVER_FAILURES}/")):
+        failure = manifest.read(part)
+        if failure:
+            failures.setdefault(failure["step"], []).append(failure)
+    rows = []
+    for step in STEPS:
+        done = manifest.read(done_part(step))
+        failed = failures.get(step, [])
+        state = DONE if done else FAILED if failed else NOT_REACHED
+        rows.append({"step": step, "state": state, "seconds": (done or {}).get("seconds"),
+                     "failures": len(failed), "errors": [f["error"] for f in failed]})
+    return rows

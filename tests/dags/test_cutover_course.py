@@ -1,0 +1,75 @@
+"""The cutover window in one task (kmigrate_airflow.cutover, kmigrate.run.cutover.course): a failure
+injected at each of its steps, once, after the step's work and before it is marked done, so that
+every step is both retried and re-run: each retry of the cutover task continues at the step that
+failed, never before it, and the run ends migrated exactly, its grid and its report showing every
+step and every failure."""
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from airflow.dag_processing.dagbag import DagBag
+from kmigrate.manifest import Manifest
+from kmigrate.run.cutover import course
+from kmigrate.run.report.markdown import summarize
+from kmigrate_demo.workload import seed_mixed
+
+from tests.support.airflow import local, task_states, window_cells
+from tests.support.connect import delete_connectors
+from tests.support.migration import assert_migrated_exactly, partition_watermarks
+
+
+def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_ends_exact(
+        stack, dagbag, tmp_path, monkeypatch):
+    prefix = f"course{uuid.uuid4().hex[:6]}"
+    w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=200)
+    attempts: list[list[str]] = []  # the steps each attempt of the cutover task ran, in order
+    failed: set[str] = set()
+    run_course = course.run_course
+
+    def injecting(manifest, steps, say):
+        attempts.append([])
+
+        def once(name, call):
+            def step():
+                attempts[-1].append(name)
+                result = call()
+                if name not in failed:  # the step's work is done, its mark is not: the retry runs it again
+                    failed.add(name)
+                    raise RuntimeError(f"injected failure after {name}")
+                return result
+            return step
+
+        return run_course(manifest, [(name, once(name, call)) for name, call in steps], say)
+
+    monkeypatch.setattr(course, "run_course", injecting)
+    dag = DagBag(dag_folder=dagbag.dag_folder).get_dag("kafka_migration")
+    task = dag.get_task("cutover")  # a retry per step, at once
+    task.retries, task.retry_delay, task.retry_exponential_backoff = 9, datetime.timedelta(0), False
+    state = tmp_path / "state"
+    source_before = partition_watermarks(stack.source, w.topics)
+    try:
+        run = local.dag_test(dag, {
+            "topics_include": w.topic_pattern, "groups": w.group_pattern,
+            "connectors": [w.source_connector, w.sink_connector],
+            "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
+            "quiesce_seconds": 1, "state_location": str(state), "run_name": prefix})
+        assert str(run.state) == "success", task_states(run)
+        steps = list(course.STEPS)
+        # attempt k re-ran step k-1 (failed after its work) and failed after step k; none went back further
+        assert attempts == [steps[:1], *[steps[k - 1:k + 1] for k in range(1, len(steps))], steps[-1:]], attempts
+        assert window_cells(run) == dict.fromkeys(steps, "success")
+        manifest = Manifest(str(state), prefix)
+        assert [(r["step"], r["state"], r["failures"]) for r in course.outcomes(manifest)] == [
+            (s, course.DONE, 1) for s in steps]
+        summary = summarize(manifest)
+        assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
+        assert summary["groups"] == summary["groups_exact"] == 2
+        assert summary["connectors"] == summary["connectors_resumed"] == 2
+        assert summary["verified_records_pct"] == 100.0
+        assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
+        report = (state / prefix / "report.md").read_text()
+        for step in steps:
+            assert f"- **{step}** failed 1 time (then done on a retry): injected failure after {step}" in report
+    finally:
+        delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
