@@ -76,9 +76,12 @@ stack-status:
 	@$(STACK) status
 
 # Airflow's UI on the local stack: api-server, scheduler and dag-processor (LocalExecutor, SQLite
-# under .stack/airflow-ui), the project's connections and pool in place; prints the URL.
-airflow-up: stack-up
-	@$(VPY) stack/local_airflow.py up
+# under .stack/airflow-ui), the project's connections and pool in place, and a Spark Connect server
+# (make spark-connect-up) as the connection spark_connect_default: the DAGs' Spark jobs run there,
+# with no Spark application to start per job. Prints the URL.
+SPARK_CONNECT_URL := sc://127.0.0.1:15002
+airflow-up: stack-up spark-connect-up
+	@$(VPY) stack/local_airflow.py up --spark-connect $(SPARK_CONNECT_URL)
 
 # Stops exactly the processes airflow-up started (by the pids it recorded).
 airflow-down:
@@ -166,7 +169,7 @@ test-unit: $(VENV)/.installed
 # jobs on a Spark Connect server started beside the stack: no Spark application starts inside the
 # cutover window (the demo's downtime: 8.5 s, against 18.1 s with spark-submit, measured 2026-11-23).
 demo: install stack-up spark-connect-up
-	$(VPY) stack/demo.py --spark-remote sc://127.0.0.1:15002
+	$(VPY) stack/demo.py --spark-remote $(SPARK_CONNECT_URL)
 
 # Copier throughput against a plain producer ceiling, alignment speed, and the copy on the secure stack
 # beside PLAINTEXT (bench/bench_copy.py); the last line is JSON.
@@ -190,7 +193,7 @@ bench-mm2: install stack-up
 
 # The cutover window at two sizes of the same migration (about 160 MB and 1.3 GB of values), a writer
 # live during the pre-copy, on a Spark Connect server (bench/bench_cutover.py); the last line is JSON.
-bench-cutover: install stack-up spark-connect-up
+bench-cutover: install stack-up airflow-up
 	$(VPY) bench/bench_cutover.py $(BENCH_ARGS)
 
 # Many small partitions (default 2,000 over 40 topics) against MirrorMaker 2, and the growth from N/4 to

@@ -6,11 +6,14 @@ a bulk topic of 8 KiB random values, the larger size at least 8x the data of the
 keeps appending to the bulk topic while the pre-copy runs, as applications do until their owners
 stop them at the cutover (it stops when the run stops the connectors). Each size runs the
 kafka_migration DAG (dag.test, as `make demo` does) with the pre-copy on, its Spark jobs on the
-Spark Connect server `make bench-cutover` starts, quiesce_seconds 2. What each window's seconds
-went to comes from the run's report; the larger run's timeline goes to
+Spark Connect server `make bench-cutover` starts, quiesce_seconds 2. Before them, the smaller size
+runs once more through a real scheduler: triggered through the REST API of the Airflow that
+`make airflow-up` starts (LocalExecutor), on its default connections, as a user's run goes
+(`downtime_scheduler_s`, and `between_steps_s`: the window's seconds outside every step). What each
+window's seconds went to comes from the run's report; the larger run's timeline goes to
 docs/bench_cutover_timeline.png. The last line is one JSON object.
 
-    python bench/bench_cutover.py [--small-mib 128] [--large-mib 1152] [--write-rate 200]
+    python bench/bench_cutover.py [--small-mib 128] [--large-mib 1152] [--write-rate 200] [--scheduled-only]
 """
 from __future__ import annotations
 
@@ -99,7 +102,7 @@ class LiveWriter(threading.Thread):
         self.join(60)
 
 
-def run_size(label: str, mib: int, args: argparse.Namespace) -> dict:
+def run_size(label: str, mib: int, args: argparse.Namespace, scheduled: bool = False) -> dict:
     prefix = f"cut{label}{uuid.uuid4().hex[:5]}"
     workdir = WORK_DIR / prefix
     source_connect, target_connect = ConnectClient(SOURCE_CONNECT), ConnectClient(TARGET_CONNECT)
@@ -116,19 +119,27 @@ def run_size(label: str, mib: int, args: argparse.Namespace) -> dict:
             "state_location": str(state), "run_name": prefix}  # Spark: the spark_connect_default connection
     writer = LiveWriter(bulk, args.write_rate, manifest)
     log = workdir / "airflow.log"
-    say(f"{label}: running the kafka_migration DAG, a writer appending {args.write_rate} records/s to {bulk} until "
-        f"the connectors stop (Airflow log: {log})")
+    how = (f"through the scheduler at {args.airflow_url} (REST trigger)" if scheduled else
+           f"with dag.test() (Airflow log: {log})")
+    say(f"{label}: running the kafka_migration DAG {how}, a writer appending {args.write_rate} records/s to {bulk} "
+        "until the connectors stop")
     began = time.monotonic()
     writer.start()
     try:
-        with log.open("w") as out:
-            code = subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "demo.py"), "--run-dag",
-                                   json.dumps(conf)], stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_DIR).returncode
+        if scheduled:
+            run_id = local.trigger(args.airflow_url, "kafka_migration", conf)
+            ok = local.wait_for_run(args.airflow_url, "kafka_migration", run_id, 3600) == "success"
+            log = f"the run {run_id} in the UI at {args.airflow_url}"
+        else:
+            with log.open("w") as out:
+                ok = subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "demo.py"), "--run-dag",
+                                     json.dumps(conf)], stdout=out, stderr=subprocess.STDOUT,
+                                    cwd=PROJECT_DIR).returncode == 0
     finally:
         writer.stop()
     elapsed = time.monotonic() - began
     _, summary = write_report(manifest)
-    if code != 0:
+    if not ok:
         raise SystemExit(f"bench-cutover: the {label} run failed; see {log}")
     result = {"label": label, "run": prefix, "bulk_mib": mib, "bulk_records": bulk_records,
               "live_records": writer.written, "value_bytes": summary["bytes"], "records": summary["records"],
@@ -161,21 +172,32 @@ def main() -> int:
     parser.add_argument("--spark-remote", default=os.environ.get("KMIGRATE_SPARK_REMOTE") or "sc://127.0.0.1:15002",
                         help="the Spark Connect server the DAG's Spark jobs run on (sc://HOST:PORT), given to "
                              "Airflow as the connection spark_connect_default")
+    parser.add_argument("--airflow-url", default=f"http://127.0.0.1:{local.UI_PORT}",
+                        help="the Airflow of `make airflow-up` (scheduler, LocalExecutor) the scheduled run is "
+                             "triggered on through its REST API")
+    parser.add_argument("--scheduled-only", action="store_true", help="only the run through the scheduler")
     args = parser.parse_args()
     # the DAG runs (demo.py --run-dag, children) inherit the connections of this process's environment
     local.configure(AIRFLOW_HOME, local.connections("localhost:19092", "localhost:29092", SOURCE_CONNECT,
                                                     TARGET_CONNECT, spark_connect=args.spark_remote))
     local.migrate_db(AIRFLOW_HOME)
+    scheduled = run_size("scheduled", args.small_mib, args, scheduled=True)
+    between = next(row["seconds"] for row in scheduled["window"] if row["step"] == "between steps")
+    if args.scheduled_only:
+        print(json.dumps({"downtime_scheduler_s": scheduled["downtime_s"], "between_steps_s": between,
+                          "scheduled": scheduled}))
+        return 0
     small = run_size("small", args.small_mib, args)
     large = run_size("large", args.large_mib, args)
     out = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
+           "downtime_scheduler_s": scheduled["downtime_s"], "between_steps_s": between,
            "downtime_small_s": small["downtime_s"], "downtime_large_s": large["downtime_s"],
            "data_ratio": round(large["value_bytes"] / small["value_bytes"], 2),
            "downtime_growth": round(large["downtime_s"] / small["downtime_s"], 3),
            "verified_records_pct": min(small["verified_records_pct"], large["verified_records_pct"]),
            "partitions_equal": small["partitions_equal"] + large["partitions_equal"],
            "partitions": small["partitions"] + large["partitions"],
-           "small": small, "large": large}
+           "scheduled": scheduled, "small": small, "large": large}
     (WORK_DIR / "result.json").write_text(json.dumps(out, indent=1))
     if large.get("timeline"):  # the larger run drawn as a timeline, for docs/BENCHMARKS.md
         shutil.copyfile(large["timeline"], PROJECT_DIR / "docs" / "bench_cutover_timeline.png")

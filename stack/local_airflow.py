@@ -105,13 +105,35 @@ def dag_test(dag: Any, conf: Mapping[str, Any], idle_s: float = 0.05) -> Any:
         time.sleep = real_sleep
 
 
-def api(url: str, path: str) -> Any:
-    """GET /api/v2{path} of the local Airflow at `url` (all-admins mode: a token without a password)."""
+def api(url: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    """GET /api/v2{path} of the local Airflow at `url` (all-admins mode: a token without a
+    password), or POST `body` there when given."""
     with urllib.request.urlopen(f"{url}/auth/token", timeout=10) as resp:
         token = json.load(resp)["access_token"]
-    request = urllib.request.Request(f"{url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(request, timeout=10) as resp:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{url}/api/v2{path}", data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as resp:
         return json.load(resp)
+
+
+def trigger(url: str, dag_id: str, conf: Mapping[str, Any]) -> str:
+    """Trigger `dag_id` with `conf` through the REST API, as the UI's trigger button does; its run id."""
+    return api(url, f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": dict(conf)})["dag_run_id"]
+
+
+def wait_for_run(url: str, dag_id: str, run_id: str, timeout_s: float) -> str:
+    """The run's final state ("success" or "failed"), polled through the REST API."""
+    path = f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}"
+    state: dict[str, str] = {}
+
+    def ended() -> bool:
+        state["now"] = api(url, path)["state"]
+        return state["now"] in ("success", "failed")
+
+    poll_until(ended, timeout_s, interval_s=0.5, timed_out=lambda: TimeoutError(
+        f"the {dag_id} run {run_id} is still {state.get('now')} after {timeout_s:.0f}s (see the UI at {url})"))
+    return state["now"]
 
 
 def migrate_db(home: Path) -> None:
@@ -233,13 +255,15 @@ def _ours(pid: int) -> bool:
         return False
 
 
-def up(home: Path = UI_HOME, port: int = UI_PORT) -> int:
-    """Start the api-server, scheduler and dag-processor for the local stack, unless they run."""
+def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = None) -> int:
+    """Start the api-server, scheduler and dag-processor for the local stack, unless they run; with
+    `spark_connect` (a Spark Connect server's sc:// URL) the connection spark_connect_default names
+    it, so that the DAGs' Spark jobs run there."""
     pids = _pid_file(home)
     if pids.exists() and all(_ours(pid) for pid in json.loads(pids.read_text()).values()):
         print(f"airflow: already running at http://127.0.0.1:{port} (make airflow-down stops it)")
         return 0
-    configure(home, connections(*LOCAL_STACK))
+    configure(home, connections(*LOCAL_STACK, spark_connect=spark_connect))
     server = LocalAirflow(home, port)
     try:
         server.start()
@@ -250,7 +274,9 @@ def up(home: Path = UI_HOME, port: int = UI_PORT) -> int:
     pids.write_text(json.dumps({name: proc.pid for name, proc in server.processes.items()}))
     print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
     print("airflow: DAGs kafka_migration, kafka_dr_drill, kafka_migration_rollback; connections kafka_source, "
-          f"kafka_target, connect_source, connect_target, spark_default; pool {COPY_POOL}; logs in {home}")
+          "kafka_target, connect_source, connect_target, spark_default"
+          + (f", spark_connect_default ({spark_connect}: the Spark jobs run there)" if spark_connect else "")
+          + f"; pool {COPY_POOL}; logs in {home}")
     return 0
 
 
@@ -282,5 +308,8 @@ if __name__ == "__main__":
     parser.add_argument("action", choices=["up", "down"])
     parser.add_argument("--home", type=Path, default=UI_HOME, help=f"its AIRFLOW_HOME (default {UI_HOME})")
     parser.add_argument("--port", type=int, default=UI_PORT, help=f"the api-server's port (default {UI_PORT})")
+    parser.add_argument("--spark-connect", metavar="sc://HOST:PORT",
+                        help="a Spark Connect server for the DAGs' Spark jobs (the connection spark_connect_default); "
+                             "without it they run with spark-submit on spark_default")
     args = parser.parse_args()
-    sys.exit(up(args.home, args.port) if args.action == "up" else down(args.home))
+    sys.exit(up(args.home, args.port, args.spark_connect) if args.action == "up" else down(args.home))
