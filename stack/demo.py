@@ -47,7 +47,7 @@ def run_dag(conf: dict) -> int:
 
 def follow(log: Path, proc: subprocess.Popen) -> None:
     """Print each DAG step as the child starts it, until the child exits."""
-    started = re.compile(r"\[DAG TEST\] starting task_id=(\w+)")
+    started = re.compile(r"\[DAG TEST\] starting task_id=(\w+) map_index=(-?\d+)")
     seen, position, began = [], 0, time.monotonic()
 
     def print_new_steps() -> bool:
@@ -57,7 +57,8 @@ def follow(log: Path, proc: subprocess.Popen) -> None:
             handle.seek(position)
             chunk = handle.read()
             position = handle.tell()
-        for step in started.findall(chunk):
+        for task_id, index in started.findall(chunk):
+            step = task_id if index == "-1" else f"{task_id}[{index}]"  # a mapped task's cell
             attempt = seen.count(step) + 1
             seen.append(step)
             print(f"demo: [{time.monotonic() - began:6.1f}s] {step}" + (f" (run {attempt})" if attempt > 1 else ""),

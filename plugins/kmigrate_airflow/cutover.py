@@ -19,6 +19,7 @@ from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate.claims import check_topics_free
 from kmigrate.errors import GroupActive, TransactionOpen
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Part
 from kmigrate.run.checks.selection import selected_topics
 from kmigrate.run.cutover import course, events, window
@@ -49,10 +50,10 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     run = RunFrame(params, run_id)
     remote = spark_connect_url(params.get(SPARK_CONNECT_PARAM) or "")
     warm = warm_up(run, remote) if remote else None
-    stopping: dict[str, Callable[[], bool]] = {}  # the stop's check, handed from the stop to the quiesce
+    handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
     course.run_course(run.manifest, [
-        ("stop_connectors", lambda: stop(run, stopping)),
-        ("quiesce", lambda: quiesce(run, stopping.get("check"))),
+        ("stop_connectors", lambda: stop(run, handed)),
+        ("quiesce", lambda: quiesce(run, handed.get("check"), handed.get("topics"))),
         ("snapshot", lambda: steps.take_run_snapshot(run)),
         ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
         ("restore_topic_configs", lambda: steps.restore_configs(run)),
@@ -63,10 +64,11 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     return course.outcomes(run.manifest)
 
 
-@task(retries=0, trigger_rule="all_done", map_index_template="{{ step_name }}")
+@task(retries=0, trigger_rule="one_done", map_index_template="{{ step_name }}")
 def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """One grid cell per step of the window, once the cutover task has ended: success when the step
-    is done, failed when it failed (its errors in the log), skipped when the course did not reach it."""
+    """One grid cell per step of the window, once the cutover task has succeeded or failed (skipped
+    when it never ran): success when the step is done, failed when it failed (its errors in the
+    log), skipped when the course did not reach it."""
     get_current_context()["step_name"] = step  # the map index shown in the grid
     row = next(r for r in course.outcomes(RunFrame(params, run_id).manifest) if r["step"] == step)
     for error in row["errors"]:
@@ -80,23 +82,27 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     return row
 
 
-def stop(run: RunFrame, stopping: dict[str, Callable[[], bool]]) -> None:
+def stop(run: RunFrame, handed: dict[str, Any]) -> None:
     """Target topics the run did not create are checked against the source first (nothing is
     stopped when one conflicts); then each connector's state is recorded and it is asked to stop
     (`window.begin_stop`). The quiesce begins at once, while they stop, and passes no earlier than
-    their stop (`stopping["check"]`)."""
+    their stop (`handed["check"]`); the selected topics and the client it samples with are ready
+    before the window opens."""
     params = run.params
     if run.finished("the source connectors are left as they are"):
         return
+    handed["topics"] = topics = selected_topics(run.source, run.selection)
     if not run.manifest.exists(Part.SNAPSHOT):
-        targets.check_target_topics(run.manifest, run.source, run.target, selected_topics(run.source, run.selection))
+        targets.check_target_topics(run.manifest, run.source, run.target, topics)
+    with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
+        admin.check_reachable()
     names = params.get("connectors") or ()
-    stopping["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=params["quiesce_seconds"])
+    handed["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=params["quiesce_seconds"])
     if run.source_connect is not None and names:
         log.info("asking the source Connect cluster to stop %s", ", ".join(names))
 
 
-def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None) -> None:
+def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: list[str] | None = None) -> None:
     """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
     their owners) with no transaction left open on them, no selected consumer group with members
     (those whose offsets stand still are waited for up to member_session_timeout_s), and the
@@ -118,7 +124,7 @@ def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None) -> None:
             log.info("stopped on the source Connect cluster: %s", ", ".join(names))
         return True
 
-    topics = selected_topics(run.source, run.selection)
+    topics = topics if topics is not None else selected_topics(run.source, run.selection)
     with no_retry(GroupActive, TransactionOpen):
         quiet = quiesce_poke(run.manifest, run.source, topics, params["quiesce_seconds"], params.get("groups") or "",
                              budget_s=QUIESCE_BUDGET_S, ready=connectors_stopped,

@@ -119,9 +119,10 @@ def take_run_snapshot(run: RunFrame, drill: bool = False) -> dict[str, int]:
     return counts
 
 
-@task(trigger_rule="all_done")
+@task(trigger_rule="one_done")
 def run_topics(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[str]:
-    """The snapshot's topics: the per-topic tasks are mapped over them (none before the snapshot)."""
+    """The snapshot's topics: the per-topic tasks are mapped over them (none before the snapshot).
+    It runs once the cutover task succeeded or failed, and is skipped when that never ran."""
     manifest = RunFrame(params, run_id).manifest
     return sorted(read_snapshot(manifest)["topics"]) if manifest.exists(Part.SNAPSHOT) else []
 

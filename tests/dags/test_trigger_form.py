@@ -92,6 +92,7 @@ def test_trigger_form_runs_a_migration(airflow_ui, tmp_path):
 
             page.goto(f"{airflow_ui.url}/dags/kafka_migration/runs/{run['dag_run_id']}")
             expect(page.get_by_text("topic_result").first).to_be_visible()
+            expect(page.get_by_text("window_step").first).to_be_visible()  # the window's cells, a step each
             page.screenshot(path=str(ARTIFACTS / "finished-grid.png"), full_page=True)
         finally:
             browser.close()

@@ -9,15 +9,19 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def serving(body: str, content_type: str, status: int = 200) -> Iterator[str]:
-    """Serve `body` to every GET, PUT, POST, PATCH and DELETE; yields the server's URL."""
-    payload = body.encode()
+def serving(body: str, content_type: str, status: int = 200, first: list[tuple[int, str]] | None = None
+            ) -> Iterator[str]:
+    """Serve `body` to every GET, PUT, POST, PATCH and DELETE, after the (status, body) replies of
+    `first`, one a request; yields the server's URL."""
+    replies = list(first or [])
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(length)
-            self.send_response(status)
+            code, text = replies.pop(0) if replies else (status, body)
+            payload = text.encode()
+            self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -64,3 +64,18 @@ def test_json_of_another_shape_names_the_call():
     with serving('[1, 2]', "application/json") as url:
         with pytest.raises(ConnectError, match=r"GET / with JSON of another shape.*not the Kafka Connect REST API"):
             ConnectClient(url).version()
+
+
+def test_a_rebalance_about_to_happen_is_waited_out_and_other_server_errors_are_not():
+    """Connect answers 500 "a rebalance is expected" while another connector's change propagates."""
+    import pytest
+    from kmigrate.kafka.connect import ConnectClient
+
+    from tests.support.local_http import serving
+
+    expected = (500, '{"error_code": 500, "message": "Request cannot be completed because a rebalance is expected"}')
+    with serving("[]", "application/json", first=[expected, expected]) as url:
+        assert ConnectClient(url).connectors() == []  # the third answer
+    with serving("[]", "application/json", first=[(500, '{"error_code": 500, "message": "boom"}')]) as url:
+        with pytest.raises(ConnectError, match="boom"):
+            ConnectClient(url).connectors()

@@ -78,8 +78,13 @@ class ConnectClient:
             if resp.status_code < 300:
                 return self._json(resp, method, path, connector)
             message = _error_message(resp)
-            if resp.status_code == 409 and "already exists" not in message and time.monotonic() < deadline:
-                log.info("Connect %s answered 409 (%s) to %s %s; retrying in %.2fs", self.url, message, method, path, backoff_s)
+            # 409: a rebalance in progress, a stale config; 500 naming a rebalance: one about to happen
+            # (another connector was just created or changed on the cluster): both pass within seconds
+            transient = (resp.status_code == 409 and "already exists" not in message) or \
+                (resp.status_code == 500 and "rebalance" in message.lower())
+            if transient and time.monotonic() < deadline:
+                log.info("Connect %s answered %d (%s) to %s %s; retrying in %.2fs", self.url, resp.status_code, message,
+                         method, path, backoff_s)
                 time.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
                 continue

@@ -97,11 +97,12 @@ def shared_reader(cluster: ClusterConfig) -> contextlib.AbstractContextManager[C
     return readers.use(identity(cluster), lambda: reader(cluster))
 
 
-def learn_topic(consumer: Consumer, topic: str, timeout_s: float = 10.0) -> None:
+def learn_topic(consumer: Consumer, topic: str, timeout_s: float = 2.0) -> None:
     """Have `consumer` look `topic` up now. librdkafka asks for the leaders of a topic new to a
     client only on its next topic scan, up to a second after the assignment: measured, 1.0 s for
     the first 100 records of each topic, 0.007 s with this lookup first (one Metadata round). A
-    failed lookup is left to the assignment's own."""
+    lookup that fails or takes longer than `timeout_s` (no broker answers) is left to the
+    assignment's own."""
     try:
         consumer.list_topics(topic, timeout=timeout_s)
     except KafkaException:
