@@ -48,6 +48,7 @@ from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extra
 from kmigrate.run.cutover import events
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
+from pyspark.sql import SparkSession
 
 from kmigrate_spark.clients import load_clients_from
 from kmigrate_spark.guards import check_clusters, run_job
@@ -70,16 +71,17 @@ def drill_copy(args: argparse.Namespace) -> int:
     return _copy("drill_copy", args)
 
 
-def window_copy(args: argparse.Namespace, clients: Clients | None = None) -> int:
+def window_copy(args: argparse.Namespace, clients: Clients | None = None, session: SparkSession | None = None) -> int:
     """The plan in the cutover window, then its verification in the same Spark session: 1 naming
-    the partitions that differ, FINAL_EXIT when the source moved past the snapshot. `clients`: the
-    two clusters, when the caller has them (the cutover task, running this job in its own process
-    as a Spark Connect client); else from --clients or the environment."""
+    the partitions that differ, FINAL_EXIT when the source moved past the snapshot. `clients` and
+    `session`: the two clusters and a Spark Connect session, when the caller has them (the cutover
+    task, running this job in its own process); else from --clients or the environment, and a
+    session started here."""
     def verify(session: SessionSoon, manifest: Manifest, units: Sequence[WorkUnit], clients: Clients) -> int:
         return verify_run(session, manifest, units, clients, parallelism=args.parallelism, job="window_copy",
                           source_at_snapshot=True)
 
-    return _copy("window_copy", args, then=verify, clients=clients)
+    return _copy("window_copy", args, then=verify, clients=clients, session=session)
 
 
 def pre_copy(args: argparse.Namespace) -> int:
@@ -105,14 +107,14 @@ def describe(row: dict) -> str:
 
 def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests: bool = False,
           rounds: tuple[int, int] | None = None, catch_up: bool = False, then: Then | None = None,
-          clients: Clients | None = None) -> int:
+          clients: Clients | None = None, session: SparkSession | None = None) -> int:
     """The copy jobs' common course, logged as `job`: the units of the manifest's `part` (the
     source is live while they are copied unless it is the plan), each partition's digest compared
     after its copy with `digests`; with `rounds` (at most, converged records) in pre-copy rounds,
     each verified live, else once; with `catch_up` up to the source's ends now; `then` after a
     successful copy."""
-    started = time.time()
-    given = clients
+    began = time.time()
+    given, started = clients, session
 
     def work(manifest: Manifest) -> int:
         if catch_up and manifest.exists(Part.event(events.STOPPED)):
@@ -120,7 +122,7 @@ def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests:
             return 0
         units = work_units(read_plan(manifest, part))
         clients = given or load_clients_from(args.clients)
-        with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote) as session:
+        with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote, started) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a target
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
             claim_topics(clients[1], args.run_id, {u.topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"))
@@ -143,7 +145,7 @@ def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests:
                     err=True)
                 return 1
             if part == Part.PLAN:
-                timeline.record(manifest, "copy", started, partitions=len(units))
+                timeline.record(manifest, "copy", began, partitions=len(units))
             say(job, f"{len(units)} partitions copied, {copier.records} new records in "
                      f"{copier.seconds:.1f}s; results in {manifest.location}/{Part.COPY_RESULTS}/")
             if then is not None:

@@ -20,11 +20,13 @@ class SessionSoon:
     second of waiting on the clusters). `with SessionSoon(...) as session:` stops the session on
     the way out, once it has started, whatever happened meanwhile."""
 
-    def __init__(self, app_name: str, remote: str | None) -> None:
+    def __init__(self, app_name: str, remote: str | None, started: SparkSession | None = None) -> None:
         self.remote = remote
         self.begun = time.monotonic()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-session")
-        self._future = self._pool.submit(start_spark, app_name, remote)
+        # `started`: a session the caller started before (the cutover task's, while the source quiesced)
+        self._future = self._pool.submit(lambda: started) if started is not None else \
+            self._pool.submit(start_spark, app_name, remote)
 
     def get(self) -> SparkSession:
         return self._future.result()

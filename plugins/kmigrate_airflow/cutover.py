@@ -8,9 +8,9 @@ After the window, `window_step` is mapped over the course's steps: one grid cell
 failed or not reached), as the per-step tasks gave."""
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -136,26 +136,30 @@ def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: li
     run.record("quiesce", quiesce_began(run.manifest, began))
 
 
-def warm_up(run: RunFrame, remote: str) -> threading.Thread:
+def warm_up(run: RunFrame, remote: str) -> concurrent.futures.Future:
     """While the connectors stop and the source quiesces: the window job's imports (the Spark Connect
-    client), a session on the server, and the run's claims read up to now, in this process, so that
-    the job starts with none of them to do (measured: 1.2 s of a 6.6 s window as a client process)."""
-    def warm() -> None:
+    client), its session on the server, and the run's claims read up to now, in this process, so that
+    the job starts with none of them to do (measured: 1.2 s of a 6.6 s window as a client process,
+    and a session that took 3.4 s once, after a large pre-copy). The future's result: the session,
+    or None when warming up failed (the job then does it all itself, and says what fails)."""
+    def warm() -> Any:
         try:
-            from kmigrate_spark import copy_job  # noqa: F401 - the Spark Connect client's modules
             from kmigrate_spark.session import start_spark
 
-            start_spark(f"kmigrate-window-{run.name}", remote).client.close()
+            session = start_spark(f"kmigrate-copy-{run.name}", remote)
             check_topics_free(run.target, run.name, [])  # the claims log, read once in this process
-        except Exception as exc:  # noqa: BLE001 - the job does it all again, and says what fails
+            return session
+        except Exception as exc:  # noqa: BLE001
             log.info("warming up the window's Spark job failed (%s); the job starts cold", exc)
+            return None
 
-    thread = threading.Thread(target=warm, name="kmigrate-warm-up", daemon=True)
-    thread.start()
-    return thread
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kmigrate-warm-up")
+    warmed = pool.submit(warm)
+    pool.shutdown(wait=False)
+    return warmed
 
 
-def copy_and_verify(run: RunFrame, remote: str | None, warm: threading.Thread | None) -> None:
+def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None) -> None:
     """The window's Spark job (window_copy: copy, then verify in the same session). On the Spark
     Connect connection's server it runs in this task's process, a client of the server warmed up
     during the quiesce (`warm_up`); else spark-submit starts it as the Spark tasks' jobs are."""
@@ -164,13 +168,16 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: threading.Thread | 
                 str(p["spark_parallelism"])]
     began = time.time()
     if remote:
-        if warm is not None:
-            warm.join(60)
+        try:
+            session = warm.result(60) if warm is not None else None
+        except concurrent.futures.TimeoutError:
+            session = None
         from kmigrate_spark.copy_job import window_copy
         from kmigrate_spark.job_args import copy_arguments
 
         log.info("running window_copy in this task as a client of the Spark Connect server %s", shown_remote(remote))
-        code = window_copy(copy_arguments(None).parse_args([*job_args, "--remote", remote]), (run.source, run.target))
+        code = window_copy(copy_arguments(None).parse_args([*job_args, "--remote", remote]), (run.source, run.target),
+                           session)
         check_exit("window_copy", code, shown_remote(remote))
     else:
         launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, p["source_kafka_conn_id"],

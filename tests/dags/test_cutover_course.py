@@ -2,11 +2,15 @@
 injected at each of its steps, once, after the step's work and before it is marked done, so that
 every step is both retried and re-run: each retry of the cutover task continues at the step that
 failed, never before it, and the run ends migrated exactly, its grid and its report showing every
-step and every failure."""
+step and every failure. With a Spark Connect connection, the window's job runs in the task's
+process on the session warmed up while the connectors stopped."""
 from __future__ import annotations
 
 import datetime
+import json
+import sys
 import uuid
+from pathlib import Path
 
 from airflow.dag_processing.dagbag import DagBag
 from kmigrate.manifest import Manifest
@@ -17,6 +21,7 @@ from kmigrate_demo.workload import seed_mixed
 from tests.support.airflow import local, task_states, window_cells
 from tests.support.connect import delete_connectors
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
+from tests.support.stack import load_spark_cluster_module
 
 
 def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_ends_exact(
@@ -73,3 +78,42 @@ def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_end
             assert f"- **{step}** failed 1 time (then done on a retry): injected failure after {step}" in report
     finally:
         delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
+
+
+def test_on_a_spark_connect_server_the_window_job_runs_in_the_task_on_a_warm_session(
+        stack, dagbag, tmp_path, capfd, caplog, monkeypatch):
+    """A Spark Connect server on this test's own ports (stopped by pid): the cutover task starts the
+    job's session while the connectors stop and runs the job in its own process, so the window holds
+    no process or session start; the run ends migrated exactly."""
+    module = load_spark_cluster_module()
+    remote = "sc://127.0.0.1:30112"
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_WINDOW",
+                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 30112}))
+    server = module.connect_service(tmp_path / "spark", "local[2]", 30112, 30150, Path(sys.executable))
+    server.conf["spark.ui.enabled"] = "false"
+    assert module.connect_up(server, Path(sys.executable), timeout_s=120)
+    prefix = f"warm{uuid.uuid4().hex[:6]}"
+    w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=200)
+    state = tmp_path / "state"
+    source_before = partition_watermarks(stack.source, w.topics)
+    try:
+        capfd.readouterr()
+        run = local.dag_test(DagBag(dag_folder=dagbag.dag_folder).get_dag("kafka_migration"), {
+            "topics_include": w.topic_pattern, "groups": w.group_pattern,
+            "connectors": [w.source_connector, w.sink_connector],
+            "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
+            "quiesce_seconds": 1, "state_location": str(state), "run_name": prefix,
+            "spark_connect_conn_id": "spark_connect_window"})
+        log = "".join(capfd.readouterr()) + caplog.text  # the job's lines, and the task's log lines
+        assert str(run.state) == "success", task_states(run)
+    finally:
+        module.down([server])
+        delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
+    assert server.pid() is None
+    assert f"running window_copy in this task as a client of the Spark Connect server {remote}" in log
+    assert "warming up the window's Spark job failed" not in log and "the job starts cold" not in log
+    summary = summarize(Manifest(str(state), prefix))
+    window = {row["step"]: row["seconds"] for row in summary["window"]}
+    assert window["job_start"] < 0.5 and window["between steps"] < 0.5, window
+    assert summary["partitions"] == summary["partitions_equal"] and summary["connectors_resumed"] == 2
+    assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
