@@ -4,11 +4,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -27,8 +25,8 @@ from confluent_kafka.admin import (
 )
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable, GroupError, KmigrateError, TopicNotFound
-from kmigrate.kafka import group_wire
+from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicNotFound
+from kmigrate.kafka.group_admin import Committed, GroupCalls
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +37,9 @@ RETRIABLE = frozenset({
 })
 
 
-class Committed(NamedTuple):
-    """One committed position of a consumer group."""
-
-    offset: int
-    metadata: str = ""
-
-
-class ClusterAdmin:
-    """Admin and offset look-ups for one cluster, every call with an explicit timeout."""
+class ClusterAdmin(GroupCalls):
+    """Admin and offset look-ups for one cluster, every call with an explicit timeout (the consumer
+    groups' calls: `GroupCalls`)."""
 
     def __init__(self, cluster: ClusterConfig, timeout_s: float = 30.0) -> None:
         self.cluster = cluster
@@ -316,77 +308,6 @@ class ClusterAdmin:
                     f"{self.cluster.name}: DeleteRecords on {topic}[{partition}] before {before_offset} failed: "
                     f"{exc.args[0].str()}") from exc
         raise AssertionError("no DeleteRecords result")
-
-    # ------------------------------------------------------------------ consumer groups
-
-    def list_groups(self) -> list[str]:
-        try:
-            listed = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result(timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise self._unavailable("the consumer groups", exc) from exc
-        return sorted(g.group_id for g in listed.valid)
-
-    def describe_group(self, group: str) -> dict[str, Any]:
-        """{"state": "EMPTY"|"STABLE"|"DEAD"|..., "members": [client ids and hosts]}; a group that
-        does not exist is DEAD with no members."""
-        try:
-            described = self._admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group].result(
-                timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise GroupError(f"{self.cluster.name}: describing consumer group {group!r} failed: {exc.args[0].str()}",
-                             group=group) from exc
-        return {"state": described.state.name,
-                "members": [f"{m.client_id}@{m.host}" for m in described.members]}
-
-    def live_members(self, group: str) -> list[str] | None:
-        """The members of a group that is neither EMPTY nor DEAD (["joining"] while it has none
-        yet); None for an inactive group, whose offsets can be read as final and written."""
-        described = self.describe_group(group)
-        if not described["members"] and described["state"] in ("EMPTY", "DEAD"):
-            return None
-        return described["members"] or ["joining"]
-
-    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        """The group's committed offsets (`committed` without metadata)."""
-        return {key: committed.offset for key, committed in self.committed(group).items()}
-
-    def committed(self, group: str) -> dict[tuple[str, int], Committed]:
-        """Everything the group committed, by (topic, partition): offset and metadata (not the leader
-        epoch, meaningless on another cluster); empty for an unknown group. Read over the raw
-        connection where it can (`group_wire`: the metadata whole), else librdkafka."""
-        if group_wire.raw_capable(self.cluster):
-            return {key: Committed(*value) for key, value in group_wire.committed(self.cluster, group).items()}
-        try:
-            answer = self._admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)[group].result(
-                timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise GroupError(f"{self.cluster.name}: reading the offsets of consumer group {group!r} failed: "
-                             f"{exc.args[0].str()}", group=group) from exc
-        return {(tp.topic, tp.partition): Committed(tp.offset, tp.metadata or "") for tp in answer.topic_partitions
-                if tp.error is None and tp.offset >= 0}
-
-    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int | Committed]) -> None:
-        """Set the group's committed offsets, with their metadata when given (the group must have
-        no members); over the raw connection where it can (`group_wire`: the metadata as it is)."""
-        if group_wire.raw_capable(self.cluster):
-            group_wire.commit(self.cluster, group, {key: (value.offset, value.metadata) if isinstance(value, Committed)
-                                                    else (value, "") for key, value in offsets.items()})
-            return
-        request = ConsumerGroupTopicPartitions(group, [
-            TopicPartition(topic, partition, value.offset, metadata=value.metadata)
-            if isinstance(value, Committed) else TopicPartition(topic, partition, value)
-            for (topic, partition), value in sorted(offsets.items())])
-        try:
-            answer = self._admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group].result(
-                timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise GroupError(f"{self.cluster.name}: writing the offsets of consumer group {group!r} failed: "
-                             f"{exc.args[0].str()}", group=group) from exc
-        failed = [f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in answer.topic_partitions if tp.error]
-        if failed:
-            raise GroupError(f"{self.cluster.name}: consumer group {group!r}: offsets not written for "
-                             f"{', '.join(failed)}", group=group)
 
     def wait_for_topics(self, partitions: Mapping[str, int]) -> None:
         """Until each topic is in the metadata with its count of partitions, each led by a broker."""
