@@ -65,12 +65,27 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
              f"{time.monotonic() - session.begun:.1f}s after the job's start, {slots} task slots, "
              f"Python workers from {spark.conf.get(DAEMON_MODULE, 'pyspark.daemon')}"
              + ("" if is_connect(spark) else f", {driver_jvm_options(spark)}"))
-    warm_up_s = warm_up(spark, slots)
-    say(job, f"Python workers ready in {warm_up_s:.1f}s")
+    since = _warm.get(id(spark))
+    if since is not None and time.monotonic() - since < WARM_FOR_S:
+        warm_up_s = 0.0
+        say(job, f"Python workers used {time.monotonic() - since:.1f}s ago in this session: no warm-up")
+    else:
+        warm_up_s = warm_up(spark, slots)
+        say(job, f"Python workers ready in {warm_up_s:.1f}s")
     started = time.monotonic()
     rows = run_units(spark, units, task, job=job, action=action, describe=describe,
                      slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle, extras=extras)
+    _warm[id(spark)] = time.monotonic()
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
+
+
+# When each session last had its Python workers started or used: within WARM_FOR_S a job needs no
+# warm-up (Spark stops a Python worker idle for a minute). The window's copy and verification run
+# one after the other in one session, its workers started while the source quiesced. By the
+# session's id (a classic session as a weak dictionary key fails in PySpark 4.3: the lookup asks
+# for a Spark Connect session); a later session given a freed one's id only skips a warm-up.
+_warm: dict[int, float] = {}
+WARM_FOR_S = 30.0
 
 
 def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK) -> list[list[int]]:
@@ -145,6 +160,7 @@ def warm_up(spark: SparkSession, slots: int) -> float:
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(f"the Spark executors cannot run the kmigrate library ({error_cause(exc)}); "
                           "install the project (pip install .) in the executors' Python") from None
+    _warm[id(spark)] = time.monotonic()
     return time.monotonic() - started
 
 

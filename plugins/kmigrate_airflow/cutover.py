@@ -48,6 +48,7 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     (a finished run, run again, changes nothing). Its errors are the steps' own: a consumer still
     running, a transaction left open or a source written to after the snapshot fail it without retry."""
     run = RunFrame(params, run_id)
+    run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
     remote = spark_connect_url(params.get(SPARK_CONNECT_PARAM) or "")
     warm = warm_up(run, remote) if remote else None
     handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
@@ -56,9 +57,11 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
         ("quiesce", lambda: quiesce(run, handed.get("check"), handed.get("topics"))),
         ("snapshot", lambda: steps.take_run_snapshot(run)),
         ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
-        ("restore_topic_configs", lambda: steps.restore_configs(run)),
-        ("replicate_groups", lambda: steps.replicate_run_groups(run)),
-        ("migrate_connectors", lambda: steps.migrate_run_connectors(run)),
+        [  # side by side: each writes its own things on the target (topic configs, group offsets, connectors)
+            ("restore_topic_configs", lambda: steps.restore_configs(run)),
+            ("replicate_groups", lambda: steps.replicate_run_groups(run)),
+            ("migrate_connectors", lambda: steps.migrate_run_connectors(run)),
+        ],
         ("resume_connectors", lambda: steps.resume_run_connectors(run)),
     ], log.info)
     return course.outcomes(run.manifest)
@@ -144,9 +147,11 @@ def warm_up(run: RunFrame, remote: str) -> concurrent.futures.Future:
     or None when warming up failed (the job then does it all itself, and says what fails)."""
     def warm() -> Any:
         try:
-            from kmigrate_spark.session import start_spark
+            from kmigrate_spark.session import start_spark, task_slots
+            from kmigrate_spark.units import warm_up as start_workers
 
             session = start_spark(f"kmigrate-copy-{run.name}", remote)
+            start_workers(session, task_slots(session))  # a Python worker a task slot, kmigrate imported
             check_topics_free(run.target, run.name, [])  # the claims log, read once in this process
             return session
         except Exception as exc:  # noqa: BLE001

@@ -5,6 +5,7 @@ first step not done, and each that fails leaves its error (part cutover-failures
 What a person reads per step, in the grid and the report, comes from those marks (`outcomes`)."""
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,30 +25,49 @@ def done_part(step: str) -> str:
     return f"{Part.CUTOVER}/{step}"
 
 
-def run_course(manifest: Manifest, steps: Sequence[Step], say: Callable[[str], None]) -> list[str]:
+def run_course(manifest: Manifest, steps: Sequence[Step | Sequence[Step]], say: Callable[[str], None]) -> list[str]:
     """Run `steps` ((name, call) in STEPS' order) one after another, skipping those marked done by
-    an earlier attempt; a step's error is recorded and raised as it is, the steps after it left for
-    the retry. Returns the names of the steps this call ran."""
-    ran = []
-    for name, call in steps:
-        done = manifest.read(done_part(name))
-        if done:
-            say(f"{name}: done by an earlier attempt (ended {done['ended']}); continuing after it")
-            continue
-        began = time.time()
-        try:
-            call()
-        except Exception as exc:
-            manifest.write_once(f"{Part.CUTOVER_FAILURES}/{name}/{new_attempt()}", {
-                "step": name, "started": iso(began), "failed": iso(time.time()), "error": str(exc)[:4000]})
-            say(f"{name}: failed after {time.time() - began:.2f}s: {exc}")
-            raise
-        ended = time.time()
-        manifest.write_once(done_part(name), {"step": name, "started": iso(began), "ended": iso(ended),
-                                              "seconds": round(ended - began, 3)})
-        say(f"{name}: done in {ended - began:.2f}s")
-        ran.append(name)
+    an earlier attempt; a list of steps in their place runs side by side (steps that touch nothing
+    of each other's), the course going on once all have ended. A step's error is recorded and
+    raised as it is, the steps after it left for the retry. Returns the names of the steps this
+    call ran."""
+    ran: list[str] = []
+    for item in steps:
+        group = [item] if isinstance(item[0], str) else list(item)
+        todo = [(name, call) for name, call in group if not _done_before(manifest, name, say)]
+        if len(todo) == 1:
+            ran.append(_run_step(manifest, *todo[0], say))
+        elif todo:
+            with concurrent.futures.ThreadPoolExecutor(len(todo), thread_name_prefix="cutover-step") as pool:
+                futures = [pool.submit(_run_step, manifest, name, call, say) for name, call in todo]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            if errors:
+                raise errors[0]
+            ran += [f.result() for f in futures]
     return ran
+
+
+def _done_before(manifest: Manifest, name: str, say: Callable[[str], None]) -> bool:
+    done = manifest.read(done_part(name))
+    if done:
+        say(f"{name}: done by an earlier attempt (ended {done['ended']}); continuing after it")
+    return bool(done)
+
+
+def _run_step(manifest: Manifest, name: str, call: Callable[[], Any], say: Callable[[str], None]) -> str:
+    began = time.time()
+    try:
+        call()
+    except Exception as exc:
+        manifest.write_once(f"{Part.CUTOVER_FAILURES}/{name}/{new_attempt()}", {
+            "step": name, "started": iso(began), "failed": iso(time.time()), "error": str(exc)[:4000]})
+        say(f"{name}: failed after {time.time() - began:.2f}s: {exc}")
+        raise
+    ended = time.time()
+    manifest.write_once(done_part(name), {"step": name, "started": iso(began), "ended": iso(ended),
+                                          "seconds": round(ended - began, 3)})
+    say(f"{name}: done in {ended - began:.2f}s")
+    return name
 
 
 def outcomes(manifest: Manifest) -> list[dict[str, Any]]:
