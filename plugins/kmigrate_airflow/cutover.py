@@ -9,10 +9,12 @@ failed or not reached), as the per-step tasks gave."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -50,7 +52,17 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     run = RunFrame(params, run_id)
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
     remote = spark_connect_url(params.get(SPARK_CONNECT_PARAM) or "")
-    warm = warm_up(run, remote) if remote else None
+    with connect_mode_contained():
+        warm = warm_up(run, remote) if remote else None
+        try:
+            run_window(run, remote, warm)
+        finally:
+            if warm is not None:
+                concurrent.futures.wait([warm], timeout=60)
+    return course.outcomes(run.manifest)
+
+
+def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None) -> None:
     handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
     course.run_course(run.manifest, [
         ("stop_connectors", lambda: stop(run, handed)),
@@ -64,7 +76,26 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
         ],
         ("resume_connectors", lambda: steps.resume_run_connectors(run)),
     ], log.info)
-    return course.outcomes(run.manifest)
+
+
+# what PySpark sets in the environment once a process has a Spark Connect session: a process started
+# from it afterwards (a spark-submit job of a later task, under dag.test) would take it for a client
+CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+@contextlib.contextmanager
+def connect_mode_contained() -> Iterator[None]:
+    """The process's environment as it was before the block, as far as PySpark's Spark Connect mode
+    goes: the window's job (a Spark Connect client in this process) leaves no trace in it."""
+    before = {name: os.environ.get(name) for name in CONNECT_MODE_ENV}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @task(retries=0, trigger_rule="one_done", map_index_template="{{ step_name }}")

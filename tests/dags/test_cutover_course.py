@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -116,6 +117,8 @@ def test_on_a_spark_connect_server_the_window_job_runs_in_the_task_on_a_warm_ses
     assert server.pid() is None
     assert f"running window_copy in this task as a client of the Spark Connect server {remote}" in log
     assert "warming up the window's Spark job failed" not in log and "the job starts cold" not in log
+    # no Spark Connect mode left in this process's environment for later spark-submit jobs to inherit
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
     summary = summarize(Manifest(str(state), prefix))
     window = {row["step"]: row["seconds"] for row in summary["window"]}
     assert window["job_start"] < 0.5 and window["between steps"] < 0.5, window
