@@ -208,8 +208,7 @@ class ConnectClient:
             self.wait_stopped(name, wait_s)
 
     def wait_stopped(self, name: str, wait_s: float = 60.0) -> None:
-        self.wait_for(name, lambda st: st["connector"]["state"] == "STOPPED" and not st["tasks"],
-                      "STOPPED with no tasks", wait_s)
+        self.wait_for(name, is_stopped, "STOPPED with no tasks", wait_s)
 
     def pause(self, name: str) -> None:
         self._request("PUT", f"/connectors/{name}/pause", connector=name)
@@ -244,6 +243,11 @@ class ConnectClient:
                     connector=name,
                 )
             time.sleep(poll_s)
+
+
+def is_stopped(status: Mapping[str, Any]) -> bool:
+    """Whether a connector's status says STOPPED with no task left."""
+    return status["connector"]["state"] == "STOPPED" and not status["tasks"]
 
 
 def apache_release(version: str) -> tuple[int, int] | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, OffsetsNotApplied
-from kmigrate.kafka.connect import ConnectClient
+from kmigrate.kafka.connect import ConnectClient, is_stopped
 from kmigrate.manifest import Manifest, Part
 from kmigrate.offsets import OffsetTranslator
 from kmigrate.run.connectors import old_connect
@@ -92,7 +92,7 @@ def stopped_check(connect: ConnectClient, names: Sequence[str], wait_s: float = 
     def stopped() -> bool:
         while left:
             status = connect.status(left[0])
-            if not _stopped(status):
+            if not is_stopped(status):
                 if time.monotonic() > deadline:
                     raise ConnectTimeout(f"connector {left[0]!r} on {connect.url} was not STOPPED with no tasks after "
                                          f"{wait_s:.0f}s (last status: {status}); check the worker log",
@@ -103,9 +103,6 @@ def stopped_check(connect: ConnectClient, names: Sequence[str], wait_s: float = 
 
     return stopped
 
-
-def _stopped(status: Mapping[str, Any]) -> bool:
-    return status["connector"]["state"] == "STOPPED" and not status["tasks"]
 
 
 def states_before(manifest: Manifest) -> dict[str, str]:
