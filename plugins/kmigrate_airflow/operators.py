@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover.events import STOPPED, cutover_time
+from kmigrate.run.report import timeline
 
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, launch, stop_client
 
@@ -66,8 +67,9 @@ class KmigrateCutoverSensor(BaseSensorOperator):
     """Waits for the run's `cutover_at` time (none: passes at once), holding no worker between
     pokes (reschedule mode). Each poke before that time has the launcher run a catch-up round
     (the `application` job, catch_up.py, run like the Spark tasks' jobs), so that the target stays
-    within one round of the live source (with `catch_up` "True": the pre-copy is on); a poke less
-    than one interval before the time sleeps until it, so that the connectors stop on time. A run that has stopped
+    within one round of the live source (with `catch_up` "True": the pre-copy is on), unless the
+    time is nearer than a round has taken; a poke less than one interval before the time sleeps
+    until it, so that the connectors stop on time. A run that has stopped
     its connectors already (a retry, a re-run) passes at once."""
 
     template_fields: Sequence[str] = ("cutover_at", "catch_up", "state_location", "run_name", "job_args",
@@ -94,19 +96,23 @@ class KmigrateCutoverSensor(BaseSensorOperator):
             at = cutover_time(self.cutover_at)
         except KmigrateError as exc:
             raise AirflowFailException(str(exc)) from exc
-        if at is None or Manifest(self.state_location, self.run_name).exists(Part.event(STOPPED)):
+        manifest = Manifest(self.state_location, self.run_name)
+        if at is None or manifest.exists(Part.event(STOPPED)):
             return True
         now = datetime.datetime.now(datetime.timezone.utc)
         if now >= at:
             self.log.info("cutover time %s reached", at.isoformat())
             return True
+        ahead, took = (at - now).total_seconds(), longest_round_seconds(manifest)
         if self.catch_up != "True":
-            self.log.info("cutover at %s (in %.0fs); the pre-copy is off: waiting", at.isoformat(),
-                          (at - now).total_seconds())
+            self.log.info("cutover at %s (in %.0fs); the pre-copy is off: waiting", at.isoformat(), ahead)
+        elif ahead <= took:  # a round now would end after the time and hold the stop back
+            self.log.info("cutover at %s (in %.0fs), sooner than a catch-up round took (%.0fs): no round, "
+                          "waiting", at.isoformat(), ahead, took)
         else:
-            self.log.info("cutover at %s (in %.0fs): a catch-up pre-copy round meanwhile", at.isoformat(),
-                          (at - now).total_seconds())
-            self._catch_up()
+            self.log.info("cutover at %s (in %.0fs): a catch-up pre-copy round meanwhile", at.isoformat(), ahead)
+            with timeline.timed(manifest, CATCH_UP_STEP):
+                self._catch_up()
         left = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
         if left <= self.poke_interval:
             self.log.info("%.1fs to the cutover time: waiting for it here", max(0.0, left))
@@ -149,6 +155,12 @@ def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int 
 
 # seconds between catch-up rounds while a run waits for its cutover_at time
 CATCH_UP_ENV = "KMIGRATE_CUTOVER_CATCH_UP_S"
+CATCH_UP_STEP = "catch_up"  # the timeline's step: a catch-up round's launch to its end
+
+
+def longest_round_seconds(manifest: Manifest) -> float:
+    """The longest the run's catch-up rounds took, their job's start-up included (0 before the first)."""
+    return max((float(r["seconds"]) for r in timeline.steps(manifest) if r["step"] == CATCH_UP_STEP), default=0.0)
 
 
 def cutover_sensor(task_id: str, script: str, run_id: str, *extra: str) -> KmigrateCutoverSensor:

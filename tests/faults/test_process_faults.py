@@ -118,7 +118,8 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
     partitions: the orphan holds each partition's lease while it copies it, the retry's copiers wait
     for each lease and resume from the target's end, so no partition gets a record twice or at
     another offset. A producer quota on the target makes the orphan slow enough (throttled, many
-    small requests) to be still copying when the retry starts."""
+    small requests) to be still copying when the retry starts: the quota holds the orphan back until
+    the retry has found a partition it leases, and is lifted then."""
     partitions, per_partition = 4, 1000
     topic = seeded(faulty, "fault-orphan", partitions, per_partition, **{"batch.size": 8192})
     run = f"faults-{uuid.uuid4().hex[:6]}"
@@ -131,10 +132,10 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
            str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"), "--state-location", str(tmp_path / "state"),
            "--run-id", run, "--clients", str(clients)]
     orphan_log = tmp_path / "orphan.log"
-    set_client_quota(faulty.target, QUOTA_CLIENT, 8 << 10)
+    set_client_quota(faulty.target, QUOTA_CLIENT, 2 << 10)
     task = subprocess.Popen([sys.executable, "-c", TASK, str(orphan_log), *job], stdout=subprocess.PIPE, text=True,
                             env=env, cwd=PROJECT_DIR)
-    orphan = int(task.stdout.readline())
+    orphan, started = int(task.stdout.readline()), None
     try:
         def copying() -> bool:
             with ClusterAdmin(faulty.target) as target:
@@ -145,7 +146,13 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
         assert alive(orphan), "the copy job ended with its task: nothing is orphaned"
         with ClusterAdmin(faulty.target) as target:
             at_retry = sum(target.watermarks(topic, p)[1] for p in range(partitions))
-        retry = subprocess.run(job, capture_output=True, text=True, timeout=600, env=env, cwd=PROJECT_DIR)
+        started = subprocess.Popen(job, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                   cwd=PROJECT_DIR)
+        wait_until(lambda: lease_contention(faulty, topic)[0] > 0 or started.poll() is not None,
+                   "the retry to find a partition the orphan leases", 300, ignore=MID_FAULT)
+        set_client_quota(faulty.target, QUOTA_CLIENT, None)  # the orphan may finish now
+        out, err = started.communicate(timeout=600)
+        retry = subprocess.CompletedProcess(job, started.returncode, out, err)
         held = 0
         if retry.returncode != 0:
             # the orphan held a partition longer than the retry waits for it (two leases): the retry fails
@@ -164,6 +171,9 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
         set_client_quota(faulty.target, QUOTA_CLIENT, None)
         if alive(orphan):
             os.killpg(orphan, signal.SIGKILL)
+        if started is not None and started.poll() is None:
+            started.kill()
+            started.wait(30)
     # each partition's records were written once: by the orphan, or what it had not written by the retry
     attempts = [manifest.read(p)["rows"] for p in manifest.parts() if p.startswith("copy-results/")]
     assert len(attempts) == 2 + (held > 0), attempts

@@ -87,3 +87,34 @@ def test_downtime_and_finished_come_from_the_events(tmp_path):
     manifest.write_once(Part.event(events.STOPPED), {"at": at(0)})
     manifest.write_once(Part.event(events.RESUMED), {"at": at(7.25)})
     assert events.finished(manifest) and events.downtime_s(manifest) == 7.25
+
+
+def scheduled_sensor(tmp_path, ahead_s: float):
+    """The cutover sensor of a run whose cutover_at is `ahead_s` from now, a 10 s poke interval."""
+    import datetime
+
+    from kmigrate_airflow.operators import KmigrateCutoverSensor
+    at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=ahead_s)
+    return KmigrateCutoverSensor(
+        task_id="wait", cutover_at=at.isoformat(), catch_up="True", state_location=str(tmp_path), run_name="r",
+        application="catch_up.py", job_args=[], source_conn_id="s", target_conn_id="t", poke_interval=10), at
+
+
+def test_no_catch_up_round_starts_nearer_the_cutover_time_than_a_round_has_taken(tmp_path, monkeypatch):
+    """A round that would end after cutover_at holds the stop back: the sensor waits for the time instead."""
+    import datetime
+    import time
+
+    from kmigrate_airflow.operators import CATCH_UP_STEP
+    rounds: list[str] = []
+    manifest = Manifest(str(tmp_path), "r")
+    sensor, at = scheduled_sensor(tmp_path, 30)
+    monkeypatch.setattr(sensor, "_catch_up", lambda: rounds.append("round"))
+    assert sensor.poke({}) is False and rounds == ["round"]  # 30 s ahead: a round, then the next poke
+    assert [r["step"] for r in timeline.steps(manifest)] == [CATCH_UP_STEP]  # the round, timed
+    now = time.time()
+    timeline.record(manifest, CATCH_UP_STEP, now - 20, now - 8)  # a round took 12 s
+    sensor, at = scheduled_sensor(tmp_path, 1.5)
+    monkeypatch.setattr(sensor, "_catch_up", lambda: rounds.append("late round"))
+    assert sensor.poke({}) is True and rounds == ["round"]  # 1.5 s ahead: no round, the time awaited
+    assert datetime.datetime.now(datetime.timezone.utc) >= at
