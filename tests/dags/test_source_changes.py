@@ -142,8 +142,9 @@ def test_a_scheduled_cutover_stops_no_earlier_and_keeps_the_target_one_round_beh
     assert cutover_at <= stop < cutover_at + datetime.timedelta(seconds=15), (cutover_at, stop)
     rounds = sorted((manifest.read(p) for p in manifest.parts() if p.startswith("pre-copy-rounds/")),
                     key=lambda r: r["started"])
-    # the pre-copy, then catch-up rounds (each a spark-submit job here, then 10 s until the next poke)
-    assert len(rounds) >= 3 and [r["round"] for r in rounds] == list(range(1, len(rounds) + 1)), rounds
+    # the pre-copy, then catch-up rounds (each a spark-submit job here, then 10 s until the next poke;
+    # none that would end past the time: on a loaded machine one round is all the minute holds)
+    assert len(rounds) >= 2 and [r["round"] for r in rounds] == list(range(1, len(rounds) + 1)), rounds
     parse = datetime.datetime.fromisoformat
     # each round copied up to the source's end when it began (within the sampling's half second)
     for r in rounds[1:]:
