@@ -260,6 +260,28 @@ def markdown(w: Workload, args: argparse.Namespace, rows: dict[str, dict[str, An
     return "\n".join(lines) + "\n"
 
 
+def prepared(prefix: str, args: argparse.Namespace) -> Workload:
+    """The workload seeded, its compacted topic cleaned, its groups committed, the source read back."""
+    w = seed(prefix, args)
+    wait_for_compaction(w, args.side_records // 2 * 2, 90)
+    commit_groups(w, args.groups)
+    w.source = read_all(SOURCE, w.partitions)
+    return w
+
+
+def every_tool(w: Workload, args: argparse.Namespace, ways: list[str],
+               server: SparkConnectServer | None) -> list[Result]:
+    """MM2, then each of our ways, the target reset before each of ours."""
+    print("MirrorMaker 2 ...", flush=True)
+    results = [run_mm2(w, args)]
+    for way in ways:
+        reset_target(w)
+        print(f"kmigrate ({way}) ...", flush=True)
+        with tempfile.TemporaryDirectory() as workdir:
+            results.append(run_ours(w, args, Path(workdir), server if way == "connect" else None))
+    return results
+
+
 def warm_up(prefix: str, args: argparse.Namespace, ways: list[str], server: SparkConnectServer | None) -> None:
     """A small workload (--warm-up-records) through MM2 and each of our ways, untimed, then deleted:
     the brokers, the Connect worker and the Spark Connect server compile the code both tools use
@@ -268,16 +290,9 @@ def warm_up(prefix: str, args: argparse.Namespace, ways: list[str], server: Spar
     small = argparse.Namespace(**{**vars(args), "records": args.warm_up_records,
                                   "side_records": max(2, args.warm_up_records // 20), "groups": 2})
     began = time.monotonic()
-    w = seed(prefix, small)
-    wait_for_compaction(w, small.side_records // 2 * 2, 90)
-    commit_groups(w, small.groups)
-    w.source = read_all(SOURCE, w.partitions)
+    w = prepared(prefix, small)
     try:
-        run_mm2(w, small)
-        for way in ways:
-            reset_target(w)
-            with tempfile.TemporaryDirectory() as workdir:
-                run_ours(w, small, Path(workdir), server if way == "connect" else None)
+        every_tool(w, small, ways, server)
         reset_target(w)
     finally:
         cleanup(w)
@@ -291,21 +306,11 @@ def measure(prefix: str, args: argparse.Namespace, ways: list[str],
     if args.warm_up_records:
         warm_up(f"{prefix}w", args, ways, server)
     seeded = time.monotonic()
-    w = seed(prefix, args)
-    wait_for_compaction(w, args.side_records // 2 * 2, 90)
-    commit_groups(w, args.groups)
-    w.source = read_all(SOURCE, w.partitions)
+    w = prepared(prefix, args)
     print(f"seeded {w.produced:,} records ({w.records:,} visible, {w.bytes / 1e6:,.0f} MB of values, "
           f"{w.compacted_away:,} compacted away) and {len(w.groups)} groups in {time.monotonic() - seeded:.0f}s", flush=True)
     try:
-        print("MirrorMaker 2 ...", flush=True)
-        mm2 = run_mm2(w, args)
-        results = [mm2]
-        for way in ways:
-            reset_target(w)
-            print(f"kmigrate ({way}) ...", flush=True)
-            with tempfile.TemporaryDirectory() as workdir:
-                results.append(run_ours(w, args, Path(workdir), server if way == "connect" else None))
+        results = every_tool(w, args, ways, server)
     finally:
         cleanup(w)
     return results, w

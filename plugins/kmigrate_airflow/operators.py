@@ -103,10 +103,10 @@ class KmigrateCutoverSensor(BaseSensorOperator):
         if now >= at:
             self.log.info("cutover time %s reached", at.isoformat())
             return True
-        ahead, took = (at - now).total_seconds(), longest_round_seconds(manifest)
+        ahead = (at - now).total_seconds()
         if self.catch_up != "True":
             self.log.info("cutover at %s (in %.0fs); the pre-copy is off: waiting", at.isoformat(), ahead)
-        elif ahead <= took:  # a round now would end after the time and hold the stop back
+        elif ahead <= (took := longest_round_seconds(manifest)):  # a round now would end after the time
             self.log.info("cutover at %s (in %.0fs), sooner than a catch-up round took (%.0fs): no round, "
                           "waiting", at.isoformat(), ahead, took)
         else:

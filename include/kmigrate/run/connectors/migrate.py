@@ -104,7 +104,6 @@ def stopped_check(connect: ConnectClient, names: Sequence[str], wait_s: float = 
     return stopped
 
 
-
 def states_before(manifest: Manifest) -> dict[str, str]:
     """Each connector's state on the source before the run stopped it (see stop_connectors)."""
     recorded = manifest.read(Part.CONNECTOR_STATES)
