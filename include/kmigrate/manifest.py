@@ -187,6 +187,11 @@ class Manifest:
         self._put(part, _encode(compute()))
         return self.read(part)  # whichever writer's rename landed
 
+    def replace(self, part: str, data: Mapping[str, Any]) -> None:
+        """Write the part whether it exists or not (a part replaced on every write: a running
+        mirror's status); a reader sees the old content or the new, whole."""
+        self._write(self._path(part), _encode(data), part, keep_existing=False)
+
     def parts(self) -> list[str]:
         """Names of the stored parts, sorted."""
         try:

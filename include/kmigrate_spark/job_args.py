@@ -56,3 +56,16 @@ def server_arguments(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("remote", help="the Spark Connect server, sc://HOST:PORT")
     return parser
+
+
+def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The mirror's arguments: copy_arguments', what it selects (the first time), its pace, how long."""
+    parser = copy_arguments(doc)
+    parser.add_argument("--topics", help="regular expression of the topics to mirror (the first start of the run; "
+                        "a restart keeps the run's selection)")
+    parser.add_argument("--exclude-topics", help="regular expression of topics not mirrored")
+    parser.add_argument("--groups", help="regular expression of the consumer groups whose offsets follow")
+    parser.add_argument("--interval-s", type=float, default=1.0, help="a round at most this often")
+    parser.add_argument("--refresh-s", type=float, default=10.0, help="the topic selection read again this often")
+    parser.add_argument("--max-seconds", type=float, help="stop after this long (default: until asked to stop)")
+    return parser

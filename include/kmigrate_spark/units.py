@@ -56,25 +56,29 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
                  job: str, action: str, describe: Callable[[dict[str, Any]], str],
                  parallelism: int | None, progress: Callable[[], str] | None = None,
                  settle: Callable[[], str] | None = None,
-                 extras: Extras | None = None) -> tuple[list[dict[str, Any]], float, float]:
+                 extras: Extras | None = None, quiet: bool = False) -> tuple[list[dict[str, Any]], float, float]:
     """Warm the session up and run `task` over `units` (`task(unit, **extras(unit))`). Returns the
-    rows, the seconds from the warmed-up executors to the last row, and the warm-up's seconds."""
+    rows, the seconds from the warmed-up executors to the last row, and the warm-up's seconds.
+    `quiet`: no line about the session and a line a unit only for a failed one (a mirror's rounds)."""
     spark = session.get()
     slots = task_slots(spark)
-    say(job, f"Spark session {'on ' + shown_remote(session.remote) if session.remote else 'started'} "
-             f"{time.monotonic() - session.begun:.1f}s after the job's start, {slots} task slots, "
-             f"Python workers from {spark.conf.get(DAEMON_MODULE, 'pyspark.daemon')}"
-             + ("" if is_connect(spark) else f", {driver_jvm_options(spark)}"))
+    if not quiet:
+        say(job, f"Spark session {'on ' + shown_remote(session.remote) if session.remote else 'started'} "
+                 f"{time.monotonic() - session.begun:.1f}s after the job's start, {slots} task slots, "
+                 f"Python workers from {spark.conf.get(DAEMON_MODULE, 'pyspark.daemon')}"
+                 + ("" if is_connect(spark) else f", {driver_jvm_options(spark)}"))
     since = _warm.get(id(spark))
     if since is not None and time.monotonic() - since < WARM_FOR_S:
         warm_up_s = 0.0
-        say(job, f"Python workers used {time.monotonic() - since:.1f}s ago in this session: no warm-up")
+        if not quiet:
+            say(job, f"Python workers used {time.monotonic() - since:.1f}s ago in this session: no warm-up")
     else:
         warm_up_s = warm_up(spark, slots)
         say(job, f"Python workers ready in {warm_up_s:.1f}s")
     started = time.monotonic()
     rows = run_units(spark, units, task, job=job, action=action, describe=describe,
-                     slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle, extras=extras)
+                     slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle, extras=extras,
+                     quiet=quiet)
     _warm[id(spark)] = time.monotonic()
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
 
@@ -223,7 +227,7 @@ def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Seque
 def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[..., dict[str, Any]], *,
               job: str, action: str, describe: Callable[[dict[str, Any]], str], slots: int, parallelism: int,
               progress: Callable[[], str] | None = None, settle: Callable[[], str] | None = None,
-              status_every_s: float = 10.0, extras: Extras | None = None) -> list[dict[str, Any]]:
+              status_every_s: float = 10.0, extras: Extras | None = None, quiet: bool = False) -> list[dict[str, Any]]:
     """Rows of `task` over `units` (with `extras` of each), in plan order: one Spark job when
     `parallelism` covers the task slots, else one job a unit, `parallelism` at a time. `progress`
     adds to the status lines.
@@ -257,10 +261,12 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
             index, row = item
             rows[index] = row
             unit = units[index]
-            say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
+            if not quiet or not row.get("ok", True):
+                say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
 
     if parallelism >= slots:
-        say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} tasks at a time")
+        if not quiet:
+            say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} tasks at a time")
         try:
             follow(functools.partial(_in_one_job, spark, units, everything, action, task, slots=slots, extras=extras))
         except Exception as exc:  # noqa: BLE001 - Spark stopped the job: a task failed past its retries

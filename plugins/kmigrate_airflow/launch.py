@@ -112,6 +112,39 @@ def launch(job: LaunchedJob, log: logging.Logger, *, submit: Callable[[], None] 
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def start_detached(job: LaunchedJob, log: logging.Logger, output: Path) -> int:
+    """Start a long-running job (the mirror) and return its process id without waiting for it: a
+    client of the Spark Connect connection's server, else spark-submit on spark_default in client
+    mode (the driver on this worker; a YARN or Kubernetes cluster-mode driver would need the client
+    configs' file or secret for longer than the launch: refused, use a Spark Connect server). Its
+    own session, so that the task's end does not end it; its output appended to `output`."""
+    source = kafka_cluster(job.source_conn_id, "source")
+    target = kafka_cluster(job.target_conn_id, "target")
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    remote = spark_connect_url(job.spark_connect_conn_id)
+    env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, REMOTE_ENV: remote or "",
+           CLIENTS_ENV: clients_json(source, target)}
+    if remote:
+        command = [python, job.application, *(job.application_args or [])]
+        log.info("starting %s as a client of the Spark Connect server %s", Path(job.application).name,
+                 shown_remote(remote))
+    else:
+        hook = job._get_hook()
+        if hook._connection["deploy_mode"] == "cluster":
+            raise AirflowFailException(f"{Path(job.application).name} runs until it is stopped: on spark-submit it "
+                                       "runs in client mode only (its driver on this worker); give a Spark Connect "
+                                       "connection, or set spark_default's deploy mode to client")
+        command = hook._build_spark_submit_command(job.application)  # the provider's command line, secrets aside
+        log.info("starting %s with spark-submit on %s", Path(job.application).name, hook._connection["master"])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "a") as out:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True)
+    log.info("%s started, process %d on this worker, its output in %s", Path(job.application).name, process.pid,
+             output)
+    return process.pid
+
+
 def clients_handoff(master: str, deploy_mode: str | None, clients_file: str,
                     k8s_secret: str | None = None) -> tuple[list[str], list[str], dict[str, str]]:
     """How a spark-submit job on YARN or Kubernetes gets its client configs, as (job arguments,

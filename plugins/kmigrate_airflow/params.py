@@ -124,3 +124,17 @@ def connector_params() -> dict[str, Param]:
                                                  "the connectors above; values are strings, numbers or booleans "
                                                  "(a Connect config is flat)"),
     }
+
+
+def mirror_params() -> dict[str, Param]:
+    """A continuous mirror's name (the failover names it too) and pace."""
+    return {
+        "run_name": Param("dr-mirror", type="string", pattern=f"^{RUN_NAME}$", title="Mirror name",
+                          description="Names the mirror's run manifest; a failover or drill of this mirror names it"),
+        "interval_s": Param(1.0, type="number", exclusiveMinimum=0, maximum=3600, title="Round interval (s)",
+                            description="A mirror round at most this often"),
+        "refresh_s": Param(10.0, type="number", exclusiveMinimum=0, maximum=86400, title="Selection refresh (s)",
+                           description="New topics and partitions matching the selection are picked up this often"),
+        "stale_after_s": Param(60.0, type="number", minimum=5, title="Restart after (s)",
+                               description="The mirror is started again when its heartbeat is this old"),
+    }

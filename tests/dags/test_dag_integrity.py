@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.stack import PROJECT_DIR
 
-DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_migration_rollback"}
+DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_dr_mirror", "kafka_migration_rollback"}
 
 
 def test_dags_import_without_errors(dagbag):
@@ -67,7 +67,7 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
 def test_each_steps_code_is_one_import_from_its_dag_file(dagbag, dag_id):
     """A reader of a DAG file finds each task's code in a module the file imports itself (the
-    steps), or the Spark job the file names by its script."""
+    steps, an operator's class), or the Spark job the file names by its script."""
     import ast
 
     dag = dagbag.get_dag(dag_id)
@@ -80,6 +80,8 @@ def test_each_steps_code_is_one_import_from_its_dag_file(dagbag, dag_id):
         function = getattr(task, "python_callable", None) or getattr(task, "partial_kwargs", {}).get("python_callable")
         if function is not None:
             assert function.__module__ in imported, (task.task_id, function.__module__)
+        elif not hasattr(task, "application"):
+            assert type(task).__module__ in imported, (task.task_id, type(task).__module__)
         else:
             script = Path(task.application).name
             assert f'"{script}"' in source and (PROJECT_DIR / "spark_jobs" / script).is_file(), task.task_id

@@ -4,16 +4,24 @@ Kafka stack: no JVM in the job's process, the server's executors run the copier.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate_spark.clients import write_clients
 
 from tests.support.kafka import seed_plain
 from tests.support.kill_hook import kill_hook_env
+from tests.support.live_source import LiveSource, compare_with_model
 from tests.support.migration import assert_same_partition
+from tests.support.mirror import start_mirror, stop_mirror, wait_caught_up, wait_for_round
 from tests.support.spark import attempts, make_run, seed_workload
 from tests.support.stack import PROJECT_DIR, load_spark_cluster_module
 
@@ -110,3 +118,59 @@ def test_an_unreachable_or_wrong_server_fails_fast_with_one_message(stack, uniqu
     result = run_job("copy_partitions", tmp_path / "state", clients, remote)
     assert result.returncode == 2 and time.monotonic() - started < 60
     assert says in result.stderr and "Traceback" not in result.stderr
+
+
+def commit(cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """`group` commits `offsets` on `cluster` without joining (an EMPTY group, as after its consumers left)."""
+    consumer = Consumer(cluster.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_killed_tasks_and_a_killed_driver(
+        stack, unique_name, tmp_path, connect_server):
+    """Transactional, idempotent, plain and compacting producers and a deleter write while the mirror
+    runs; its first copies are killed on the server (the kill hook: once a bulk partition), its
+    driver is killed with SIGKILL and started again without its selection. Once the producers stop,
+    the DR cluster holds exactly what the producers were told, at the source's offsets, and the
+    group's offsets as the source has them, capped at the DR cluster's ends."""
+    remote, markers = connect_server
+    live = LiveSource(stack.source, unique_name, seed=int(os.environ.get("MIRROR_SEED", 3511)))
+    live.create()
+    bulk = f"{unique_name}.bulk"
+    seed_plain(stack.source, bulk, partitions=2, per_partition=4000, **{"batch.num.messages": 100})
+    group = f"{unique_name}.readers"
+    state, run_id = tmp_path / "state", "mirror-1"
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    manifest = Manifest(str(state), run_id)
+    live.start()
+    processes = [start_mirror(state, run_id, clients, remote, "--topics", live.pattern, "--groups", re.escape(group),
+                              "--interval-s", "0.5", "--fetch-max-bytes", "16384")]
+    try:
+        before_kill = wait_for_round(manifest, 3)["round"]
+        commit(stack.source, group, {(bulk, 0): 1234, (bulk, 1): 4500})  # 4500: past the end (4000)
+        processes[0].kill()
+        processes[0].communicate(timeout=30)
+        processes.append(start_mirror(state, run_id, clients, remote))  # the run's selection, from its manifest
+        wait_for_round(manifest, before_kill + 3)
+        live.stop()
+        status = wait_caught_up(manifest, stack.source, {**live.topics, bulk: 2})
+        stop_mirror(manifest, processes[1])
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                print(process.communicate(timeout=30)[0][-6000:])
+    assert sorted(p.name for p in markers.iterdir() if p.name.startswith(bulk)) == [f"{bulk}-0", f"{bulk}-1"]
+    compared = compare_with_model(stack, live.topics, live.compacted, live.model)
+    for partition in range(2):
+        assert_same_partition(stack, bulk, partition)
+    with ClusterAdmin(stack.target) as admin:
+        assert admin.committed_offsets(group) == {(bulk, 0): 1234, (bulk, 1): 4000}
+    assert status["behind_s_max"] is not None and all(p["error"] is None for p in status["partitions"])
+    final = mirror_status.read(manifest)
+    assert final["stopped"] and final["totals"]["records"] > 0
+    assert len([p for p in manifest.parts() if p.startswith("mirror-starts/")]) == 2
+    print(f"mirror: {compared} records compared, {final['round']} rounds, {live.model.transactions} transactions")

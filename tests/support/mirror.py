@@ -1,0 +1,64 @@
+"""Running the continuous mirror job in the tests: started as a Spark Connect client, followed
+through its status part, stopped through the run manifest."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import request_stop
+
+from tests.support.stack import PROJECT_DIR
+from tests.support.waiting import wait_until
+
+
+def start_mirror(state: Path, run_id: str, clients: Path, remote: str, *extra: str,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(PROJECT_DIR / "spark_jobs" / "mirror.py"), "--state-location", str(state),
+         "--run-id", run_id, "--clients", str(clients), "--remote", remote, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_DIR, env={**os.environ, **(env or {})})
+
+
+def wait_for_round(manifest: Manifest, at_least: int, timeout_s: float = 120.0) -> dict:
+    return wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= at_least and s,
+                      f"mirror round {at_least}", timeout_s)
+
+
+def wait_caught_up(manifest: Manifest, source, topics: dict[str, int], timeout_s: float = 120.0) -> dict:
+    """The mirror's status once a round that began after the source's ends of now left every
+    partition at them with no failure."""
+    keys = [(t, p) for t, n in topics.items() for p in range(n)]
+    with ClusterAdmin(source) as admin:
+        ends = admin.stable_ends(keys, retry=True)
+    first = mirror_status.read(manifest)["round"] + 1
+
+    def done():
+        status = mirror_status.read(manifest)
+        dr = {(p["topic"], p["partition"]): p["dr_end"] for p in status["partitions"]}
+        return (status["round"] > first and not status["failed_partitions"]
+                and all(dr.get(k) == ends[k] for k in keys) and status)
+
+    def lagging() -> str:
+        status = mirror_status.read(manifest)
+        late = [f"{p['topic']}[{p['partition']}] at {p['dr_end']} of {ends[(p['topic'], p['partition'])]}"
+                + (f" ({p['error']})" if p["error"] else "") for p in status["partitions"]
+                if p["dr_end"] != ends.get((p["topic"], p["partition"]), p["dr_end"]) or p["error"]]
+        return f"the mirror caught up with the source (round {status['round']}; behind: {'; '.join(late)})"
+
+    try:
+        return wait_until(done, "the mirror caught up with the source", timeout_s)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {lagging()}") from None
+
+
+def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float = 60.0) -> str:
+    """Request the stop; the job's output once it exited 0."""
+    request_stop(manifest, "the test is done")
+    out, _ = process.communicate(timeout=timeout_s)
+    assert process.returncode == 0, out[-4000:]
+    return out

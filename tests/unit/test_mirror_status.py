@@ -1,0 +1,70 @@
+"""The mirror's bookkeeping, from a run manifest alone: its spec written once, its status and
+lag after a round, and what the DAG's heartbeat trigger makes of them."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from kmigrate.errors import ConfigError
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import MirrorSpec, read_spec, request_stop, write_spec
+from kmigrate_airflow.mirror import MirrorHeartbeatTrigger
+
+T0 = 1_800_000_000.0
+
+
+def test_a_runs_mirror_keeps_its_selection_and_refuses_another(tmp_path):
+    manifest = Manifest(str(tmp_path), "dr")
+    write_spec(manifest, MirrorSpec("orders\\..*", groups="billing"))
+    write_spec(manifest, MirrorSpec("orders\\..*", groups="billing"))  # a restart: the same again
+    assert read_spec(manifest) == MirrorSpec("orders\\..*", groups="billing")
+    with pytest.raises(ConfigError, match="start a new run id"):
+        write_spec(manifest, MirrorSpec("payments\\..*"))
+    with pytest.raises(ConfigError, match="round interval"):
+        MirrorSpec("x", interval_s=0).check()
+    with pytest.raises(ConfigError, match="no mirror spec"):
+        read_spec(Manifest(str(tmp_path), "other"))
+
+
+def test_the_status_bounds_how_long_each_behind_record_waited():
+    source = {("t", 0): (0, 120), ("t", 1): (0, 50), ("t", 2): (10, 90)}
+    target = {("t", 0): (0, 100), ("t", 1): (0, 50), ("t", 2): (0, 80)}
+    status = mirror_status.of_round(7, T0 + 10, T0 + 10.4, T0 + 9, source, target,
+                                    {("t", 0): 120, ("t", 1): 50, ("t", 2): 80}, {("t", 2): "leader moved"}, [],
+                                    {"records": 20})
+    rows = {p["partition"]: p for p in status["partitions"]}
+    assert (rows[0]["behind_records"], rows[0]["behind_s"], rows[0]["dr_end"]) == (20, 1.4, 120)
+    assert (rows[1]["behind_records"], rows[1]["behind_s"]) == (0, 0.0)  # nothing behind: nothing waited
+    assert rows[2]["error"] == "leader moved" and rows[2]["dr_end"] == 80
+    assert status["behind_records"] == 30 and status["behind_s_max"] == 1.4 and status["failed_partitions"] == 1
+    assert mirror_status.heartbeat_age(status, now=T0 + 12.4) == pytest.approx(2.0)
+    first = mirror_status.of_round(1, T0, T0 + 1, None, source, target, {k: v[1] for k, v in source.items()}, {}, [],
+                                   {})
+    assert first["partitions"][0]["behind_s"] is None  # no earlier round: how long is not known
+
+
+def fired(trigger: MirrorHeartbeatTrigger) -> dict:
+    async def first():
+        async for event in trigger.run():
+            return event.payload
+
+    return asyncio.run(asyncio.wait_for(first(), 10))
+
+
+def test_the_heartbeat_trigger_fires_stale_on_an_old_heartbeat_and_stopped_on_a_requested_stop(tmp_path):
+    manifest = Manifest(str(tmp_path), "dr")
+    status = mirror_status.of_round(4, time.time() - 30, time.time() - 29, None, {}, {}, {}, {}, [], {})
+    mirror_status.write(manifest, status)
+    event = fired(MirrorHeartbeatTrigger(str(tmp_path), "dr", stale_after_s=5, since=time.time() - 60, poll_s=0.05))
+    assert event["state"] == "stale" and event["round"] == 4 and event["age_s"] >= 29
+    # a start a moment ago: its heartbeat is not stale yet, however old the last one is
+    started = time.time()
+    event = fired(MirrorHeartbeatTrigger(str(tmp_path), "dr", stale_after_s=0.3, since=started, poll_s=0.05))
+    assert event["state"] == "stale" and time.time() - started >= 0.3
+    request_stop(manifest, "failover")
+    mirror_status.write(manifest, status, stopped=True)
+    assert fired(MirrorHeartbeatTrigger(str(tmp_path), "dr", 60, time.time(), 0.05)) == {"state": "stopped", "round": 4}
+    serialized = MirrorHeartbeatTrigger(str(tmp_path), "dr", 60, started).serialize()
+    assert serialized[0] == "kmigrate_airflow.mirror.MirrorHeartbeatTrigger" and serialized[1]["since"] == started
