@@ -136,3 +136,7 @@ class TopicsHeld(KmigrateError):
 
 class PartitionHeld(CopyError):
     """Another copier holds the lease on the target partition and did not release it in time."""
+
+
+class MirrorStillRunning(KmigrateError):
+    """A DR mirror still beats after a failover asked it to stop."""

@@ -14,7 +14,7 @@ import datetime
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from airflow.sdk import get_current_context, task
@@ -49,25 +49,33 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     continues at the first step not done, and each step of a run that has resumed already skips
     (a finished run, run again, changes nothing). Its errors are the steps' own: a consumer still
     running, a transaction left open or a source written to after the snapshot fail it without retry."""
-    run = RunFrame(params, run_id)
+    return cutover_run(RunFrame(params, run_id))
+
+
+def cutover_run(run: RunFrame, after_snapshot: Sequence[course.Step] = (),
+                outcome_steps: Sequence[str] = course.STEPS) -> list[dict[str, Any]]:
+    """The window's course for `run`, with `after_snapshot` between the snapshot and the copy (a
+    failover's stop of the mirror); the outcomes of `outcome_steps`."""
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
-    remote = spark_connect_url(params.get(SPARK_CONNECT_PARAM) or "")
+    remote = spark_connect_url(run.params.get(SPARK_CONNECT_PARAM) or "")
     with connect_mode_contained():
         warm = warm_up(run, remote) if remote else None
         try:
-            run_window(run, remote, warm)
+            run_window(run, remote, warm, after_snapshot)
         finally:
             if warm is not None:
                 concurrent.futures.wait([warm], timeout=60)
-    return course.outcomes(run.manifest)
+    return course.outcomes(run.manifest, outcome_steps)
 
 
-def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None) -> None:
+def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None,
+               after_snapshot: Sequence[course.Step] = ()) -> None:
     handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
     course.run_course(run.manifest, [
         ("stop_connectors", lambda: stop(run, handed)),
         ("quiesce", lambda: quiesce(run, handed.get("check"), handed.get("topics"))),
         ("snapshot", lambda: steps.take_run_snapshot(run)),
+        *after_snapshot,
         ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
         [  # side by side: each writes its own things on the target (topic configs, group offsets, connectors)
             ("restore_topic_configs", lambda: steps.restore_configs(run)),
@@ -104,7 +112,7 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     when it never ran): success when the step is done, failed when it failed (its errors in the
     log), skipped when the course did not reach it."""
     get_current_context()["step_name"] = step  # the map index shown in the grid
-    row = next(r for r in course.outcomes(RunFrame(params, run_id).manifest) if r["step"] == step)
+    row = next(r for r in course.outcomes(RunFrame(params, run_id).manifest, course.FAILOVER_STEPS) if r["step"] == step)
     for error in row["errors"]:
         log.info("%s failed once: %s", step, error)
     if row["state"] == course.FAILED:

@@ -41,7 +41,12 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
     used before with other params; connections, clusters, selections, connectors, the server of
     the Spark Connect connection if it exists. Bad input fails here, before any write (and before a
     migration stops its connectors)."""
-    run = RunFrame(params, run_id)
+    return check_before(RunFrame(params, run_id))
+
+
+def check_before(run: RunFrame) -> dict[str, Any]:
+    """The preflight's checks of `run` (its params as the frame has them); the plan."""
+    params = run.params
     with no_retry():
         cutover = check_params(params, run.manifest)
     if cutover is not None:

@@ -1,7 +1,8 @@
-"""The kafka_dr_mirror DAG (`dag.test()`, real stack, its Spark jobs on a Spark Connect server of
-this module's own ports): the start task starts the mirror, the deferred follower starts it again
-after its process is killed, and the run ends once a stop is requested, the DR cluster equal to the
-source."""
+"""The kafka_dr_mirror and kafka_dr_failover DAGs (`dag.test()`, real stack, their Spark jobs on a
+Spark Connect server of this module's own ports): the start task starts the mirror, the deferred
+follower starts it again after its process is killed, and the run ends once a stop is requested,
+the DR cluster equal to the source; a planned failover of a mirrored mixed workload moves every
+record, group and connector, which continue on the DR cluster exactly."""
 from __future__ import annotations
 
 import json
@@ -12,14 +13,25 @@ import threading
 import uuid
 from pathlib import Path
 
+import pytest
 from kmigrate.manifest import Manifest
+from kmigrate.run.cutover import course
+from kmigrate.run.report.markdown import summarize
+from kmigrate_demo.workload import seed_mixed
+from kmigrate_spark.clients import write_clients
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import STARTS, request_stop
 
-from tests.support.airflow import run_dag, task_states
+from tests.support.airflow import run_dag, task_states, window_cells
+from tests.support.connect import delete_connectors
 from tests.support.kafka import produce, seed_plain
-from tests.support.migration import assert_same_partition
-from tests.support.mirror import wait_caught_up, wait_for_round
+from tests.support.migration import (
+    assert_migrated_exactly,
+    assert_same_partition,
+    assert_workload_continues_on_target,
+    partition_watermarks,
+)
+from tests.support.mirror import start_mirror, wait_caught_up, wait_for_round
 from tests.support.stack import load_spark_cluster_module
 from tests.support.waiting import wait_until
 
@@ -30,13 +42,34 @@ def starts(manifest: Manifest) -> list[dict]:
     return [manifest.read(p) for p in manifest.parts() if p.startswith(f"{STARTS}/")]
 
 
-def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(stack, dagbag, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A Spark Connect server on this module's ports, known to Airflow as spark_connect_mirror; stopped by pid."""
     module = load_spark_cluster_module()
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
-                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": PORT}))
-    server = module.connect_service(tmp_path / "spark", "local[2]", PORT, UI_PORT, Path(sys.executable))
-    server.conf["spark.ui.enabled"] = "false"
-    assert module.connect_up(server, Path(sys.executable), timeout_s=120)
+    service = module.connect_service(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT, Path(sys.executable))
+    service.conf["spark.ui.enabled"] = "false"
+    assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
+                 json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": PORT}))
+    try:
+        yield f"sc://127.0.0.1:{PORT}"
+    finally:
+        patch.undo()
+        module.down([service])
+    assert service.pid() is None
+
+
+def kill_mirrors(manifest: Manifest) -> None:
+    """Every mirror process the run started, if one is left (a failed test)."""
+    for start in starts(manifest):
+        try:
+            os.killpg(start["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(stack, dagbag, tmp_path, server):
     topic = f"dagmirror{uuid.uuid4().hex[:6]}.events"
     seed_plain(stack.source, topic, partitions=2, per_partition=300)
     state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
@@ -66,12 +99,7 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
         helper.join(60)
     finally:
         request_stop(manifest, "the test is done")
-        for start in starts(manifest):  # a mirror left running by a failed run
-            try:
-                os.killpg(start["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        module.down([server])
+        kill_mirrors(manifest)
     if errors:
         raise errors[0]
     assert str(run.state) == "success", task_states(run)
@@ -80,3 +108,35 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
     final = mirror_status.read(manifest)
     assert final["stopped"] and final["totals"]["records"] == 680
     assert len(starts(manifest)) == 2
+
+
+def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_connectors_exactly(
+        stack, dagbag, tmp_path, server):
+    prefix = f"dagfailover{uuid.uuid4().hex[:6]}"
+    w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=300)
+    state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
+    manifest = Manifest(str(state), run_name)
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    mirror = start_mirror(state, run_name, clients, server, "--topics", w.topic_pattern, "--groups", w.group_pattern,
+                          "--interval-s", "0.5")
+    try:
+        wait_caught_up(manifest, stack.source, w.topics)
+        source_before = partition_watermarks(stack.source, w.topics)
+        run = run_dag(dagbag, "kafka_dr_failover", run_name=run_name, state_location=str(state),
+                      connectors=[w.source_connector, w.sink_connector],
+                      connector_overrides={w.sink_connector: {"file": str(w.sink_file_target)}}, quiesce_seconds=2,
+                      spark_connect_conn_id="spark_connect_mirror", stale_after_s=10)
+        out, _ = mirror.communicate(timeout=60)  # it stopped when the failover asked
+        assert str(run.state) == "success", task_states(run)
+        assert mirror.returncode == 0 and "stopped at round" in out, out[-3000:]
+        assert window_cells(run) == dict.fromkeys(course.FAILOVER_STEPS, "success")
+        summary = summarize(manifest)
+        assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
+        assert summary["groups"] == summary["groups_exact"] == 2
+        assert summary["connectors"] == summary["connectors_resumed"] == 2
+        assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
+        assert_workload_continues_on_target(stack, w)
+    finally:
+        request_stop(manifest, "the test is done")
+        kill_mirrors(manifest)
+        delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kmigrate.kafka.admin import ClusterAdmin
 
 from tests.support.kafka import all_watermarks, read_partition, records_of
+from tests.support.waiting import wait_until
 
 
 def assert_same_partition(stack, topic, partition):
@@ -89,3 +90,25 @@ def assert_exactly(got: list[tuple], expected: list[tuple]) -> None:
     extra = set(got) - set(expected)
     assert (duplicates, len(missing), len(extra)) == (0, 0, 0), (duplicates, sorted(missing)[:5], sorted(extra)[:5])
     assert len(got) == len(expected)
+
+
+def assert_workload_continues_on_target(stack, w) -> None:
+    """After the mixed workload (kmigrate_demo.workload.seed_mixed) moved: each group's consumers
+    continue on the target exactly at the next unread record, the file source continues there with
+    the lines written since, and the file sink with exactly the records after its committed offsets."""
+    for group, topics in w.groups.items():
+        for topic, positions in topics.items():
+            got = consume_group(stack.target, group, topic, w.topics[topic])
+            assert_exactly([g for g in got if g[0] in positions], expected_after(stack, topic, positions))
+    with w.source_file.open("a") as handle:
+        handle.write("".join(f"line {i:04d}\n" for i in range(100, 120)))
+    lines = w.topic("lines")
+    wait_until(lambda: len(read_partition(stack.target, lines)) == 120, "120 lines on the target")
+    assert [v.decode() for _, _, v in read_partition(stack.target, lines)] == [f"line {i:04d}" for i in range(120)]
+    producer = Producer(stack.target.producer())
+    for i in range(5):
+        producer.produce(w.topic("orders"), key=b"new", value=f"new order {i}".encode(), partition=0)
+    producer.flush(30)
+    wait_until(lambda: w.sink_file_target.exists() and len(w.sink_file_target.read_text().splitlines()) == 5,
+               "the sink on the target to write the 5 new orders")
+    assert w.sink_file_target.read_text().splitlines() == [f"new order {i}" for i in range(5)]

@@ -35,7 +35,7 @@ def wait_caught_up(manifest: Manifest, source, topics: dict[str, int], timeout_s
     keys = [(t, p) for t, n in topics.items() for p in range(n)]
     with ClusterAdmin(source) as admin:
         ends = admin.stable_ends(keys, retry=True)
-    first = mirror_status.read(manifest)["round"] + 1
+    first = wait_for_round(manifest, 1, timeout_s)["round"] + 1
 
     def done():
         status = mirror_status.read(manifest)

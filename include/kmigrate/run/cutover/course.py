@@ -16,6 +16,9 @@ from kmigrate.run.report.timeline import iso
 # the course's steps, in their order
 STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "replicate_groups",
          "migrate_connectors", "resume_connectors")
+# a planned failover of a mirrored run (kafka_dr_failover): its mirror stopped after the snapshot, before the
+# window's copy writes where the mirror wrote
+FAILOVER_STEPS = (*STEPS[:3], "stop_mirror", *STEPS[3:])
 DONE, FAILED, NOT_REACHED = "done", "failed", "not reached"
 
 Step = tuple[str, Callable[[], Any]]
@@ -70,8 +73,8 @@ def _run_step(manifest: Manifest, name: str, call: Callable[[], Any], say: Calla
     return name
 
 
-def outcomes(manifest: Manifest) -> list[dict[str, Any]]:
-    """Each step of the course: done (its seconds), failed (its attempts' errors, none of which
+def outcomes(manifest: Manifest, steps: Sequence[str] = STEPS) -> list[dict[str, Any]]:
+    """Each of `steps` (a migration's, or a failover's FAILOVER_STEPS): done (its seconds), failed (its attempts' errors, none of which
     ended it), or not reached; a step that failed before an attempt did it is done, its failures
     counted."""
     failures: dict[str, list[dict[str, Any]]] = {}
@@ -80,7 +83,7 @@ def outcomes(manifest: Manifest) -> list[dict[str, Any]]:
         if failure:
             failures.setdefault(failure["step"], []).append(failure)
     rows = []
-    for step in STEPS:
+    for step in steps:
         done = manifest.read(done_part(step))
         failed = failures.get(step, [])
         state = DONE if done else FAILED if failed else NOT_REACHED

@@ -83,7 +83,7 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "window": timeline.window(manifest, (stopped or {}).get("at"), (resumed_at or {}).get("at")),
         # the window's steps that failed before an attempt did them (the cutover task's retries)
         "window_retried": [{k: r[k] for k in ("step", "state", "failures", "errors")}
-                           for r in course.outcomes(manifest) if r["failures"]],
+                           for r in course.outcomes(manifest, course.FAILOVER_STEPS) if r["failures"]],
         "pre_copy_rounds": [{k: r[k] for k in ("round", "records", "bytes", "seconds", "behind_after", "started")}
                             for r in rounds],
         # the share of the snapshot's offsets (log start to end) verified equal, while live or after the stop

@@ -14,7 +14,7 @@ from kmigrate.manifest import Manifest, Part, new_attempt
 # (job_start, job_exit: the window's Spark job starting up to its copy, and ending after its
 # verification: a client process of a Spark Connect server, or a whole Spark application under
 # spark-submit)
-WINDOW_STEPS = ("stop_connectors", "quiesce", "snapshot", "job_start", "copy", "verify", "job_exit",
+WINDOW_STEPS = ("stop_connectors", "quiesce", "snapshot", "stop_mirror", "job_start", "copy", "verify", "job_exit",
                 "restore_topic_configs", "replicate_groups", "migrate_connectors", "resume_connectors")
 
 

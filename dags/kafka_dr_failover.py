@@ -1,0 +1,55 @@
+"""
+### Kafka disaster-recovery failover (planned)
+
+Moves the applications of a mirrored cluster (`kafka_dr_mirror`, named by `run_name`) to the DR
+cluster with **zero records lost**: the connectors stop on the source, the source quiesces (its
+producers outside Connect and its consumers are stopped by their owners), the mirror ends its last
+round, the window copies and verifies what is left, then the consumer groups, topic configs and
+connectors move to the DR cluster and the connectors resume there, with their offsets. The same
+steps as a migration's cutover window (one task; a retry continues at the first step not done),
+plus `stop_mirror`. The source cluster is never written to.
+"""
+from __future__ import annotations
+
+from airflow.sdk import Param, dag
+from kmigrate.run.cutover import course
+from kmigrate_airflow import cutover, failover, steps
+from kmigrate_airflow.params import (
+    connect_params,
+    connector_params,
+    dag_args,
+    kafka_params,
+    run_name_param,
+    spark_params,
+    state_params,
+)
+
+
+@dag(
+    **dag_args("kafka_dr_failover", __doc__, ["kafka", "dr"]),
+    params={
+        "run_name": run_name_param(required=True, title="Mirror name",
+                                   description="The kafka_dr_mirror run to fail over (its run_name)"),
+        **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
+        **connect_params(),
+        **connector_params(),
+        "quiesce_seconds": Param(5, type="integer", minimum=0, maximum=3600, title="Quiesce window",
+                                 description="Source end offsets must stay still (and selected groups empty) this "
+                                             "long before the snapshot"),
+        "member_session_timeout_s": Param(45, type="integer", minimum=0, maximum=3600,
+                                          title="Wait for members that stopped without leaving"),
+        "stale_after_s": Param(60.0, type="number", minimum=1, title="Mirror gone after (s)",
+                               description="A mirror whose heartbeat is this old counts as stopped"),
+        **spark_params(),
+        **state_params(),
+    },
+)
+def kafka_dr_failover():
+    preflight = failover.preflight()
+    window = failover.failover()
+    per_step = cutover.window_step.expand(step=list(course.FAILOVER_STEPS))  # one grid cell per step
+    report = steps.report()
+    preflight >> window >> [per_step, report]
+
+
+kafka_dr_failover()

@@ -1,0 +1,46 @@
+"""What a failover of a mirrored run needs of its mirror (docs/DESIGN.md §12): the mirror's
+selection, which the failover moves, and the mirror stopped before the failover's own copy writes
+where it wrote."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kmigrate.errors import MirrorStillRunning
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import read_spec, request_stop
+
+
+def with_mirror_selection(params: Mapping[str, Any], manifest: Manifest) -> dict[str, Any]:
+    """`params` with the mirror's topic and group selection (the failover moves what was mirrored)."""
+    spec = read_spec(manifest)
+    return {**params, "topics_include": spec.topics_include, "topics_exclude": spec.topics_exclude or None,
+            "groups": spec.groups or None}
+
+
+def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, timeout_s: float = 120.0,
+                say: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Ask the run's mirror to stop and wait until it has (its status says so) or beats no more (its
+    heartbeat older than `stale_after_s`: it died, and its process, if it lives, writes nothing
+    until it beats again). Returns its last status (None: it never ran a round). Raises
+    MirrorStillRunning, naming its process, when it still beats after `timeout_s`."""
+    request_stop(manifest, why)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = mirror_status.read(manifest)
+        if status is None:
+            say("the mirror never ran a round")
+            return None
+        age = mirror_status.heartbeat_age(status)
+        if status["stopped"] or age > stale_after_s:
+            say(f"the mirror stopped at round {status['round']}" if status["stopped"] else
+                f"the mirror beats no more (its last round, {status['round']}, ended {age:.0f}s ago)")
+            return status
+        if time.monotonic() > deadline:
+            raise MirrorStillRunning(
+                f"the mirror of run {manifest.run_id} (process {status['pid']} on {status['host']}) still runs "
+                f"{timeout_s:.0f}s after it was asked to stop; stop that process, then retry the failover (the steps "
+                "done are kept)")
+        time.sleep(0.2)

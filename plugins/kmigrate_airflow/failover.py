@@ -1,0 +1,49 @@
+"""kafka_dr_failover's tasks: a planned failover of a mirrored run is the migration's cutover window
+(kmigrate_airflow.cutover) on the mirror's run, its topics and groups the mirror's, with the mirror
+stopped after the snapshot (`course.FAILOVER_STEPS`): the connectors stop on the source, the source
+quiesces, the mirror ends its last round, the window copies what is left (a second or so of
+writes), verifies, and the groups, configs and connectors move to the DR cluster and resume there.
+One course, one set of steps, for a migration and a failover."""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from airflow.sdk import task
+from kmigrate.run.cutover import course
+from kmigrate.run.mirror.failover import stop_mirror, with_mirror_selection
+
+from kmigrate_airflow import steps
+from kmigrate_airflow.cutover import cutover_run
+from kmigrate_airflow.frame import RunFrame, no_retry
+from kmigrate_airflow.operators import COPY_POOL
+
+log = logging.getLogger(__name__)
+
+
+def failover_frame(params: dict[str, Any], run_id: str | None) -> RunFrame:
+    """The mirror's run (`run_name`), with the mirror's selection."""
+    named = RunFrame(params, run_id)
+    with no_retry():
+        return RunFrame(with_mirror_selection(params, named.manifest), run_id)
+
+
+@task(retries=0)
+def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """The migration's preflight on the mirror's run and selection: read-only, bad input fails here."""
+    return steps.check_before(failover_frame(params, run_id))
+
+
+@task(trigger_rule="none_failed_min_one_success", pool=COPY_POOL, retries=3,
+      execution_timeout=datetime.timedelta(hours=12))
+def failover(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The window's course with the mirror stopped after the snapshot; a retry continues at the
+    first step not done."""
+    run = failover_frame(params, run_id)
+
+    def stop() -> None:
+        with run.timed("stop_mirror"):  # a row of the window's table
+            stop_mirror(run.manifest, "planned failover", stale_after_s=params["stale_after_s"], say=log.info)
+
+    return cutover_run(run, [("stop_mirror", stop)], course.FAILOVER_STEPS)
