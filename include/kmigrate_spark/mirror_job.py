@@ -14,11 +14,12 @@ import argparse
 import functools
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.model import WorkUnit
-from kmigrate.run.copying.tasks import copy_task
+from kmigrate.run.copying.precopy import compacted_topics
+from kmigrate.run.copying.tasks import copy_task, live_verify_extras, live_verify_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from
@@ -36,8 +37,8 @@ def mirror(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
 
     def work(manifest: Any) -> int:
-        spec = write_spec(manifest, MirrorSpec(args.topics, args.exclude_topics or "", args.groups or "",
-                                               args.interval_s, args.refresh_s)) if args.topics else read_spec(manifest)
+        spec = write_spec(manifest, MirrorSpec(args.topics, args.exclude_topics or "", args.groups or "", args.interval_s,
+                                               args.refresh_s, args.verify_every_s)) if args.topics else read_spec(manifest)
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-mirror-{args.run_id}", args.remote) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a DR cluster
@@ -48,7 +49,15 @@ def mirror(args: argparse.Namespace) -> int:
                 return run_on_spark(session, units, task, job=JOB, action="copy", parallelism=args.parallelism,
                                     describe=lambda r: "ok" if r["ok"] else f"FAILED: {r['error']}", quiet=True)[0]
 
-            runner = Mirror(manifest, *clients, spec, copy_round, say=lambda line: say(JOB, line))
+            def verify_round(units: Sequence[WorkUnit], previous: Mapping) -> list[dict[str, Any]]:
+                return run_on_spark(session, units, functools.partial(live_verify_task, clients=clients), job=JOB,
+                                    action="verify", parallelism=args.parallelism, quiet=True,
+                                    describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]),
+                                    extras=live_verify_extras(previous, compacted_topics(clients[0],
+                                                                                         {u.topic for u in units})))[0]
+
+            runner = Mirror(manifest, *clients, spec, copy_round, verify_round=verify_round,
+                            say=lambda line: say(JOB, line))
             say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
                      + (f" and groups {spec.groups!r}" if spec.groups else "")

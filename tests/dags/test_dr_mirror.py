@@ -20,7 +20,7 @@ from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 from kmigrate_spark.clients import write_clients
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import STARTS, request_stop
+from kmigrate.run.mirror.loop import STARTS, VERIFIED, request_stop
 
 from tests.support.airflow import run_dag, task_states, window_cells
 from tests.support.connect import delete_connectors
@@ -118,9 +118,11 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
     manifest = Manifest(str(state), run_name)
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
     mirror = start_mirror(state, run_name, clients, server, "--topics", w.topic_pattern, "--groups", w.group_pattern,
-                          "--interval-s", "0.5")
+                          "--interval-s", "0.5", "--verify-every-s", "1")
     try:
         wait_caught_up(manifest, stack.source, w.topics)
+        wait_until(lambda: len((manifest.read(VERIFIED) or {}).get("rows", [])) == sum(w.topics.values()),
+                   "the mirror's live verification of every partition")
         source_before = partition_watermarks(stack.source, w.topics)
         run = run_dag(dagbag, "kafka_dr_failover", run_name=run_name, state_location=str(state),
                       connectors=[w.source_connector, w.sink_connector],
@@ -132,6 +134,8 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
         assert window_cells(run) == dict.fromkeys(course.FAILOVER_STEPS, "success")
         summary = summarize(manifest)
         assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
+        # what the mirror verified while live is not read again in the window
+        assert summary["verified_live_partitions"] == summary["partitions"] and summary["verified_records_pct"] == 100
         assert summary["groups"] == summary["groups_exact"] == 2
         assert summary["connectors"] == summary["connectors_resumed"] == 2
         assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import VERIFIED
 from kmigrate_spark.clients import write_clients
 
 from tests.support.kafka import seed_plain
@@ -137,7 +138,7 @@ def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_kil
     the DR cluster holds exactly what the producers were told, at the source's offsets, and the
     group's offsets as the source has them, capped at the DR cluster's ends."""
     remote, markers = connect_server
-    live = LiveSource(stack.source, unique_name, seed=int(os.environ.get("MIRROR_SEED", 3511)))
+    live = LiveSource(stack.source, unique_name, seed=int(os.environ.get("KMIGRATE_MIRROR_SEED", "3511")))
     live.create()
     bulk = f"{unique_name}.bulk"
     seed_plain(stack.source, bulk, partitions=2, per_partition=4000, **{"batch.num.messages": 100})
@@ -147,7 +148,7 @@ def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_kil
     manifest = Manifest(str(state), run_id)
     live.start()
     processes = [start_mirror(state, run_id, clients, remote, "--topics", live.pattern, "--groups", re.escape(group),
-                              "--interval-s", "0.5", "--fetch-max-bytes", "16384")]
+                              "--interval-s", "0.5", "--fetch-max-bytes", "16384", "--verify-every-s", "2")]
     try:
         before_kill = wait_for_round(manifest, 3)["round"]
         commit(stack.source, group, {(bulk, 0): 1234, (bulk, 1): 4500})  # 4500: past the end (4000)
@@ -172,5 +173,7 @@ def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_kil
     assert status["behind_s_max"] is not None and all(p["error"] is None for p in status["partitions"])
     final = mirror_status.read(manifest)
     assert final["stopped"] and final["totals"]["records"] > 0
+    verified = manifest.read(VERIFIED)["rows"]  # while the producers wrote, every couple of seconds
+    assert verified and all(r["equal"] for r in verified), [r for r in verified if not r["equal"]]
     assert len([p for p in manifest.parts() if p.startswith("mirror-starts/")]) == 2
     print(f"mirror: {compared} records compared, {final['round']} rounds, {live.model.transactions} transactions")

@@ -17,7 +17,7 @@ import dataclasses
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.claims import claim_topics
@@ -37,28 +37,33 @@ Key = tuple[str, int]
 SPEC = "mirror-spec"                       # what the run's mirror selects, written once
 STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 STARTS = "mirror-starts"                   # attempts: one a start of the mirror job
+# the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
+# an attempt of the live verification, so that a failover's window reads only what came after them
+VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
 
 
 @dataclasses.dataclass(frozen=True)
 class MirrorSpec:
     """What a mirror keeps on the DR cluster: topics (include/exclude regexes) and consumer groups
     (regex, empty: none); a round at most every `interval_s`, the selection read again every
-    `refresh_s`."""
+    `refresh_s`, what the rounds copied verified every `verify_every_s`."""
 
     topics_include: str
     topics_exclude: str = ""
     groups: str = ""
     interval_s: float = 1.0
     refresh_s: float = 10.0
+    verify_every_s: float = 30.0
 
     def check(self) -> None:
         compile_pattern(self.topics_include, "topic include")
         for pattern, what in ((self.topics_exclude, "topic exclude"), (self.groups, "consumer group")):
             if pattern:
                 compile_pattern(pattern, what)
-        if not 0 < self.interval_s <= 3600 or not 0 < self.refresh_s <= 86400:
-            raise ConfigError(f"a mirror's round interval ({self.interval_s} s) must lie in (0, 3600] and its selection "
-                              f"refresh ({self.refresh_s} s) in (0, 86400]")
+        if not 0 < self.interval_s <= 3600 or not 0 < self.refresh_s <= 86400 or not 0 < self.verify_every_s <= 86400:
+            raise ConfigError(f"a mirror's round interval ({self.interval_s} s) must lie in (0, 3600], its selection "
+                              f"refresh ({self.refresh_s} s) and verification interval ({self.verify_every_s} s) in "
+                              "(0, 86400]")
 
 
 def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
@@ -88,13 +93,18 @@ def request_stop(manifest: Manifest, why: str) -> None:
 
 class Mirror:
     """One run's mirror from `source` to `target` (the DR cluster); `copy_round(units)` copies the
-    units and returns their result rows (kmigrate.run.copying.tasks.copy_task's)."""
+    units and returns their result rows (kmigrate.run.copying.tasks.copy_task's); `verify_round(units,
+    previous rows)`, every `spec.verify_every_s`, verifies what was mirrored since the last time while
+    the source is live (kmigrate.run.copying.tasks.live_verify_task's rows)."""
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
                  copy_round: Callable[[Sequence[WorkUnit]], list[dict[str, Any]]], *,
+                 verify_round: Callable[[Sequence[WorkUnit], Mapping[Key, Any]], list[dict[str, Any]]] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.manifest, self.source, self.target, self.spec = manifest, source, target, spec
-        self.copy_round, self.say = copy_round, say
+        self.copy_round, self.verify_round, self.say = copy_round, verify_round, say
+        self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
+        self.verified_at = time.monotonic()
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
@@ -162,6 +172,8 @@ class Mirror:
         moved = {(u.topic, u.partition) for u in behind} - set(failed)
         mirrored = {k: source[k][1] if k in moved else target[k][1] for k in keys}  # the DR cluster's ends now
         synced = group_sync.sync_groups(self.source, self.target, self.group_names, mirrored) if self.group_names else []
+        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s:
+            self.verify(mirrored)
         ended = time.time()
         self.rounds += 1
         self.totals["records"] += copied
@@ -175,6 +187,24 @@ class Mirror:
             self.say(f"round {self.rounds}: {len(failed)} partitions failed, retried next round: "
                      + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(failed.items())))
         return self.last_status
+
+
+    def verify(self, mirrored: Mapping[Key, int]) -> None:
+        """What was mirrored since the last verification, read on both sides while the source is live;
+        the rows so far replace the part VERIFIED (a failover's window then reads only what came after)."""
+        self.verified_at = time.monotonic()
+        units = [WorkUnit(t, p, end) for (t, p), end in sorted(mirrored.items())
+                 if end > self.verified.get((t, p), {}).get("to", -1) or not self.verified[(t, p)].get("equal")]
+        if not units:
+            return
+        rows = self.verify_round(units, self.verified)
+        self.verified.update({(r["topic"], r["partition"]): r for r in rows})
+        self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
+                                         "round": self.rounds + 1, "at": timeline.iso(time.time())})
+        unequal = [r for r in rows if not r["equal"]]
+        if unequal:
+            self.say(f"verified while live: {len(unequal)} partitions differ (a failover verifies them in full): "
+                     + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
 
 
 def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool) -> dict[Key, tuple[int, int]]:
