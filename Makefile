@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-scale constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
@@ -199,6 +199,11 @@ bench-cutover: install stack-up airflow-up
 # Many small partitions (default 2,000 over 40 topics) against MirrorMaker 2, and the growth from N/4 to
 # N partitions (bench/bench_scale.py); writes docs/BENCHMARKS.md, the last line is JSON.
 # BENCH_ARGS=--partitions 400 for a smaller run.
+# This project's continuous mirror and MirrorMaker 2 side by side on a live source (5 MB/s, 24
+# partitions, 5 minutes), then a planned failover, both through the scheduler of airflow-up.
+bench-dr: install stack-up airflow-up
+	$(VPY) bench/bench_dr.py $(BENCH_ARGS)
+
 bench-scale: install stack-up
 	$(VPY) bench/bench_scale.py $(BENCH_ARGS)
 

@@ -34,16 +34,18 @@ TARGET_CONNECT_URL = "http://localhost:28083"
 CLIENT_SETTINGS = "producer linger.ms 20, batch.size 512 KiB; consumer max.poll.records 2000, isolation read_committed"
 
 
-def mm2_configs(prefix: str, tasks: int) -> dict[str, dict[str, str]]:
+def mm2_configs(prefix: str, tasks: int, identity: bool = True) -> dict[str, dict[str, str]]:
     """MirrorMaker 2 as a careful user runs it for a migration: identity replication policy (the
-    target keeps the topic names), offset syncs kept on the target (the source is not written to),
-    read_committed (aborted records are not replicated), group offsets synced every second, and
-    batching producer settings."""
+    target keeps the topic names; without `identity` its default policy, topics named
+    source.<topic>, as a DR standby beside another mirror), offset syncs kept on the target (the
+    source is not written to), read_committed (aborted records are not replicated), group offsets
+    synced every second, and batching producer settings."""
     common = {
         "source.cluster.alias": "source", "target.cluster.alias": "target",
         "source.cluster.bootstrap.servers": SOURCE.bootstrap_servers,
         "target.cluster.bootstrap.servers": TARGET.bootstrap_servers,
-        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        "replication.policy.class": "org.apache.kafka.connect.mirror."
+                                    + ("IdentityReplicationPolicy" if identity else "DefaultReplicationPolicy"),
         "offset-syncs.topic.location": "target",
         "offset-syncs.topic.replication.factor": "1",
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",

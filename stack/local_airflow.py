@@ -156,13 +156,14 @@ def _create_db(env: Mapping[str, str]) -> None:
 
 class LocalAirflow:
     """A local Airflow that a browser can use: api-server (UI and REST API) on `port`, scheduler
-    with the LocalExecutor and dag-processor, each a process of its own session, all sharing an
+    with the LocalExecutor, dag-processor and triggerer, each a process of its own session, all sharing an
     environment built from this process's (see `configure`) with `home` as AIRFLOW_HOME and
     SQLite under it. Every user is an admin (the simple auth manager's all-admins mode): for a
     laptop or a test, never for a shared machine. `stop()` ends exactly the processes it started."""
 
     COMMANDS = {"api-server": ["api-server", "--port", "{port}", "--host", "127.0.0.1", "--workers", "1"],
-                "scheduler": ["scheduler"], "dag-processor": ["dag-processor"]}
+                "scheduler": ["scheduler"], "dag-processor": ["dag-processor"],
+                "triggerer": ["triggerer"]}  # runs the deferred tasks' triggers (kafka_dr_mirror's follow)
 
     def __init__(self, home: Path, port: int) -> None:
         self.home, self.port = home, port
@@ -256,7 +257,7 @@ def _ours(pid: int) -> bool:
 
 
 def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = None) -> int:
-    """Start the api-server, scheduler and dag-processor for the local stack, unless they run; with
+    """Start the api-server, scheduler, dag-processor and triggerer for the local stack, unless they run; with
     `spark_connect` (a Spark Connect server's sc:// URL) the connection spark_connect_default names
     it, so that the DAGs' Spark jobs run there."""
     pids = _pid_file(home)
@@ -273,7 +274,8 @@ def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = No
         return 1
     pids.write_text(json.dumps({name: proc.pid for name, proc in server.processes.items()}))
     print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
-    print("airflow: DAGs kafka_migration, kafka_dr_drill, kafka_migration_rollback; connections kafka_source, "
+    print("airflow: DAGs kafka_migration, kafka_migration_rollback, kafka_dr_drill, kafka_dr_mirror, kafka_dr_failover; "
+          "connections kafka_source, "
           "kafka_target, connect_source, connect_target, spark_default"
           + (f", spark_connect_default ({spark_connect}: the Spark jobs run there)" if spark_connect else "")
           + f"; pool {COPY_POOL}; logs in {home}")

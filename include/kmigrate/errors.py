@@ -125,6 +125,13 @@ class SourceMoved(KmigrateError):
 class MissingAcls(ConfigError):
     """The migration's principal lacks rights it needs on a cluster; every missing one is named."""
 
+    @classmethod
+    def transactional_id(cls, transactional_id: str, topic: str, partition: int) -> MissingAcls:
+        """The target refused the copier's transactional id for `topic[partition]`."""
+        return cls(f"the migration's principal may not use the transactional id {transactional_id!r} on the target, "
+                   f"which copies the transactions of {topic}[{partition}]: grant Write and Describe on transactional "
+                   "ids prefixed 'kmigrate-' (README, Secured clusters) and retry the step")
+
 
 class TopicsHeld(KmigrateError):
     """Another run holds some of the run's topics on the target; the message names it and the way out."""

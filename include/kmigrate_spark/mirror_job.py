@@ -19,7 +19,7 @@ from typing import Any
 
 from kmigrate.model import WorkUnit
 from kmigrate.run.copying.precopy import compacted_topics
-from kmigrate.run.copying.tasks import copy_task, live_verify_extras, live_verify_task
+from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from
@@ -45,9 +45,10 @@ def mirror(args: argparse.Namespace) -> int:
             task = functools.partial(copy_task, clients=clients, run_id=args.run_id, verify=False, live=True,
                                      **({"fetch_max_bytes": args.fetch_max_bytes} if args.fetch_max_bytes else {}))
 
-            def copy_round(units: Sequence[WorkUnit]) -> list[dict[str, Any]]:
+            def copy_round(units: Sequence[WorkUnit], own_ends: Mapping) -> list[dict[str, Any]]:
                 return run_on_spark(session, units, task, job=JOB, action="copy", parallelism=args.parallelism,
-                                    describe=lambda r: "ok" if r["ok"] else f"FAILED: {r['error']}", quiet=True)[0]
+                                    describe=lambda r: "ok" if r["ok"] else f"FAILED: {r['error']}", quiet=True,
+                                    extras=copy_extras({}, own_ends))[0]
 
             def verify_round(units: Sequence[WorkUnit], previous: Mapping) -> list[dict[str, Any]]:
                 return run_on_spark(session, units, functools.partial(live_verify_task, clients=clients), job=JOB,

@@ -1,4 +1,4 @@
-"""The quiesce on a live source (docs/DESIGN.md §11): a transaction still open is waited for while it
+"""The quiesce on a live source (docs/DESIGN.md §3.1): a transaction still open is waited for while it
 may yet be decided and refused by name when it stays open; a consumer group member whose consumer
 stopped without leaving (as Kafka Streams closes) is waited out until the broker drops it, while one
 that still heartbeats is refused."""

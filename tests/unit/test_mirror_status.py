@@ -68,3 +68,26 @@ def test_the_heartbeat_trigger_fires_stale_on_an_old_heartbeat_and_stopped_on_a_
     assert fired(MirrorHeartbeatTrigger(str(tmp_path), "dr", 60, time.time(), 0.05)) == {"state": "stopped", "round": 4}
     serialized = MirrorHeartbeatTrigger(str(tmp_path), "dr", 60, started).serialize()
     assert serialized[0] == "kmigrate_airflow.mirror.MirrorHeartbeatTrigger" and serialized[1]["since"] == started
+
+
+def test_a_round_that_cannot_run_is_said_in_the_status_and_the_mirror_goes_on(tmp_path):
+    from kmigrate.errors import ClusterUnavailable
+    from kmigrate.run.mirror.loop import Mirror
+
+    manifest = Manifest(str(tmp_path), "dr")
+    said: list[str] = []
+    mirror = Mirror(manifest, None, None, MirrorSpec("t", interval_s=0.01), lambda units, own_ends: [], say=said.append)
+    tries = []
+
+    def round_that_fails() -> None:
+        tries.append(1)
+        if len(tries) == 3:
+            request_stop(manifest, "enough")
+        raise ClusterUnavailable("source (localhost:1): not reachable")
+
+    mirror.round = round_that_fails
+    mirror.run(max_seconds=10)
+    status = mirror_status.read(manifest)
+    assert len(tries) == 3 and status["stopped"] and "not reachable" in status["error"]
+    assert status["totals"]["failed_rounds"] == 3 and mirror_status.heartbeat_age(status) < 5
+    assert "could not run: source (localhost:1): not reachable; trying again" in said[0]

@@ -9,9 +9,9 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
-from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
+from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs, transactional_id
 from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
-from kmigrate.kafka import leaders, transport, wire
+from kmigrate.kafka import leaders, transport, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import (
     ContentDigest,
@@ -31,13 +31,19 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    if transport.raw_capable(target):
+    raw_target = transport.raw_capable(target)
+    if raw_target:
         leaders.settle(target, topic, partition, target_admin.client)
     target_low, target_high = target_admin.watermarks(topic, partition)
     if target_high > target_low:
         # An earlier copier may have left a transaction open here: fence it and abort it (its
         # marker lands), then read the end again. An empty partition holds no such transaction.
-        writer.txn  # noqa: B018 - created for its init_transactions side effect
+        # Over the raw connection that is one InitProducerId (a few ms; a mirror's rounds fence each
+        # partition again and again), else librdkafka's transactional producer (about 50 ms).
+        if raw_target:
+            txn_wire.fence(target, topic, partition, transactional_id(options.run_id, topic, partition))
+        else:
+            writer.txn  # noqa: B018 - created for its init_transactions side effect
         target_low, target_high = target_admin.watermarks(topic, partition)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
     if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \

@@ -159,11 +159,8 @@ class Writer:
                     producer.init_transactions(30)
             except KafkaException as exc:  # the producer is left to the collector (see close)
                 if exc.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-                    raise MissingAcls(
-                        f"the migration's principal may not use the transactional id "
-                        f"{self._txn_config['transactional.id']!r} on the target, which copies the transactions of "
-                        f"{self.topic}[{self.partition}]: grant Write and Describe on transactional ids prefixed "
-                        "'kmigrate-' (README, Secured clusters) and retry the step") from exc
+                    raise MissingAcls.transactional_id(self._txn_config["transactional.id"], self.topic,
+                                                       self.partition) from exc
                 raise
             self._txn = producer
         return self._txn

@@ -6,6 +6,8 @@
   aborts a transaction before its records were sent, and that offset is then invisible with no
   record of the same transaction before it. librdkafka cannot register a partition without a
   record, so the copier speaks these four requests itself. Served by Kafka 0.11 through 4.x.
+- the fence of an earlier copier (`fence`): FindCoordinator v1 and InitProducerId v1, what a
+  transactional producer's start does, without a producer.
 - the open transactions of partitions (`open_transactions`): DescribeProducers v0 (KIP-664, Kafka
   2.8 and later), so that an error about a transaction left open names its producer.
 """
@@ -17,10 +19,11 @@ import time
 from collections.abc import Iterable, Mapping
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, CopyInterrupted
+from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls
 from kmigrate.kafka import leaders, wire
 
 END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 26, 24, 61
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 # the coordinator loading, moving or busy with the previous transaction's markers: asked again
 _RETRY = frozenset({7, 13, 14, 15, 16, 51})
 NAMES = {16: "NOT_COORDINATOR", 51: "CONCURRENT_TRANSACTIONS", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
@@ -50,6 +53,31 @@ def _coordinator(cluster: ClusterConfig, transactional_id: str, topic: str, part
         code, address = wire.find_coordinator(conn, transactional_id, wire.TRANSACTION_COORDINATOR)
     _check(code, "finding the transaction coordinator", topic, partition)
     return address
+
+
+def fence(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str, timeout_s: float = 60.0) -> None:
+    """InitProducerId for `transactional_id`, as a transactional producer's first request: an earlier
+    producer of that id is fenced (its epoch bumped) and a transaction it left open aborted, its
+    abort marker written, before the answer comes (the coordinator answers CONCURRENT_TRANSACTIONS
+    until then, and is asked again). `topic[partition]` names what the fence is for in errors."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            address = _coordinator(cluster, transactional_id, topic, partition)
+            with leaders.connection(cluster, address) as conn:
+                conn.send(wire.INIT_PRODUCER_ID, 1, wire._string(transactional_id) + struct.pack(">i", 60_000))
+                _, data = conn.receive()
+            code = struct.unpack_from(">ih", data, 0)[1]
+            if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                raise MissingAcls.transactional_id(transactional_id, topic, partition)
+            _check(code, "fencing an earlier copier", topic, partition)
+            return
+        except (_Retry, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise CopyInterrupted(f"{topic}[{partition}]: fencing an earlier copier on the target did not "
+                                      f"succeed in {timeout_s:.0f} s (last: {exc})", topic=topic,
+                                      partition=partition) from exc
+            time.sleep(0.05)
 
 
 def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str,

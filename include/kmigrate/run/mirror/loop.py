@@ -13,6 +13,7 @@ Pure Python: a round's copy is handed in (`copy_round`), so the loop runs the sa
 job (kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import socket
@@ -22,7 +23,7 @@ from typing import Any
 
 from kmigrate.claims import claim_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError
+from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, ManifestConflict, Part
@@ -92,19 +93,25 @@ def request_stop(manifest: Manifest, why: str) -> None:
 
 
 class Mirror:
-    """One run's mirror from `source` to `target` (the DR cluster); `copy_round(units)` copies the
-    units and returns their result rows (kmigrate.run.copying.tasks.copy_task's); `verify_round(units,
+    """One run's mirror from `source` to `target` (the DR cluster); `copy_round(units, own_ends)` copies
+    the units and returns their result rows (kmigrate.run.copying.tasks.copy_task's; `own_ends`: where
+    the mirror's own copies left each partition's end, so that records it wrote count as its own when
+    the source's log start has moved past them); `verify_round(units,
     previous rows)`, every `spec.verify_every_s`, verifies what was mirrored since the last time while
     the source is live (kmigrate.run.copying.tasks.live_verify_task's rows)."""
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
-                 copy_round: Callable[[Sequence[WorkUnit]], list[dict[str, Any]]], *,
+                 copy_round: Callable[[Sequence[WorkUnit], Mapping[Key, int]], list[dict[str, Any]]], *,
                  verify_round: Callable[[Sequence[WorkUnit], Mapping[Key, Any]], list[dict[str, Any]]] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.manifest, self.source, self.target, self.spec = manifest, source, target, spec
         self.copy_round, self.verify_round, self.say = copy_round, verify_round, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
         self.verified_at = time.monotonic()
+        # the verification runs beside the rounds (a Spark job of its own on the same session), one at a
+        # time, so that no round waits for it
+        self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mirror-verify")
+        self.verification: concurrent.futures.Future | None = None
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
@@ -114,6 +121,10 @@ class Mirror:
         self.totals = {"records": 0, "rounds": 0, "failed_rounds": 0, **earlier.get("totals", {})}
         self.started = time.time()
         self.last_status: dict[str, Any] = earlier
+        # where this run's mirror left each partition's end on the DR cluster (its copies' results only:
+        # a DR topic's own records are never taken for the mirror's)
+        self.own_ends: dict[Key, int] = {(p["topic"], p["partition"]): p["own_end"]
+                                         for p in earlier.get("partitions", []) if p.get("own_end") is not None}
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None) -> int:
         """Rounds until a stop is requested (the manifest's STOP, `should_stop()`) or `max_seconds`
@@ -125,11 +136,26 @@ class Mirror:
             began = time.monotonic()
             if self.stop_requested(should_stop) or (deadline is not None and began >= deadline):
                 break
-            self.round()
+            try:
+                self.round()
+            except KmigrateError as exc:  # a cluster away, a topic deleted meanwhile: said, and the next round tries
+                self.failed_round(exc)
             while time.monotonic() - began < self.spec.interval_s and not self.stop_requested(should_stop):
                 time.sleep(min(0.05, self.spec.interval_s))
+        self.verifying.shutdown(wait=True)  # a verification under way ends (and is kept) first
         mirror_status.write(self.manifest, self.last_status, stopped=True)
         return self.rounds
+
+    def failed_round(self, exc: Exception) -> None:
+        """A round that could not run: the selection read again before the next, the status saying why
+        (its heartbeat goes on: starting the job again would not help)."""
+        self.refreshed = float("-inf")
+        self.totals["failed_rounds"] += 1
+        self.say(f"round {self.rounds + 1} could not run: {exc}; trying again")
+        now = time.time()
+        base = self.last_status or mirror_status.of_round(self.rounds, now, now, None, {}, {}, {}, {}, [], self.totals)
+        self.last_status = {**base, "heartbeat": timeline.iso(now), "error": str(exc)[:2000], "totals": dict(self.totals)}
+        mirror_status.write(self.manifest, self.last_status)
 
     def stop_requested(self, should_stop: Callable[[], bool]) -> bool:
         return should_stop() or self.manifest.exists(STOP)
@@ -166,21 +192,25 @@ class Mirror:
         source, target = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
         behind = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys
                   if target[(t, p)][1] < source[(t, p)][1] or target[(t, p)][0] < source[(t, p)][0]]
-        rows = self.copy_round(behind) if behind else []
+        rows = self.copy_round(behind, dict(self.own_ends)) if behind else []
+        self.own_ends.update({(r["topic"], r["partition"]): r["target_end"] for r in rows if r["ok"]})
         failed = {(r["topic"], r["partition"]): r["error"] for r in rows if not r["ok"]}
         copied = sum(r["records"] for r in rows if r["ok"])
         moved = {(u.topic, u.partition) for u in behind} - set(failed)
         mirrored = {k: source[k][1] if k in moved else target[k][1] for k in keys}  # the DR cluster's ends now
         synced = group_sync.sync_groups(self.source, self.target, self.group_names, mirrored) if self.group_names else []
-        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s:
-            self.verify(mirrored)
+        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s and \
+                (self.verification is None or self.verification.done()):
+            self.verified_at = time.monotonic()
+            self.verification = self.verifying.submit(self.verify, dict(mirrored))
         ended = time.time()
         self.rounds += 1
         self.totals["records"] += copied
         self.totals["rounds"] += 1
         self.totals["failed_rounds"] += bool(failed)
         self.last_status = mirror_status.of_round(
-            self.rounds, started, ended, self.previous_start, source, target, mirrored, failed, synced, self.totals)
+            self.rounds, started, ended, self.previous_start, source, target, mirrored, failed, synced, self.totals,
+            self.own_ends)
         self.previous_start = started
         mirror_status.write(self.manifest, self.last_status)
         if failed:
@@ -191,13 +221,17 @@ class Mirror:
 
     def verify(self, mirrored: Mapping[Key, int]) -> None:
         """What was mirrored since the last verification, read on both sides while the source is live;
-        the rows so far replace the part VERIFIED (a failover's window then reads only what came after)."""
-        self.verified_at = time.monotonic()
+        the rows so far replace the part VERIFIED (a failover's window then reads only what came after).
+        In the verification's thread; what fails is said, and the next verification reads it again."""
         units = [WorkUnit(t, p, end) for (t, p), end in sorted(mirrored.items())
                  if end > self.verified.get((t, p), {}).get("to", -1) or not self.verified[(t, p)].get("equal")]
         if not units:
             return
-        rows = self.verify_round(units, self.verified)
+        try:
+            rows = self.verify_round(units, dict(self.verified))
+        except Exception as exc:  # noqa: BLE001 - the rounds go on; the next verification tries again
+            self.say(f"verifying while live failed ({exc}); the next verification reads it again")
+            return
         self.verified.update({(r["topic"], r["partition"]): r for r in rows})
         self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
                                          "round": self.rounds + 1, "at": timeline.iso(time.time())})

@@ -1,0 +1,69 @@
+"""The mirror's rounds (kmigrate.run.mirror.loop) with the copier run in this process, on the real
+stack: records the source deletes past what the mirror copied are followed (the DR cluster's log
+start moves with the source's), by the mirror that copied them and by one started again, which
+knows its own records from the run's status; a DR topic holding records of its own stays refused."""
+from __future__ import annotations
+
+import re
+
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.run.copying.tasks import copy_task
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import Mirror, MirrorSpec
+
+from tests.support.kafka import create_topic, produce, watermarks
+from tests.support.migration import assert_same_partition
+
+
+def mirror_of(stack, manifest: Manifest, topic: str) -> Mirror:
+    def copy_round(units, own_ends):
+        return [copy_task(u, (stack.source, stack.target), manifest.run_id, verify=False, live=True,
+                          own_end=own_ends.get((u.topic, u.partition))) for u in units]
+
+    return Mirror(manifest, stack.source, stack.target, MirrorSpec(re.escape(topic)), copy_round, say=lambda _: None)
+
+
+def records(n: int, tag: str) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i}".encode(), f"{tag} {i}".encode()) for i in range(n)]
+
+
+def test_records_the_source_deletes_past_the_mirrors_end_are_followed_across_a_restart(stack, unique_name, tmp_path):
+    topic = unique_name
+    create_topic(stack.source, topic, 1)
+    produce(stack.source, topic, records(100, "first"), 0)
+    manifest = Manifest(str(tmp_path), "mirror")
+    mirror = mirror_of(stack, manifest, topic)
+    mirror.round()
+    assert watermarks(stack.target, topic) == (0, 100)
+
+    produce(stack.source, topic, records(50, "second"), 0)
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(topic, 0, 140)  # past the DR cluster's end: records 100-139 never reach it
+    status = mirror.round()
+    assert status["failed_partitions"] == 0 and watermarks(stack.target, topic) == (140, 150)
+    assert_same_partition(stack, topic, 0)
+
+    produce(stack.source, topic, records(10, "third"), 0)
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(topic, 0, 155)
+    again = mirror_of(stack, manifest, topic)  # a restarted mirror: its own ends from the run's status
+    assert again.own_ends == {(topic, 0): 150}
+    status = again.round()
+    assert status["failed_partitions"] == 0 and status["round"] == 3
+    assert_same_partition(stack, topic, 0)
+    assert mirror_status.read(manifest)["partitions"][0]["own_end"] == 160
+
+
+def test_a_dr_topic_with_records_of_its_own_is_refused_and_named(stack, unique_name, tmp_path):
+    topic = unique_name
+    create_topic(stack.source, topic, 1)
+    create_topic(stack.target, topic, 1)
+    produce(stack.target, topic, records(5, "the DR cluster's own"), 0)
+    produce(stack.source, topic, records(20, "source"), 0)
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(topic, 0, 10)
+    status = mirror_of(stack, Manifest(str(tmp_path), "mirror"), topic).round()
+    [row] = status["partitions"]
+    assert status["failed_partitions"] == 1 and "did not write" in row["error"] and row["own_end"] is None
+    assert watermarks(stack.target, topic) == (0, 5)  # nothing written
