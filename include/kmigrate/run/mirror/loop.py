@@ -13,7 +13,6 @@ Pure Python: a round's copy is handed in (`copy_round`), so the loop runs the sa
 job (kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
 import socket
@@ -108,10 +107,6 @@ class Mirror:
         self.copy_round, self.verify_round, self.say = copy_round, verify_round, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
         self.verified_at = time.monotonic()
-        # the verification runs beside the rounds (a Spark job of its own on the same session), one at a
-        # time, so that no round waits for it
-        self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mirror-verify")
-        self.verification: concurrent.futures.Future | None = None
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
@@ -142,7 +137,6 @@ class Mirror:
                 self.failed_round(exc)
             while time.monotonic() - began < self.spec.interval_s and not self.stop_requested(should_stop):
                 time.sleep(min(0.05, self.spec.interval_s))
-        self.verifying.shutdown(wait=True)  # a verification under way ends (and is kept) first
         mirror_status.write(self.manifest, self.last_status, stopped=True)
         return self.rounds
 
@@ -199,10 +193,11 @@ class Mirror:
         moved = {(u.topic, u.partition) for u in behind} - set(failed)
         mirrored = {k: source[k][1] if k in moved else target[k][1] for k in keys}  # the DR cluster's ends now
         synced = group_sync.sync_groups(self.source, self.target, self.group_names, mirrored) if self.group_names else []
-        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s and \
-                (self.verification is None or self.verification.done()):
+        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s:
+            # in the round: beside the rounds (a Spark job of its own) it slowed every round it overlapped
+            # on a 2-core machine (bench-dr: a record's p50 2.1 s -> 3.8 s)
             self.verified_at = time.monotonic()
-            self.verification = self.verifying.submit(self.verify, dict(mirrored))
+            self.verify(mirrored)
         ended = time.time()
         self.rounds += 1
         self.totals["records"] += copied
@@ -222,7 +217,7 @@ class Mirror:
     def verify(self, mirrored: Mapping[Key, int]) -> None:
         """What was mirrored since the last verification, read on both sides while the source is live;
         the rows so far replace the part VERIFIED (a failover's window then reads only what came after).
-        In the verification's thread; what fails is said, and the next verification reads it again."""
+        What fails is said, and the next verification reads it again."""
         units = [WorkUnit(t, p, end) for (t, p), end in sorted(mirrored.items())
                  if end > self.verified.get((t, p), {}).get("to", -1) or not self.verified[(t, p)].get("equal")]
         if not units:
