@@ -35,10 +35,13 @@ def test_airflow_up_serves_the_project_and_down_stops_what_it_started(stack, tmp
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"the UI is at http://127.0.0.1:{PORT}" in started.stdout
-        assert sorted(pids) == ["api-server", "dag-processor", "scheduler"] and all(map(running, pids.values()))
+        # the triggerer runs the deferred tasks' triggers (kafka_dr_mirror's follower)
+        assert sorted(pids) == ["api-server", "dag-processor", "scheduler", "triggerer"]
+        assert all(map(running, pids.values()))
         assert api("/pools/kafka_migration_copy")["slots"] == 2
         wait_until(lambda: {d["dag_id"] for d in api("/dags")["dags"]} >= {
-            "kafka_migration", "kafka_dr_drill", "kafka_migration_rollback"}, "the dag-processor to parse the DAGs", 120)
+            "kafka_migration", "kafka_dr_drill", "kafka_migration_rollback", "kafka_dr_mirror", "kafka_dr_failover"},
+            "the dag-processor to parse the DAGs", 120)
         again = subprocess.run([*command[:2], "up", *command[2:]], capture_output=True, text=True, timeout=60)
         assert "already running" in again.stdout  # idempotent: nothing else started
     finally:

@@ -84,7 +84,7 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
             os.kill(first["pid"], signal.SIGKILL)  # the follower finds its heartbeat stale and starts it again
             wait_until(lambda: len(starts(manifest)) == 2, "the mirror started again", 120)
             produce(stack.source, topic, [(b"k", b"after the restart")] * 30, 0)
-            wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
+            wait_caught_up(manifest, stack.source, {topic: 2})
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             errors.append(exc)
         finally:
@@ -122,7 +122,7 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
     try:
         wait_caught_up(manifest, stack.source, w.topics)
         wait_until(lambda: len((manifest.read(VERIFIED) or {}).get("rows", [])) == sum(w.topics.values()),
-                   "the mirror's live verification of every partition")
+                   "the mirror's live verification of every partition", 120)
         source_before = partition_watermarks(stack.source, w.topics)
         run = run_dag(dagbag, "kafka_dr_failover", run_name=run_name, state_location=str(state),
                       connectors=[w.source_connector, w.sink_connector],

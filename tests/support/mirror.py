@@ -24,12 +24,12 @@ def start_mirror(state: Path, run_id: str, clients: Path, remote: str, *extra: s
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_DIR, env={**os.environ, **(env or {})})
 
 
-def wait_for_round(manifest: Manifest, at_least: int, timeout_s: float = 120.0) -> dict:
+def wait_for_round(manifest: Manifest, at_least: int, timeout_s: float = 240.0) -> dict:
     return wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= at_least and s,
                       f"mirror round {at_least}", timeout_s)
 
 
-def wait_caught_up(manifest: Manifest, source, topics: dict[str, int], timeout_s: float = 120.0) -> dict:
+def wait_caught_up(manifest: Manifest, source, topics: dict[str, int], timeout_s: float = 240.0) -> dict:
     """The mirror's status once a round that began after the source's ends of now left every
     partition at them with no failure."""
     keys = [(t, p) for t, n in topics.items() for p in range(n)]
@@ -56,7 +56,7 @@ def wait_caught_up(manifest: Manifest, source, topics: dict[str, int], timeout_s
         raise AssertionError(f"{exc}: {lagging()}") from None
 
 
-def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float = 60.0) -> str:
+def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float = 120.0) -> str:
     """Request the stop; the job's output once it exited 0."""
     request_stop(manifest, "the test is done")
     out, _ = process.communicate(timeout=timeout_s)
