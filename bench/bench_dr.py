@@ -234,7 +234,7 @@ def main() -> int:
         poll(lambda: watcher.samples and all(watcher.samples[-1][1][n][p] >= ends[(load.plain, p)]
                                             for n in ("ours", "mm2") for p in range(20)),
              "both mirrors at the plain topic's end", 300)
-        time.sleep(3)  # MM2's checkpoints of the groups' last commits (every second)
+        poll(mm2_groups_still(load), "MM2's synced group offsets to stand still for 3 s", 120)
         watcher.stopping.set()
         ours, mm2 = latencies(load.acked, watcher.samples, "ours"), latencies(load.acked, watcher.samples, "mm2")
         say(f"record to the DR cluster: ours p50 {percentile(ours, 0.5)} s p99 {percentile(ours, 0.99)} s; "
@@ -273,6 +273,21 @@ def main() -> int:
         delete_topics(TARGET, [*topics, *(f"source.{t}" for t in topics)])
         for cluster in (SOURCE, TARGET):
             delete_groups(cluster, load.groups)
+
+
+def mm2_groups_still(load: Load, still_s: float = 3.0):
+    """A condition: MM2's synced offsets of the groups on the DR cluster unchanged for `still_s` (its
+    checkpoints of the groups' last commits come every second)."""
+    seen: dict = {"offsets": None, "since": 0.0}
+
+    def still() -> bool:
+        with ClusterAdmin(TARGET) as target:
+            now = {g: target.committed_offsets(g) for g in load.groups}
+        if now != seen["offsets"]:
+            seen.update(offsets=now, since=time.monotonic())
+        return time.monotonic() - seen["since"] >= still_s
+
+    return still
 
 
 def mm2_switchover_duplicates(load: Load) -> int:

@@ -196,12 +196,16 @@ class _Copier:
     def live_verifier(self, units: Sequence[WorkUnit]) -> Callable[[Sequence[WorkUnit], Any], list[dict[str, Any]]]:
         """A round's verification while the source is live: (units, the previous rows) -> rows."""
         compacted = compacted_topics(self.clients[0], {u.topic for u in units})
+        return functools.partial(verify_live, self.session, clients=self.clients, compacted=compacted, job=self.job,
+                                 parallelism=self.args.parallelism)
 
-        def verify_round(round_units: Sequence[WorkUnit], previous: Any) -> list[dict[str, Any]]:
-            return run_on_spark(
-                self.session, round_units, functools.partial(live_verify_task, clients=self.clients),
-                job=self.job, action="verify", parallelism=self.args.parallelism,
-                describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]),
-                extras=live_verify_extras(previous, compacted))[0]
 
-        return verify_round
+def verify_live(session: SessionSoon, units: Sequence[WorkUnit], previous: Any, *, clients: Clients,
+                compacted: frozenset[str], job: str, parallelism: int | None, quiet: bool = False
+                ) -> list[dict[str, Any]]:
+    """`units` verified while the source is live, each from its `previous` row on (a pre-copy round's,
+    a mirror's): their rows."""
+    return run_on_spark(session, units, functools.partial(live_verify_task, clients=clients), job=job,
+                        action="verify", parallelism=parallelism, quiet=quiet,
+                        describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]),
+                        extras=live_verify_extras(previous, compacted))[0]

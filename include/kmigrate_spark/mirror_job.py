@@ -19,10 +19,11 @@ from typing import Any
 
 from kmigrate.model import WorkUnit
 from kmigrate.run.copying.precopy import compacted_topics
-from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
+from kmigrate.run.copying.tasks import copy_extras, copy_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from
+from kmigrate_spark.copy_job import verify_live
 from kmigrate_spark.guards import check_clusters, run_job
 from kmigrate_spark.session import SessionSoon
 from kmigrate_spark.units import run_on_spark, say
@@ -51,11 +52,8 @@ def mirror(args: argparse.Namespace) -> int:
                                     extras=copy_extras({}, own_ends))[0]
 
             def verify_round(units: Sequence[WorkUnit], previous: Mapping) -> list[dict[str, Any]]:
-                return run_on_spark(session, units, functools.partial(live_verify_task, clients=clients), job=JOB,
-                                    action="verify", parallelism=args.parallelism, quiet=True,
-                                    describe=lambda r: "equal while live" if r["equal"] else "; ".join(r["problems"]),
-                                    extras=live_verify_extras(previous, compacted_topics(clients[0],
-                                                                                         {u.topic for u in units})))[0]
+                return verify_live(session, units, previous, clients=clients, job=JOB, parallelism=args.parallelism,
+                                   compacted=compacted_topics(clients[0], {u.topic for u in units}), quiet=True)
 
             runner = Mirror(manifest, *clients, spec, copy_round, verify_round=verify_round,
                             say=lambda line: say(JOB, line))

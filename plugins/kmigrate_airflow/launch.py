@@ -88,10 +88,7 @@ def launch(job: LaunchedJob, log: logging.Logger, *, submit: Callable[[], None] 
     killed), else under spark-submit by `submit` (by default the job's hook; the operator passes
     the provider's own execute) with the client configs handed over (`hand_clients`). Raises AirflowFailException when the job refused to go on
     (FINAL_EXIT: a retry cannot help), AirflowException when it failed otherwise."""
-    source = kafka_cluster(job.source_conn_id, "source")
-    target = kafka_cluster(job.target_conn_id, "target")
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    remote = spark_connect_url(job.spark_connect_conn_id)  # its token masked: no task log line shows it
+    source, target, python, remote = _resolved(job)
     # the job's own --remote default ($KMIGRATE_SPARK_REMOTE) must not send a spark-submit job there too
     job.env_vars = {**(job.env_vars or {}), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python,
                     REMOTE_ENV: ""}
@@ -112,16 +109,21 @@ def launch(job: LaunchedJob, log: logging.Logger, *, submit: Callable[[], None] 
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _resolved(job: LaunchedJob) -> tuple[ClusterConfig, ClusterConfig, str, str | None]:
+    """What a launch resolves when the job runs: the two Kafka clusters from their connections, the
+    driver's Python (this worker's), and the Spark Connect server's URL (None without one; its token
+    masked in every log line)."""
+    return (kafka_cluster(job.source_conn_id, "source"), kafka_cluster(job.target_conn_id, "target"),
+            os.environ.get("PYSPARK_PYTHON", sys.executable), spark_connect_url(job.spark_connect_conn_id))
+
+
 def start_detached(job: LaunchedJob, log: logging.Logger, output: Path) -> int:
     """Start a long-running job (the mirror) and return its process id without waiting for it: a
     client of the Spark Connect connection's server, else spark-submit on spark_default in client
     mode (the driver on this worker; a YARN or Kubernetes cluster-mode driver would need the client
     configs' file or secret for longer than the launch: refused, use a Spark Connect server). Its
     own session, so that the task's end does not end it; its output appended to `output`."""
-    source = kafka_cluster(job.source_conn_id, "source")
-    target = kafka_cluster(job.target_conn_id, "target")
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    remote = spark_connect_url(job.spark_connect_conn_id)
+    source, target, python, remote = _resolved(job)
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, REMOTE_ENV: remote or "",
            CLIENTS_ENV: clients_json(source, target)}
     if remote:

@@ -113,7 +113,10 @@ def stop_stale(manifest: Manifest, log: Any, wait_s: float = 10.0) -> None:
         if not _alive(last["pid"]):
             return
         log.info("stopping the mirror's process %d (%s)", last["pid"], sig.name)
-        os.killpg(last["pid"], sig) if _leads_group(last["pid"]) else os.kill(last["pid"], sig)
+        if _leads_group(last["pid"]):  # started in a session of its own: its children go with it
+            os.killpg(last["pid"], sig)
+        else:
+            os.kill(last["pid"], sig)
         deadline = time.monotonic() + wait_s
         while _alive(last["pid"]) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -213,7 +213,6 @@ class Mirror:
                      + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(failed.items())))
         return self.last_status
 
-
     def verify(self, mirrored: Mapping[Key, int]) -> None:
         """What was mirrored since the last verification, read on both sides while the source is live;
         the rows so far replace the part VERIFIED (a failover's window then reads only what came after).

@@ -29,9 +29,9 @@ def of_round(number: int, started: float, ended: float, previous_start: float | 
     it began; `mirrored`: the DR cluster's ends after it; `own_ends`: where the mirror's own copies
     left them, kept for a restart)."""
     partitions = []
+    waited = None if previous_start is None else round(ended - previous_start, 3)
     for key in sorted(source):
         behind = max(0, source[key][1] - target[key][1])
-        waited = None if previous_start is None else round(ended - previous_start, 3)
         partitions.append({"topic": key[0], "partition": key[1], "source_end": source[key][1],
                            "dr_end": mirrored[key], "behind_records": behind,
                            "behind_s": (waited if behind else 0.0), "error": failed.get(key),
