@@ -28,14 +28,20 @@ def records(n: int, tag: str) -> list[tuple[bytes, bytes]]:
     return [(f"k{i}".encode(), f"{tag} {i}".encode()) for i in range(n)]
 
 
-def test_records_the_source_deletes_past_the_mirrors_end_are_followed_across_a_restart(stack, unique_name, tmp_path):
-    topic = unique_name
+def mirrored_once(stack, topic: str, tmp_path) -> tuple[Manifest, Mirror]:
+    """100 records on a new one-partition topic, and a mirror of it after its first round."""
     create_topic(stack.source, topic, 1)
     produce(stack.source, topic, records(100, "first"), 0)
     manifest = Manifest(str(tmp_path), "mirror")
     mirror = mirror_of(stack, manifest, topic)
     mirror.round()
     assert watermarks(stack.target, topic) == (0, 100)
+    return manifest, mirror
+
+
+def test_records_the_source_deletes_past_the_mirrors_end_are_followed_across_a_restart(stack, unique_name, tmp_path):
+    topic = unique_name
+    manifest, mirror = mirrored_once(stack, topic, tmp_path)
 
     produce(stack.source, topic, records(50, "second"), 0)
     with ClusterAdmin(stack.source) as admin:
@@ -67,3 +73,29 @@ def test_a_dr_topic_with_records_of_its_own_is_refused_and_named(stack, unique_n
     [row] = status["partitions"]
     assert status["failed_partitions"] == 1 and "did not write" in row["error"] and row["own_end"] is None
     assert watermarks(stack.target, topic) == (0, 5)  # nothing written
+
+
+def test_records_a_copy_wrote_without_reporting_them_count_as_the_mirrors_own_across_a_restart(
+        stack, unique_name, tmp_path):
+    """A copy that wrote and was killed before its row came back (a task killed after its writes, or
+    the driver killed while its Spark job went on): the next copy, in this mirror or a restarted one,
+    knows those records as the mirror's own when the source has since deleted past them."""
+    topic = unique_name
+    manifest, mirror = mirrored_once(stack, topic, tmp_path)
+    produce(stack.source, topic, records(50, "second"), 0)
+    copy = mirror.copy_round
+
+    def killed_after_writing(units, own_ends):
+        copy(units, own_ends)
+        return [{"ok": False, "topic": u.topic, "partition": u.partition, "error": "the task was killed"} for u in units]
+
+    mirror.copy_round = killed_after_writing
+    status = mirror.round()
+    assert status["failed_partitions"] == 1 and watermarks(stack.target, topic) == (0, 150)
+    produce(stack.source, topic, records(20, "third"), 0)
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(topic, 0, 160)  # the source deletes past what the unreported copy wrote
+    again = mirror_of(stack, manifest, topic)  # a restart: what was asked of the copy, from the run's status
+    status = again.round()
+    assert status["failed_partitions"] == 0 and watermarks(stack.target, topic) == (160, 170)
+    assert_same_partition(stack, topic, 0)

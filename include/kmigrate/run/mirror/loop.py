@@ -120,6 +120,9 @@ class Mirror:
         # a DR topic's own records are never taken for the mirror's)
         self.own_ends: dict[Key, int] = {(p["topic"], p["partition"]): p["own_end"]
                                          for p in earlier.get("partitions", []) if p.get("own_end") is not None}
+        # the copies asked for and not reported done: [the DR end when asked, the end asked for]
+        self.asked: dict[Key, list[int]] = {(p["topic"], p["partition"]): p["asked"]
+                                            for p in earlier.get("partitions", []) if p.get("asked")}
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None) -> int:
         """Rounds until a stop is requested (the manifest's STOP, `should_stop()`) or `max_seconds`
@@ -186,8 +189,16 @@ class Mirror:
         source, target = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
         behind = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys
                   if target[(t, p)][1] < source[(t, p)][1] or target[(t, p)][0] < source[(t, p)][0]]
+        self.own_ends.update(self.written_unreported(target))
+        for unit in behind:  # from where the first copy not reported done began, to the furthest end asked since
+            key = (unit.topic, unit.partition)
+            began, _ = self.asked.get(key, (target[key][1], 0))
+            self.asked[key] = [began, max(unit.end_offset, self.asked.get(key, (0, 0))[1])]
         rows = self.copy_round(behind, dict(self.own_ends)) if behind else []
-        self.own_ends.update({(r["topic"], r["partition"]): r["target_end"] for r in rows if r["ok"]})
+        for row in rows:
+            if row["ok"]:
+                self.own_ends[(row["topic"], row["partition"])] = row["target_end"]
+                self.asked.pop((row["topic"], row["partition"]), None)
         failed = {(r["topic"], r["partition"]): r["error"] for r in rows if not r["ok"]}
         copied = sum(r["records"] for r in rows if r["ok"])
         moved = {(u.topic, u.partition) for u in behind} - set(failed)
@@ -205,13 +216,23 @@ class Mirror:
         self.totals["failed_rounds"] += bool(failed)
         self.last_status = mirror_status.of_round(
             self.rounds, started, ended, self.previous_start, source, target, mirrored, failed, synced, self.totals,
-            self.own_ends)
+            self.own_ends, self.asked)
         self.previous_start = started
         mirror_status.write(self.manifest, self.last_status)
         if failed:
             self.say(f"round {self.rounds}: {len(failed)} partitions failed, retried next round: "
                      + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(failed.items())))
         return self.last_status
+
+    def written_unreported(self, target: Mapping[Key, tuple[int, int]]) -> dict[Key, int]:
+        """The DR cluster's ends that copies of this mirror wrote without reporting it (a task killed
+        after its writes, a driver killed while its Spark job went on): an end now above where a copy
+        was asked to begin and at most one past what it was asked to write up to (a commit marker may
+        follow the last record), which only that copy wrote (the partition's lease kept other copiers
+        out, and the copy checked what lay below its start before it wrote). As `own_end` the copy after
+        it takes those records for the mirror's own when the source's log start has moved past them."""
+        return {k: target[k][1] for k, (began, end) in self.asked.items()
+                if k in target and began < target[k][1] <= end + 1 and target[k][1] != self.own_ends.get(k)}
 
     def verify(self, mirrored: Mapping[Key, int]) -> None:
         """What was mirrored since the last verification, read on both sides while the source is live;

@@ -24,10 +24,11 @@ Key = tuple[str, int]
 def of_round(number: int, started: float, ended: float, previous_start: float | None,
              source: Mapping[Key, tuple[int, int]], target: Mapping[Key, tuple[int, int]],
              mirrored: Mapping[Key, int], failed: Mapping[Key, str], groups: list[dict[str, Any]],
-             totals: Mapping[str, int], own_ends: Mapping[Key, int] | None = None) -> dict[str, Any]:
+             totals: Mapping[str, int], own_ends: Mapping[Key, int] | None = None,
+             asked: Mapping[Key, list[int]] | None = None) -> dict[str, Any]:
     """The status after round `number` (`source`/`target`: each partition's log start and end when
     it began; `mirrored`: the DR cluster's ends after it; `own_ends`: where the mirror's own copies
-    left them, kept for a restart)."""
+    left them, and `asked`: the copies asked for and not reported done, both kept for a restart)."""
     partitions = []
     waited = None if previous_start is None else round(ended - previous_start, 3)
     for key in sorted(source):
@@ -35,7 +36,7 @@ def of_round(number: int, started: float, ended: float, previous_start: float | 
         partitions.append({"topic": key[0], "partition": key[1], "source_end": source[key][1],
                            "dr_end": mirrored[key], "behind_records": behind,
                            "behind_s": (waited if behind else 0.0), "error": failed.get(key),
-                           "own_end": (own_ends or {}).get(key)})
+                           "own_end": (own_ends or {}).get(key), "asked": (asked or {}).get(key)})
     known = [p["behind_s"] for p in partitions if p["behind_s"] is not None]
     return {"round": number, "as_of": timeline.iso(started), "heartbeat": timeline.iso(ended),
             "round_s": round(ended - started, 3), "host": socket.gethostname(), "pid": os.getpid(),
