@@ -216,7 +216,7 @@ def main() -> int:
             "run_name": prefix, "topics_include": pattern, "groups": pattern, "state_location": str(STATE)})
         for name, config in configs.items():
             connect.create(name, config)
-        poll(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= 1, "the mirror's first round", 300)
+        poll(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= 1, "the mirror's first status", 300)
         watcher.start()
         began = time.time()
         load.start()
@@ -224,9 +224,9 @@ def main() -> int:
         while time.time() - began < args.minutes * 60:
             time.sleep(10)
             status = mirror_status.read(manifest) or {}
-            say(f"  {time.time() - began:5.0f}s: {load.written:,} plain records written; mirror round "
-                f"{status.get('round')}, {status.get('behind_records')} offsets behind at its start, "
-                f"{status.get('round_s')}s a round")
+            say(f"  {time.time() - began:5.0f}s: {load.written:,} plain records written; mirror status "
+                f"{status.get('round')} (term {status.get('term')}), {status.get('behind_records')} offsets behind, "
+                f"the oldest missing record decided at most {status.get('behind_s_max')}s ago")
         load.stop()
         seconds = time.time() - began
         with ClusterAdmin(SOURCE) as admin:

@@ -107,7 +107,8 @@ class Manifest:
             raise ManifestError(f"run name {shown} is refused: a run name (the run's folder at the state location) "
                                 f"is {RUN_ID_RULE}. Choose another run_name")
         _check_location(str(state_location))
-        self.location = f"{str(state_location).rstrip('/')}/{run_id}"
+        self.state_location = str(state_location).rstrip("/")
+        self.location = f"{self.state_location}/{run_id}"
         self.run_id = run_id
         try:
             self._fs, self._root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))

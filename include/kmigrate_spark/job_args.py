@@ -65,9 +65,12 @@ def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
                         "a restart keeps the run's selection)")
     parser.add_argument("--exclude-topics", help="regular expression of topics not mirrored")
     parser.add_argument("--groups", help="regular expression of the consumer groups whose offsets follow")
-    parser.add_argument("--interval-s", type=float, default=1.0, help="a round at most this often")
+    parser.add_argument("--interval-s", type=float, default=1.0,
+                        help="the status (lag, heartbeat) and the groups' offsets this often")
     parser.add_argument("--refresh-s", type=float, default=10.0, help="the topic selection read again this often")
     parser.add_argument("--verify-every-s", type=float, default=30.0,
                         help="what was mirrored is verified while live this often (a failover then reads the rest)")
+    parser.add_argument("--term-s", type=float, default=60.0,
+                        help="the copy's long-running tasks start again this often (they report then)")
     parser.add_argument("--max-seconds", type=float, help="stop after this long (default: until asked to stop)")
     return parser

@@ -1,16 +1,18 @@
-"""The continuous mirror's driver side (docs/DESIGN.md §12): one long-running Spark job whose
-rounds (kmigrate.run.mirror.loop) each copy the partitions behind on the DR cluster as one Spark
-job of copy tasks in the live mode, on one Spark session kept for the mirror's life (a Spark
-Connect server's, or its own application's under spark-submit). A lost task is retried by Spark
-and its copier resumes from the DR cluster's end; a partition that still fails is named in the
-status and tried again next round. The job runs until a stop is requested (the run manifest's
-mirror-stop-requested event: a failover, or `kmigrate.run.mirror.loop.request_stop`), SIGTERM,
-or --max-seconds; a restarted job resumes from the DR cluster's ends, with every resume check.
+"""The continuous mirror's driver side (docs/DESIGN.md §12): one long-running Spark application
+whose copy runs in terms, each a Spark job of one long-running task a task slot (a task that waited
+for a slot would wait a whole term), each task following its partitions for the term
+(kmigrate.run.mirror.follow) while the driver writes the status and copies the groups' offsets
+(kmigrate.run.mirror.loop). A lost task is retried by Spark and its copies resume from the DR
+cluster's ends; a partition that fails is named and tried again. The job runs until a stop is
+requested (the run manifest's mirror-stop-requested event: a failover, or
+`kmigrate.run.mirror.loop.request_stop`), SIGTERM, or --max-seconds; a restarted job resumes from
+the DR cluster's ends, with every resume check.
 
 Exit 0 once stopped, 2 when it could not start (bad input)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import signal
 import threading
@@ -18,17 +20,41 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.model import WorkUnit
-from kmigrate.run.copying.precopy import compacted_topics
-from kmigrate.run.copying.tasks import copy_extras, copy_task
+from kmigrate.run.mirror.follow import Term, follow_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from
-from kmigrate_spark.copy_job import verify_live
 from kmigrate_spark.guards import check_clusters, run_job
-from kmigrate_spark.session import SessionSoon
-from kmigrate_spark.units import run_on_spark, say
+from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, task_slots
+from kmigrate_spark.units import failed_row, map_units, pack, say
 
 JOB = "mirror"
+
+
+def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any) -> list[dict[str, Any]]:
+    """A term's units followed as one Spark job of as many tasks as the session has task slots (a
+    long-running task must not wait for another to end), balanced by partition count; a row each. A
+    job Spark stopped (a task failed past its retries) gives the units without a row a failed one."""
+    slots = task_slots(spark)
+    bins = pack([1] * len(units), slots, tasks=slots)
+    describe_jobs(spark, f"mirror {len(units)} partitions in {len(bins)} long-running tasks")
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        for index, row in map_units(spark, [[(i, units[i], extras[(units[i].topic, units[i].partition)])
+                                             for i in b] for b in bins], task):
+            rows[index] = row
+    except Exception as exc:  # noqa: BLE001 - the next term follows them again
+        say(JOB, f"the term's Spark job stopped ({error_cause(exc)})", err=True)
+    return [rows.get(i) or {**failed_row(u, RuntimeError("the term's Spark job stopped")), "records": 0,
+                            "own_end": None, "verified": None} for i, u in enumerate(units)]
+
+
+def cancel_jobs(spark: Any) -> None:
+    """Stop the session's running Spark jobs (their Python workers are stopped with their tasks)."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
 
 
 def mirror(args: argparse.Namespace) -> int:
@@ -39,31 +65,27 @@ def mirror(args: argparse.Namespace) -> int:
 
     def work(manifest: Any) -> int:
         spec = write_spec(manifest, MirrorSpec(args.topics, args.exclude_topics or "", args.groups or "", args.interval_s,
-                                               args.refresh_s, args.verify_every_s)) if args.topics else read_spec(manifest)
+                                               args.refresh_s, args.verify_every_s, args.term_s)
+                          ) if args.topics else read_spec(manifest)
         clients = load_clients_from(args.clients)
         with SessionSoon(f"kmigrate-mirror-{args.run_id}", args.remote) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a DR cluster
-            task = functools.partial(copy_task, clients=clients, run_id=args.run_id, verify=False, live=True,
+            task = functools.partial(follow_task, clients=clients,
                                      **({"fetch_max_bytes": args.fetch_max_bytes} if args.fetch_max_bytes else {}))
 
-            def copy_round(units: Sequence[WorkUnit], own_ends: Mapping) -> list[dict[str, Any]]:
-                return run_on_spark(session, units, task, job=JOB, action="copy", parallelism=args.parallelism,
-                                    describe=lambda r: "ok" if r["ok"] else f"FAILED: {r['error']}", quiet=True,
-                                    extras=copy_extras({}, own_ends))[0]
+            def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
+                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)))
 
-            def verify_round(units: Sequence[WorkUnit], previous: Mapping) -> list[dict[str, Any]]:
-                return verify_live(session, units, previous, clients=clients, job=JOB, parallelism=args.parallelism,
-                                   compacted=compacted_topics(clients[0], {u.topic for u in units}), quiet=True)
-
-            runner = Mirror(manifest, *clients, spec, copy_round, verify_round=verify_round,
+            runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session.get()),
                             say=lambda line: say(JOB, line))
             say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
                      + (f" and groups {spec.groups!r}" if spec.groups else "")
-                     + f", a round every {spec.interval_s:g}s at most; status in {manifest.location}")
+                     + f", in terms of {spec.term_s:g}s, one task a slot; status every {spec.interval_s:g}s in "
+                     f"{manifest.location}")
             last = runner.run(stopping.is_set, args.max_seconds)
-            say(JOB, f"stopped at round {last}; {runner.totals['records']} records mirrored in the run's "
-                     f"{runner.totals['rounds']} rounds")
+            say(JOB, f"stopped at status {last}; {runner.totals['records']} records mirrored in the run's "
+                     f"{runner.totals['terms']} terms")
         return 0
 
     return run_job(JOB, args, work, finished=": the mirror has nothing more to do ({location})")

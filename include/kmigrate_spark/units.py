@@ -92,14 +92,15 @@ _warm: dict[int, float] = {}
 WARM_FOR_S = 30.0
 
 
-def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK) -> list[list[int]]:
+def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK, tasks: int | None = None
+         ) -> list[list[int]]:
     """The indexes of `weights` packed into tasks: as many tasks as it takes to hold at most
     `max_units` units each, and at least two a task slot (so that a slow task leaves the others
-    work), each unit to the lightest task so far, heaviest first; the tasks heaviest first."""
+    work), or `tasks`; each unit to the lightest task so far, heaviest first; the tasks heaviest first."""
     n = len(weights)
     if not n:
         return []
-    count = min(n, max(2 * slots, math.ceil(n / max_units)))
+    count = min(n, tasks or max(2 * slots, math.ceil(n / max_units)))
     heap = [(0, i, []) for i in range(count)]  # (weight, tie-break, indexes)
     for index in sorted(range(n), key=lambda i: -weights[i]):
         weight, order, members = heapq.heappop(heap)
@@ -185,7 +186,7 @@ def say(job: str, message: str, *, err: bool = False) -> None:
     print(f"{job}: {message}", file=sys.stderr if err else sys.stdout, flush=True)
 
 
-def _failed_row(unit: WorkUnit, exc: Exception) -> dict[str, Any]:
+def failed_row(unit: WorkUnit, exc: Exception) -> dict[str, Any]:
     error = f"the Spark task failed after its retries: {error_cause(exc)}"
     # a failed row for either job: the copy reads "ok"/"error", the verification "equal"/"problems"
     return {"ok": False, "equal": False, "topic": unit.topic, "partition": unit.partition, "mode": unit.mode,
@@ -216,7 +217,7 @@ def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Seque
             [(_, row)] = map_units(spark, [_items(units, [index], extras)], task)
             return row
         except Exception as exc:  # noqa: BLE001 - Spark gave up on the task after its retries
-            return _failed_row(unit, exc)
+            return failed_row(unit, exc)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallelism + 1, thread_name_prefix=action) as pool:
         futures = {pool.submit(run_one, index): index for index in indexes}

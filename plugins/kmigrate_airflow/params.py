@@ -131,8 +131,8 @@ def mirror_params() -> dict[str, Param]:
     return {
         "run_name": Param("dr-mirror", type="string", pattern=f"^{RUN_NAME}$", title="Mirror name",
                           description="Names the mirror's run manifest; a failover or drill of this mirror names it"),
-        "interval_s": Param(1.0, type="number", exclusiveMinimum=0, maximum=3600, title="Round interval (s)",
-                            description="A mirror round at most this often"),
+        "interval_s": Param(1.0, type="number", exclusiveMinimum=0, maximum=3600, title="Status interval (s)",
+                            description="The mirror's lag and heartbeat, and the groups' offsets, this often"),
         "refresh_s": Param(10.0, type="number", exclusiveMinimum=0, maximum=86400, title="Selection refresh (s)",
                            description="New topics and partitions matching the selection are picked up this often"),
         "stale_after_s": Param(60.0, type="number", minimum=5, title="Restart after (s)",

@@ -106,7 +106,8 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
     for partition in range(2):
         assert_same_partition(stack, topic, partition)
     final = mirror_status.read(manifest)
-    assert final["stopped"] and final["totals"]["records"] == 680
+    # the DR ends moved 680 offsets in all, over the restart (the killed driver's tasks report nothing)
+    assert final["stopped"] and final["totals"]["offsets"] == 680
     assert len(starts(manifest)) == 2
 
 
@@ -118,7 +119,7 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
     manifest = Manifest(str(state), run_name)
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
     mirror = start_mirror(state, run_name, clients, server, "--topics", w.topic_pattern, "--groups", w.group_pattern,
-                          "--interval-s", "0.5", "--verify-every-s", "1")
+                          "--interval-s", "0.5", "--verify-every-s", "1", "--term-s", "5")
     try:
         wait_caught_up(manifest, stack.source, w.topics)
         wait_until(lambda: len((manifest.read(VERIFIED) or {}).get("rows", [])) == sum(w.topics.values()),
@@ -130,7 +131,7 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
                       spark_connect_conn_id="spark_connect_mirror", stale_after_s=10)
         out, _ = mirror.communicate(timeout=60)  # it stopped when the failover asked
         assert str(run.state) == "success", task_states(run)
-        assert mirror.returncode == 0 and "stopped at round" in out, out[-3000:]
+        assert mirror.returncode == 0 and "stopped at status" in out, out[-3000:]
         assert window_cells(run) == dict.fromkeys(course.FAILOVER_STEPS, "success")
         summary = summarize(manifest)
         assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())

@@ -8,7 +8,6 @@ import re
 
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.run.copying.tasks import copy_task
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec
 
@@ -17,11 +16,8 @@ from tests.support.migration import assert_same_partition
 
 
 def mirror_of(stack, manifest: Manifest, topic: str) -> Mirror:
-    def copy_round(units, own_ends):
-        return [copy_task(u, (stack.source, stack.target), manifest.run_id, verify=False, live=True,
-                          own_end=own_ends.get((u.topic, u.partition))) for u in units]
-
-    return Mirror(manifest, stack.source, stack.target, MirrorSpec(re.escape(topic)), copy_round, say=lambda _: None)
+    """A mirror whose terms are followed in this process."""
+    return Mirror(manifest, stack.source, stack.target, MirrorSpec(re.escape(topic)), say=lambda _: None)
 
 
 def records(n: int, tag: str) -> list[tuple[bytes, bytes]]:
@@ -83,15 +79,17 @@ def test_records_a_copy_wrote_without_reporting_them_count_as_the_mirrors_own_ac
     topic = unique_name
     manifest, mirror = mirrored_once(stack, topic, tmp_path)
     produce(stack.source, topic, records(50, "second"), 0)
-    copy = mirror.copy_round
+    follow = mirror.follow
 
-    def killed_after_writing(units, own_ends):
-        copy(units, own_ends)
-        return [{"ok": False, "topic": u.topic, "partition": u.partition, "error": "the task was killed"} for u in units]
+    def killed_after_writing(units, extras, term):
+        follow(units, extras, term)
+        return [{"ok": False, "topic": u.topic, "partition": u.partition, "error": "the task was killed", "records": 0,
+                 "own_end": None, "verified": None} for u in units]
 
-    mirror.copy_round = killed_after_writing
+    mirror.follow = killed_after_writing
     status = mirror.round()
-    assert status["failed_partitions"] == 1 and watermarks(stack.target, topic) == (0, 150)
+    [row] = status["partitions"]  # written, not reported: still asked of the mirror's copy
+    assert mirror.errors and row["own_end"] == 100 and row["asked"] and watermarks(stack.target, topic) == (0, 150)
     produce(stack.source, topic, records(20, "third"), 0)
     with ClusterAdmin(stack.source) as admin:
         admin.delete_records(topic, 0, 160)  # the source deletes past what the unreported copy wrote

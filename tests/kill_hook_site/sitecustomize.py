@@ -4,7 +4,8 @@ handed N records of a partition to the target (once per partition: DIR keeps a m
 Spark's Python workers get it from the environment of spark-submit, or of the Spark Connect
 server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/support/kill_hook.py sets both).
 
-It wraps kmigrate.run.copying.tasks once that module is imported: `copy_partition` gets a progress hook
+It wraps kmigrate.run.copying.tasks and kmigrate.run.mirror.follow (the mirror's long-running
+tasks) once each is imported: `copy_partition` gets a progress hook
 that kills (and whole batches are fetched 16 KiB at a time unless a fetch size is given, so that the
 hook sees progress before the end), and `copy_whole` copies nothing (every partition takes the
 record-by-record copier, which reports progress)."""
@@ -18,14 +19,14 @@ import signal
 import sys
 
 ENV = "KMIGRATE_TEST_KILL_AFTER"
-MODULE = "kmigrate.run.copying.tasks"
+MODULES = ("kmigrate.run.copying.tasks", "kmigrate.run.mirror.follow")
 SMALL_FETCH = 16 << 10
 
 
-def _patch(tasks) -> None:  # noqa: ANN001 - the module kmigrate.run.copying.tasks
+def _patch(tasks) -> None:  # noqa: ANN001 - one of MODULES
     after, marker_dir = os.environ[ENV].split(":", 1)
     copy_partition = tasks.copy_partition
-    log = logging.getLogger(MODULE)
+    log = logging.getLogger(tasks.__name__)
 
     def killing_copy_partition(source, target, unit, options, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
         marker = os.path.join(marker_dir, f"{unit.topic}-{unit.partition}")
@@ -49,14 +50,15 @@ def _patch(tasks) -> None:  # noqa: ANN001 - the module kmigrate.run.copying.tas
         return copy_partition(source, target, unit, dataclasses.replace(options, **changes), *args, **kwargs)
 
     tasks.copy_partition = killing_copy_partition
-    tasks.copy_whole = lambda *args, **kwargs: {}
+    if hasattr(tasks, "copy_whole"):
+        tasks.copy_whole = lambda *args, **kwargs: {}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Patches kmigrate.run.copying.tasks right after it is executed, in whichever process imports it."""
+    """Patches each of MODULES right after it is executed, in whichever process imports it."""
 
     def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
-        if name != MODULE:
+        if name not in MODULES:
             return None
         for finder in sys.meta_path:
             spec = finder.find_spec(name, path, target) if finder is not self and hasattr(finder, "find_spec") else None

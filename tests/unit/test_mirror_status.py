@@ -22,27 +22,32 @@ def test_a_runs_mirror_keeps_its_selection_and_refuses_another(tmp_path):
     assert read_spec(manifest) == MirrorSpec("orders\\..*", groups="billing")
     with pytest.raises(ConfigError, match="start a new run id"):
         write_spec(manifest, MirrorSpec("payments\\..*"))
-    with pytest.raises(ConfigError, match="round interval"):
+    with pytest.raises(ConfigError, match="status interval"):
         MirrorSpec("x", interval_s=0).check()
     with pytest.raises(ConfigError, match="no mirror spec"):
         read_spec(Manifest(str(tmp_path), "other"))
 
 
 def test_the_status_bounds_how_long_each_behind_record_waited():
+    lag = mirror_status.Lag()
+    lag.note(T0, {("t", 0): 100, ("t", 1): 50, ("t", 2): 80})
+    lag.note(T0 + 1, {("t", 0): 110, ("t", 1): 50, ("t", 2): 90})
     source = {("t", 0): (0, 120), ("t", 1): (0, 50), ("t", 2): (10, 90)}
-    target = {("t", 0): (0, 100), ("t", 1): (0, 50), ("t", 2): (0, 80)}
-    status = mirror_status.of_round(7, T0 + 10, T0 + 10.4, T0 + 9, source, target,
-                                    {("t", 0): 120, ("t", 1): 50, ("t", 2): 80}, {("t", 2): "leader moved"}, [],
-                                    {"records": 20})
+    lag.note(T0 + 2, {k: v[1] for k, v in source.items()})
+    dr = {("t", 0): (0, 105), ("t", 1): (0, 50), ("t", 2): (0, 80)}
+    behind = {k: lag.behind_s(T0 + 2.5, k, dr[k][1]) for k in source}
+    # t[0]: the DR end 105 reached the source's end at T0 (100), not at T0 + 1 (110): its oldest missing
+    # record was decided after T0; t[2] at 80 likewise; t[1] is caught up
+    assert behind == {("t", 0): 2.5, ("t", 1): 0.0, ("t", 2): 2.5}
+    assert lag.behind_s(T0 + 2.5, ("t", 0), 99) is None  # behind all that was kept: not known
+    status = mirror_status.of_round(7, T0 + 2, T0 + 2.4, source, dr, {("t", 2): "leader moved", ("t", 1): "old"}, [],
+                                    {"records": 20}, behind, term=3)
     rows = {p["partition"]: p for p in status["partitions"]}
-    assert (rows[0]["behind_records"], rows[0]["behind_s"], rows[0]["dr_end"]) == (20, 1.4, 120)
-    assert (rows[1]["behind_records"], rows[1]["behind_s"]) == (0, 0.0)  # nothing behind: nothing waited
+    assert (rows[0]["behind_records"], rows[0]["behind_s"], rows[0]["dr_end"]) == (15, 2.5, 105)
+    assert (rows[1]["behind_records"], rows[1]["behind_s"], rows[1]["error"]) == (0, 0.0, None)  # caught up since
     assert rows[2]["error"] == "leader moved" and rows[2]["dr_end"] == 80
-    assert status["behind_records"] == 30 and status["behind_s_max"] == 1.4 and status["failed_partitions"] == 1
-    assert mirror_status.heartbeat_age(status, now=T0 + 12.4) == pytest.approx(2.0)
-    first = mirror_status.of_round(1, T0, T0 + 1, None, source, target, {k: v[1] for k, v in source.items()}, {}, [],
-                                   {})
-    assert first["partitions"][0]["behind_s"] is None  # no earlier round: how long is not known
+    assert status["behind_records"] == 25 and status["behind_s_max"] == 2.5 and status["failed_partitions"] == 1
+    assert status["term"] == 3 and mirror_status.heartbeat_age(status, now=T0 + 4.4) == pytest.approx(2.0)
 
 
 def fired(trigger: MirrorHeartbeatTrigger) -> dict:
@@ -55,7 +60,7 @@ def fired(trigger: MirrorHeartbeatTrigger) -> dict:
 
 def test_the_heartbeat_trigger_fires_stale_on_an_old_heartbeat_and_stopped_on_a_requested_stop(tmp_path):
     manifest = Manifest(str(tmp_path), "dr")
-    status = mirror_status.of_round(4, time.time() - 30, time.time() - 29, None, {}, {}, {}, {}, [], {})
+    status = mirror_status.of_round(4, time.time() - 30, time.time() - 29, {}, {}, {}, [], {})
     mirror_status.write(manifest, status)
     event = fired(MirrorHeartbeatTrigger(str(tmp_path), "dr", stale_after_s=5, since=time.time() - 60, poll_s=0.05))
     assert event["state"] == "stale" and event["round"] == 4 and event["age_s"] >= 29
@@ -76,7 +81,8 @@ def test_a_round_that_cannot_run_is_said_in_the_status_and_the_mirror_goes_on(tm
 
     manifest = Manifest(str(tmp_path), "dr")
     said: list[str] = []
-    mirror = Mirror(manifest, None, None, MirrorSpec("t", interval_s=0.01), lambda units, own_ends: [], say=said.append)
+    mirror = Mirror(manifest, None, None, MirrorSpec("t", interval_s=0.01), lambda units, extras, term: [],
+                    say=said.append)
     tries = []
 
     def round_that_fails() -> None:
@@ -85,7 +91,7 @@ def test_a_round_that_cannot_run_is_said_in_the_status_and_the_mirror_goes_on(tm
             request_stop(manifest, "enough")
         raise ClusterUnavailable("source (localhost:1): not reachable")
 
-    mirror.round = round_that_fails
+    mirror.term = lambda stop: round_that_fails()
     mirror.run(max_seconds=10)
     status = mirror_status.read(manifest)
     assert len(tries) == 3 and status["stopped"] and "not reachable" in status["error"]

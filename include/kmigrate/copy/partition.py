@@ -79,6 +79,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             for cluster in (source, target):  # the next attempt looks the leaders up again
                 leaders.forget(cluster, [(unit.topic, unit.partition)])
             own_end = _own_end_after(target, unit, own_end, attempted[0])
+            options = dataclasses.replace(options, continues_at=None)  # what the attempt left is checked again
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
             log.warning("%s[%d]: copy attempt %d interrupted (%s); resuming from the target's end in %.1f s",
                         unit.topic, unit.partition, attempt, exc, pause)

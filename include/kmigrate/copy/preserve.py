@@ -35,7 +35,8 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     if raw_target:
         leaders.settle(target, topic, partition, target_admin.client)
     target_low, target_high = target_admin.watermarks(topic, partition)
-    if target_high > target_low:
+    continues = options.continues_at is not None and target_high == options.continues_at and target_high > source_low
+    if target_high > target_low and not continues:
         # An earlier copier may have left a transaction open here: fence it and abort it (its
         # marker lands), then read the end again. An empty partition holds no such transaction.
         # Over the raw connection that is one InitProducerId (a few ms; a mirror's rounds fence each
@@ -72,6 +73,10 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
             "the source still has cannot be written below it. The target topic holds data of another copy or "
             "another producer: migrate this topic to a target where it does not exist yet", topic=topic,
             partition=partition)
+    elif continues:  # nothing written since this copier's last commit: nothing to fence or compare
+        if target_low < source_low:
+            options.may_write()
+            trim_below(source_low, target_low, 1, topic, partition, target, target_admin)
     else:
         compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
                                        options, compacted="compact" in writer.topic_configs.get("cleanup.policy", ""))

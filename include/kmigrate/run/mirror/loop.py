@@ -1,21 +1,24 @@
-"""The mirror's rounds (docs/DESIGN.md §12). Each round reads, in one ListOffsets request a kind,
-every mirrored partition's log start and last stable offset on the source and its log start and
-end on the DR cluster, copies the partitions that are behind up to the source's last stable
-offset then (the copier of §4 in its live mode: transactions whole, compaction gaps and log start
-moves as on the source, each copy resuming from the DR cluster's end with its checks), copies the
-selected groups' committed offsets (`groups.sync_groups`), and replaces the run's status part
-(`status`): the heartbeat, and each partition's lag. The selection is read again every
+"""The mirror's driver (docs/DESIGN.md §12). Its copy runs in terms: tasks that each hold their
+partitions' leases for the term and copy whatever the source decides as it comes
+(kmigrate.run.mirror.follow: the copier of §4 in its live mode, transactions whole, compaction
+gaps and log start moves as on the source, each copy resuming from the DR cluster's end with its
+checks). While a term runs, the driver reads, in one ListOffsets request a kind, every mirrored
+partition's last stable offset on the source and end on the DR cluster, copies the selected
+groups' committed offsets up to those ends (`groups.sync_groups`), and replaces the run's status
+part (`status`): the heartbeat, and each partition's lag. The selection is read again every
 `refresh_s`: a topic created on the source that matches it is created on the DR cluster and
-mirrored from then on, partitions added and configs changed on the source are applied
+mirrored from the next term on, partitions added and configs changed on the source are applied
 (`prepare_targets`).
 
-Pure Python: a round's copy is handed in (`copy_round`), so the loop runs the same under a Spark
-job (kmigrate_spark.mirror_job) and in a test."""
+Pure Python: a term's copy is handed in (`follow`), so the driver runs the same under a Spark job
+(kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,14 +31,15 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, ManifestConflict, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.checks.selection import compile_pattern, select
+from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]
 SPEC = "mirror-spec"                       # what the run's mirror selects, written once
-STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 STARTS = "mirror-starts"                   # attempts: one a start of the mirror job
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
@@ -45,8 +49,9 @@ VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
 @dataclasses.dataclass(frozen=True)
 class MirrorSpec:
     """What a mirror keeps on the DR cluster: topics (include/exclude regexes) and consumer groups
-    (regex, empty: none); a round at most every `interval_s`, the selection read again every
-    `refresh_s`, what the rounds copied verified every `verify_every_s`."""
+    (regex, empty: none); its status (and the groups' offsets) every `interval_s`, the selection read
+    again every `refresh_s`, what the copy wrote verified every `verify_every_s`, the copy's tasks
+    started again every `term_s` (their rows: where they left each partition, what they verified)."""
 
     topics_include: str
     topics_exclude: str = ""
@@ -54,16 +59,18 @@ class MirrorSpec:
     interval_s: float = 1.0
     refresh_s: float = 10.0
     verify_every_s: float = 30.0
+    term_s: float = 60.0
 
     def check(self) -> None:
         compile_pattern(self.topics_include, "topic include")
         for pattern, what in ((self.topics_exclude, "topic exclude"), (self.groups, "consumer group")):
             if pattern:
                 compile_pattern(pattern, what)
-        if not 0 < self.interval_s <= 3600 or not 0 < self.refresh_s <= 86400 or not 0 < self.verify_every_s <= 86400:
-            raise ConfigError(f"a mirror's round interval ({self.interval_s} s) must lie in (0, 3600], its selection "
-                              f"refresh ({self.refresh_s} s) and verification interval ({self.verify_every_s} s) in "
-                              "(0, 86400]")
+        if not 0 < self.interval_s <= 3600 or not all(0 < v <= 86400 for v in (self.refresh_s, self.verify_every_s,
+                                                                                self.term_s)):
+            raise ConfigError(f"a mirror's status interval ({self.interval_s} s) must lie in (0, 3600], its selection "
+                              f"refresh ({self.refresh_s} s), verification interval ({self.verify_every_s} s) and "
+                              f"term ({self.term_s} s) in (0, 86400]")
 
 
 def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
@@ -91,81 +98,100 @@ def request_stop(manifest: Manifest, why: str) -> None:
     manifest.get_or_create(STOP, lambda: {"at": timeline.iso(time.time()), "why": why})
 
 
+Follow = Callable[[Sequence[WorkUnit], Mapping[Key, dict[str, Any]], Term], list[dict[str, Any]]]
+
+
 class Mirror:
-    """One run's mirror from `source` to `target` (the DR cluster); `copy_round(units, own_ends)` copies
-    the units and returns their result rows (kmigrate.run.copying.tasks.copy_task's; `own_ends`: where
-    the mirror's own copies left each partition's end, so that records it wrote count as its own when
-    the source's log start has moved past them); `verify_round(units,
-    previous rows)`, every `spec.verify_every_s`, verifies what was mirrored since the last time while
-    the source is live (kmigrate.run.copying.tasks.live_verify_task's rows)."""
+    """One run's mirror from `source` to `target` (the DR cluster). Its copy goes in terms: `follow(units,
+    extras, term)` follows the units for the term and returns a row each (kmigrate.run.mirror.follow's;
+    `extras`: each unit's own_end, previous verification and compaction); by default in this process,
+    under the Spark job as a Spark job of long-running tasks. While a term runs, every `interval_s` the
+    mirror reads both sides' ends, copies the groups' offsets up to the DR cluster's ends, and replaces
+    its status; every `refresh_s` it reads the selection again (a change ends the term: the next one
+    follows the new partitions). `cancel()`, when given, stops a term's tasks that did not end
+    `CANCEL_AFTER_S` after being told to (executors that cannot read the run manifest)."""
+
+    CANCEL_AFTER_S = 30.0
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
-                 copy_round: Callable[[Sequence[WorkUnit], Mapping[Key, int]], list[dict[str, Any]]], *,
-                 verify_round: Callable[[Sequence[WorkUnit], Mapping[Key, Any]], list[dict[str, Any]]] | None = None,
+                 follow: Follow | None = None, *, cancel: Callable[[], None] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.manifest, self.source, self.target, self.spec = manifest, source, target, spec
-        self.copy_round, self.verify_round, self.say = copy_round, verify_round, say
+        self.follow = follow or functools.partial(follow_here, (source, target))
+        self.cancel, self.say = cancel, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
-        self.verified_at = time.monotonic()
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
+        self.compacted: frozenset[str] = frozenset()
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
-        self.previous_start: float | None = None
+        self.lag = mirror_status.Lag()
+        self.errors: dict[Key, str] = {}  # the last term's, by partition
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
-        self.rounds = earlier.get("round", 0)
-        self.totals = {"records": 0, "rounds": 0, "failed_rounds": 0, **earlier.get("totals", {})}
+        self.rounds, self.terms = earlier.get("round", 0), earlier.get("term") or 0
+        self.totals = {"records": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
+                       **earlier.get("totals", {})}
         self.started = time.time()
         self.last_status: dict[str, Any] = earlier
         # where this run's mirror left each partition's end on the DR cluster (its copies' results only:
         # a DR topic's own records are never taken for the mirror's)
         self.own_ends: dict[Key, int] = {(p["topic"], p["partition"]): p["own_end"]
                                          for p in earlier.get("partitions", []) if p.get("own_end") is not None}
-        # the copies asked for and not reported done: [the DR end when asked, the end asked for]
+        # the copies asked for and not reported done: [the DR end when asked, the source's end since]
         self.asked: dict[Key, list[int]] = {(p["topic"], p["partition"]): p["asked"]
                                             for p in earlier.get("partitions", []) if p.get("asked")}
+        self.dr_seen: dict[Key, int] = {(p["topic"], p["partition"]): p["dr_end"] for p in earlier.get("partitions", [])}
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None) -> int:
-        """Rounds until a stop is requested (the manifest's STOP, `should_stop()`) or `max_seconds`
-        passed; returns the number of the last round (the run's rounds, over its restarts)."""
+        """Terms until a stop is requested (the manifest's STOP, `should_stop()`) or `max_seconds`
+        passed; returns the number of the last status (the run's, over its restarts)."""
         self.manifest.write_once(Part.attempt(STARTS), {"at": timeline.iso(self.started), "host": socket.gethostname(),
                                                         "pid": os.getpid()})
-        deadline = None if max_seconds is None else time.monotonic() + max_seconds
-        while True:
+        # a driver killed leaves its term's tasks running on the executors (holding their task slots and
+        # leases) until the term's end: told to end now
+        self.manifest.replace(TERM, {"term": self.terms, "ended": True})
+        deadline = float("inf") if max_seconds is None else time.monotonic() + max_seconds
+        stop = lambda: self.stop_requested(should_stop) or time.monotonic() >= deadline  # noqa: E731
+        while not stop():
             began = time.monotonic()
-            if self.stop_requested(should_stop) or (deadline is not None and began >= deadline):
-                break
             try:
-                self.round()
-            except KmigrateError as exc:  # a cluster away, a topic deleted meanwhile: said, and the next round tries
+                self.term(stop)
+            except KmigrateError as exc:  # a cluster away, a topic deleted meanwhile: said, and the next term tries
                 self.failed_round(exc)
-            while time.monotonic() - began < self.spec.interval_s and not self.stop_requested(should_stop):
+            while time.monotonic() - began < self.spec.interval_s and not stop():
                 time.sleep(min(0.05, self.spec.interval_s))
         mirror_status.write(self.manifest, self.last_status, stopped=True)
         return self.rounds
 
+    def round(self) -> dict[str, Any]:
+        """One pass: each partition copied up to the source's last stable offset when it began, what
+        it copied verified, then the groups and the status (a term `once`)."""
+        return self.term(lambda: True, once=True)
+
     def failed_round(self, exc: Exception) -> None:
-        """A round that could not run: the selection read again before the next, the status saying why
+        """A term that could not run: the selection read again before the next, the status saying why
         (its heartbeat goes on: starting the job again would not help)."""
         self.refreshed = float("-inf")
         self.totals["failed_rounds"] += 1
-        self.say(f"round {self.rounds + 1} could not run: {exc}; trying again")
+        self.say(f"term {self.terms + 1} could not run: {exc}; trying again")
         now = time.time()
-        base = self.last_status or mirror_status.of_round(self.rounds, now, now, None, {}, {}, {}, {}, [], self.totals)
+        base = self.last_status or mirror_status.of_round(self.rounds, now, now, {}, {}, {}, [], self.totals)
         self.last_status = {**base, "heartbeat": timeline.iso(now), "error": str(exc)[:2000], "totals": dict(self.totals)}
         mirror_status.write(self.manifest, self.last_status)
 
     def stop_requested(self, should_stop: Callable[[], bool]) -> bool:
         return should_stop() or self.manifest.exists(STOP)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """The selection as the source has it now: new topics and partitions prepared on the DR
-        cluster (created like the source's, changes applied to those the run created) and claimed."""
+        cluster (created like the source's, changes applied to those the run created) and claimed.
+        Whether the mirrored partitions changed."""
         with ClusterAdmin(self.source) as admin:
             topics = select(admin.list_topics(), self.spec.topics_include, self.spec.topics_exclude)
             counts = admin.partition_counts(topics) if topics else {}
             groups = select(admin.list_groups(), self.spec.groups, what="consumer group") if self.spec.groups else []
         counts = {t: n for t, n in counts.items() if n}
-        if counts != self.partitions:
+        changed = counts != self.partitions
+        if changed:
             new = sorted(set(counts) - set(self.partitions))
             grown = sorted(t for t in counts if t in self.partitions and counts[t] != self.partitions[t])
             if new:
@@ -177,83 +203,130 @@ class Mirror:
                          + (f"; new: {', '.join(new)}" if new and self.partitions else "")
                          + (f"; partitions added: {', '.join(grown)}" if grown else ""))
             self.partitions = counts
+            self.compacted = compacted_topics(self.source, set(counts)) if counts else frozenset()
         self.group_names = groups
         self.refreshed = time.monotonic()
+        return changed
 
-    def round(self) -> dict[str, Any]:
-        """One round: copy what the source decided since the last, then the groups, then the status."""
+    def keys(self) -> list[Key]:
+        return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
+
+    def term(self, stop: Callable[[], bool], *, once: bool = False) -> dict[str, Any]:
+        """A term of the copy (`once`: one pass, in this thread), statuses while it runs, then its rows
+        taken in: where the mirror's copies left each partition, what they verified."""
         if time.monotonic() - self.refreshed >= self.spec.refresh_s:
             self.refresh()
-        started = time.time()
-        keys = [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
-        source, target = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
-        behind = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys
-                  if target[(t, p)][1] < source[(t, p)][1] or target[(t, p)][0] < source[(t, p)][0]]
-        self.own_ends.update(self.written_unreported(target))
-        for unit in behind:  # from where the first copy not reported done began, to the furthest end asked since
-            key = (unit.topic, unit.partition)
-            began, _ = self.asked.get(key, (target[key][1], 0))
-            self.asked[key] = [began, max(unit.end_offset, self.asked.get(key, (0, 0))[1])]
-        rows = self.copy_round(behind, dict(self.own_ends)) if behind else []
+        keys = self.keys()
+        source, dr = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
+        for key in keys:  # what a copy of this term may write: from the DR end now up to what the source holds
+            began, end = self.asked.get(key, (dr[key][1], 0))
+            self.asked[key] = [began, max(end, source[key][1])]
+        self.own_ends.update(self.written_unreported(dr))
+        self.dr_seen = {k: dr[k][1] for k in keys} | self.dr_seen
+        self.terms += 1
+        term = Term(self.terms, self.manifest.run_id, self.spec.term_s, self.manifest.state_location, once=once,
+                    verify_every_s=self.spec.verify_every_s)
+        self.manifest.replace(TERM, {"term": term.number, "ended": False})
+        units = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys]
+        extras = {k: {"own_end": self.own_ends.get(k), "previous": self.verified.get(k) if
+                      self.verified.get(k, {}).get("equal") else None, "compacted": k[0] in self.compacted} for k in keys}
+        if once:
+            self.taken_in(self.follow(units, extras, term) if units else [])
+            return self.status(keys)
+        result: dict[str, Any] = {}
+
+        def follow() -> None:
+            try:
+                result["rows"] = self.follow(units, extras, term) if units else []
+            except Exception as exc:  # noqa: BLE001 - said below; the next term follows again
+                result["error"] = exc
+
+        thread = threading.Thread(target=follow, name=f"mirror-term-{term.number}", daemon=True)
+        thread.start()
+        told = None
+        while thread.is_alive():
+            thread.join(self.spec.interval_s)
+            if not thread.is_alive():
+                break
+            self.status(keys, term.number)
+            if told is None and (stop() or not units or (time.monotonic() - self.refreshed >= self.spec.refresh_s
+                                                         and self.refresh())):
+                self.manifest.replace(TERM, {"term": term.number, "ended": True})
+                told = time.monotonic()
+            elif told is not None and self.cancel is not None and time.monotonic() - told > self.CANCEL_AFTER_S:
+                self.say(f"term {term.number}: its tasks did not end {self.CANCEL_AFTER_S:g}s after being told to; "
+                         "cancelling them (their copies resume from the DR ends)")
+                self.cancel()
+                told = float("inf")
+        if "error" in result:
+            self.say(f"term {term.number} ended without its rows ({result['error']}); its partitions are followed "
+                     "again from the DR cluster's ends")
+        self.taken_in(result.get("rows", []))
+        return self.status(keys)
+
+    def taken_in(self, rows: Sequence[dict[str, Any]]) -> None:
+        """A term's rows: each partition's own end, its error, its last verification (the part VERIFIED
+        replaced: a failover's window reads only what came after)."""
+        self.errors = {(r["topic"], r["partition"]): r["error"] for r in rows if r["error"]}
         for row in rows:
+            key = (row["topic"], row["partition"])
+            if row["own_end"] is not None:
+                self.own_ends[key] = row["own_end"]
             if row["ok"]:
-                self.own_ends[(row["topic"], row["partition"])] = row["target_end"]
-                self.asked.pop((row["topic"], row["partition"]), None)
-        failed = {(r["topic"], r["partition"]): r["error"] for r in rows if not r["ok"]}
-        copied = sum(r["records"] for r in rows if r["ok"])
-        moved = {(u.topic, u.partition) for u in behind} - set(failed)
-        mirrored = {k: source[k][1] if k in moved else target[k][1] for k in keys}  # the DR cluster's ends now
+                self.asked.pop(key, None)
+            self.totals["records"] += row["records"]
+            if row.get("verified"):
+                self.verified[key] = row["verified"]
+        self.totals["terms"] += 1
+        self.totals["failed_rounds"] += bool(self.errors)
+        if self.errors:
+            self.say(f"term {self.terms}: {len(self.errors)} partitions failed, tried again: "
+                     + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(self.errors.items())))
+        if any(r.get("verified") for r in rows):
+            self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
+                                             "term": self.terms, "at": timeline.iso(time.time())})
+            unequal = [r["verified"] for r in rows if r.get("verified") and not r["verified"]["equal"]]
+            if unequal:
+                self.say(f"verified while live: {len(unequal)} partitions differ (a failover verifies them in full): "
+                         + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
+
+    def status(self, keys: Sequence[Key], term: int | None = None) -> dict[str, Any]:
+        """Both sides' ends read now, the groups' offsets copied up to the DR ends, the status replaced."""
+        started = time.time()
+        source, dr = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
+        self.lag.note(started, {k: v[1] for k, v in source.items()})
+        for key in keys:
+            if key in self.asked:
+                self.asked[key][1] = max(self.asked[key][1], source[key][1])
+        mirrored = {k: v[1] for k, v in dr.items()}
+        # how far the DR ends moved, whoever's copy moved them (a killed driver's tasks report nothing)
+        self.totals["offsets"] += sum(max(0, end - self.dr_seen.get(k, end)) for k, end in mirrored.items())
+        self.dr_seen.update(mirrored)
         synced = group_sync.sync_groups(self.source, self.target, self.group_names, mirrored) if self.group_names else []
-        if self.verify_round is not None and time.monotonic() - self.verified_at >= self.spec.verify_every_s:
-            # in the round: beside the rounds (a Spark job of its own) it slowed every round it overlapped
-            # on a 2-core machine (bench-dr: a record's p50 2.1 s -> 3.8 s)
-            self.verified_at = time.monotonic()
-            self.verify(mirrored)
         ended = time.time()
         self.rounds += 1
-        self.totals["records"] += copied
         self.totals["rounds"] += 1
-        self.totals["failed_rounds"] += bool(failed)
         self.last_status = mirror_status.of_round(
-            self.rounds, started, ended, self.previous_start, source, target, mirrored, failed, synced, self.totals,
-            self.own_ends, self.asked)
-        self.previous_start = started
+            self.rounds, started, ended, source, dr, self.errors, synced, self.totals,
+            {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term)
         mirror_status.write(self.manifest, self.last_status)
-        if failed:
-            self.say(f"round {self.rounds}: {len(failed)} partitions failed, retried next round: "
-                     + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(failed.items())))
         return self.last_status
 
     def written_unreported(self, target: Mapping[Key, tuple[int, int]]) -> dict[Key, int]:
         """The DR cluster's ends that copies of this mirror wrote without reporting it (a task killed
         after its writes, a driver killed while its Spark job went on): an end now above where a copy
-        was asked to begin and at most one past what it was asked to write up to (a commit marker may
+        was asked to begin and at most one past what the source held since (a commit marker may
         follow the last record), which only that copy wrote (the partition's lease kept other copiers
         out, and the copy checked what lay below its start before it wrote). As `own_end` the copy after
         it takes those records for the mirror's own when the source's log start has moved past them."""
         return {k: target[k][1] for k, (began, end) in self.asked.items()
                 if k in target and began < target[k][1] <= end + 1 and target[k][1] != self.own_ends.get(k)}
 
-    def verify(self, mirrored: Mapping[Key, int]) -> None:
-        """What was mirrored since the last verification, read on both sides while the source is live;
-        the rows so far replace the part VERIFIED (a failover's window then reads only what came after).
-        What fails is said, and the next verification reads it again."""
-        units = [WorkUnit(t, p, end) for (t, p), end in sorted(mirrored.items())
-                 if end > self.verified.get((t, p), {}).get("to", -1) or not self.verified[(t, p)].get("equal")]
-        if not units:
-            return
-        try:
-            rows = self.verify_round(units, dict(self.verified))
-        except Exception as exc:  # noqa: BLE001 - the rounds go on; the next verification tries again
-            self.say(f"verifying while live failed ({exc}); the next verification reads it again")
-            return
-        self.verified.update({(r["topic"], r["partition"]): r for r in rows})
-        self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
-                                         "round": self.rounds + 1, "at": timeline.iso(time.time())})
-        unequal = [r for r in rows if not r["equal"]]
-        if unequal:
-            self.say(f"verified while live: {len(unequal)} partitions differ (a failover verifies them in full): "
-                     + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
+
+def follow_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[WorkUnit],
+                extras: Mapping[Key, dict[str, Any]], term: Term) -> list[dict[str, Any]]:
+    """A term followed in this process, all its units in one task (tests; a mirror without Spark)."""
+    return follow_bin([(u, extras[(u.topic, u.partition)]) for u in units], clients, term)
 
 
 def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool) -> dict[Key, tuple[int, int]]:

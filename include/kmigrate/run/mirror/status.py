@@ -1,12 +1,13 @@
-"""A running mirror's status part (`mirror-status`, replaced every round): its heartbeat, and how
-far behind the DR cluster is. What the lag means: a round reads the source's last stable offsets
-at its start (`as_of`) and copies up to them, so when it ends the DR cluster holds every record
-the source had decided at `as_of` (failed partitions aside, named). A partition's `behind_records`
-is what the DR cluster lacked when the round began; those records were decided after the previous
-round began, so `behind_s`, the time from there to this round's end, bounds how long any of them
-waited. The DAG's sensor follows the heartbeat; the report and the UI show the rest."""
+"""A running mirror's status part (`mirror-status`, replaced every `interval_s`): its heartbeat, and
+how far behind the DR cluster is. Each status reads every mirrored partition's last stable offset
+on the source, then its end on the DR cluster: `behind_records` is what the DR cluster lacks of
+what the source had decided. `behind_s` bounds how long the oldest of those records has waited:
+the DR cluster holds everything the source had decided at the last status whose source end it
+has reached (`Lag`), so that record was decided after it. The DAG's sensor follows the heartbeat;
+the report and the UI show the rest."""
 from __future__ import annotations
 
+import collections
 import datetime
 import os
 import socket
@@ -21,27 +22,54 @@ PART = "mirror-status"
 Key = tuple[str, int]
 
 
-def of_round(number: int, started: float, ended: float, previous_start: float | None,
-             source: Mapping[Key, tuple[int, int]], target: Mapping[Key, tuple[int, int]],
-             mirrored: Mapping[Key, int], failed: Mapping[Key, str], groups: list[dict[str, Any]],
-             totals: Mapping[str, int], own_ends: Mapping[Key, int] | None = None,
-             asked: Mapping[Key, list[int]] | None = None) -> dict[str, Any]:
-    """The status after round `number` (`source`/`target`: each partition's log start and end when
-    it began; `mirrored`: the DR cluster's ends after it; `own_ends`: where the mirror's own copies
-    left them, and `asked`: the copies asked for and not reported done, both kept for a restart)."""
+class Lag:
+    """Each partition's source end as each status read it, for KEEP_S: how long the oldest record the
+    DR cluster lacks may have waited (None: longer than what is kept, or since the mirror began)."""
+
+    KEEP_S = 600.0
+
+    def __init__(self) -> None:
+        self.seen: dict[Key, collections.deque[tuple[float, int]]] = {}
+
+    def note(self, at: float, source_ends: Mapping[Key, int]) -> None:
+        for key, end in source_ends.items():
+            seen = self.seen.setdefault(key, collections.deque())
+            seen.append((at, end))
+            while len(seen) > 1 and seen[1][0] < at - self.KEEP_S:
+                seen.popleft()
+
+    def behind_s(self, now: float, key: Key, dr_end: int) -> float | None:
+        seen = self.seen.get(key) or ()
+        if not seen or dr_end >= seen[-1][1]:
+            return 0.0
+        reached = [at for at, end in seen if end <= dr_end]
+        return round(now - max(reached), 3) if reached else None
+
+
+def of_round(number: int, started: float, ended: float, source: Mapping[Key, tuple[int, int]],
+             dr: Mapping[Key, tuple[int, int]], failed: Mapping[Key, str], groups: list[dict[str, Any]],
+             totals: Mapping[str, int], behind_s: Mapping[Key, float | None] | None = None,
+             own_ends: Mapping[Key, int] | None = None, asked: Mapping[Key, list[int]] | None = None,
+             term: int | None = None) -> dict[str, Any]:
+    """Status `number` (`source`: each partition's log start and last stable offset read at `started`;
+    `dr`: its log start and end on the DR cluster read after; `behind_s`: Lag's bound of each;
+    `own_ends`: where the mirror's own copies left the DR ends, and `asked`: the copies not reported
+    done, both kept for a restart; `term`: the copy's term running)."""
     partitions = []
-    waited = None if previous_start is None else round(ended - previous_start, 3)
     for key in sorted(source):
-        behind = max(0, source[key][1] - target[key][1])
+        behind = max(0, source[key][1] - dr[key][1])
+        lagging = behind or dr[key][0] < source[key][0]  # an error of a partition caught up since is not shown
         partitions.append({"topic": key[0], "partition": key[1], "source_end": source[key][1],
-                           "dr_end": mirrored[key], "behind_records": behind,
-                           "behind_s": (waited if behind else 0.0), "error": failed.get(key),
+                           "dr_end": dr[key][1], "behind_records": behind,
+                           "behind_s": (behind_s or {}).get(key) if behind else 0.0,
+                           "error": failed.get(key) if lagging else None,
                            "own_end": (own_ends or {}).get(key), "asked": (asked or {}).get(key)})
     known = [p["behind_s"] for p in partitions if p["behind_s"] is not None]
-    return {"round": number, "as_of": timeline.iso(started), "heartbeat": timeline.iso(ended),
+    return {"round": number, "term": term, "as_of": timeline.iso(started), "heartbeat": timeline.iso(ended),
             "round_s": round(ended - started, 3), "host": socket.gethostname(), "pid": os.getpid(),
             "behind_records": sum(p["behind_records"] for p in partitions),
-            "behind_s_max": max(known, default=0.0), "failed_partitions": len(failed),
+            "behind_s_max": max(known, default=0.0),
+            "failed_partitions": sum(1 for p in partitions if p["error"]),
             "partitions": partitions, "groups": groups, "totals": dict(totals), "stopped": False, "error": None}
 
 

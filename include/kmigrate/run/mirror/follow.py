@@ -1,0 +1,224 @@
+"""The mirror's copy on an executor (docs/DESIGN.md §12): one Spark task follows its partitions
+for a term, holding their leases the whole time, instead of copying them once and ending. It
+reads its partitions' log starts and last stable offsets on the source and ends on the DR
+cluster (one ListOffsets request a kind and cluster), copies each partition behind with the
+copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
+source; every resume check, which a copy continuing where the task's last one committed skips, as
+nothing was written there since), and goes round again at once, pausing `poll_s` only when nothing
+was behind. Every `verify_every_s` it verifies what it copied while the source is live, one
+partition after each pass (a verification of all at once held every copy of the task back).
+
+A term ends at its deadline, when the run's mirror is asked to stop, or when the driver ends it
+(the run manifest's `mirror-term` part says so, or names another term: the selection changed, a
+driver started again); the task then returns a row a partition. A term `once` makes one pass (a round: each partition copied up to the
+source's last stable offset when the pass began). A partition that fails is named in its row and
+tried again after a pause that doubles, up to `MAX_PAUSE_S`; the others go on. Pure Python."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kmigrate import leases
+from kmigrate.config import ClusterConfig
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.errors import KmigrateError, PartitionHeld
+from kmigrate.kafka import leaders
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.leases import PartitionLease
+from kmigrate.manifest import Manifest, Part
+from kmigrate.model import WorkUnit
+from kmigrate.run.verify.partition import verify_live
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+TERM = "mirror-term"  # the driver's term: {"term": n, "ended": bool}; another n, or ended, ends term n
+STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
+MAX_PAUSE_S = 10.0
+RETRY_FOR_S = 20.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
+
+
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """A term of the mirror's copy: its number, at most `seconds` long, one pass when `once`; the run
+    manifest at `state_location` (None: not readable from here) tells it to end early."""
+
+    number: int
+    run_id: str
+    seconds: float
+    state_location: str | None = None
+    once: bool = False
+    poll_s: float = 0.05
+    verify_every_s: float | None = None
+    check_every_s: float = 0.2  # the manifest read at most this often
+
+
+@dataclasses.dataclass
+class _Followed:
+    unit: WorkUnit
+    own_end: int | None
+    previous: Mapping[str, Any] | None = None  # its last equal verification while live
+    compacted: bool = False
+    records: int = 0
+    copies: int = 0
+    error: str | None = None
+    failures: int = 0
+    pause_until: float = 0.0
+    verified_to: int = -1
+    committed: int | None = None  # the DR end this task's last copy left, committed
+    checked: Mapping[str, Any] | None = None   # its last verification's row, equal or not
+
+    def row(self) -> dict[str, Any]:
+        return {"ok": self.error is None, "topic": self.unit.topic, "partition": self.unit.partition,
+                "records": self.records, "copies": self.copies, "own_end": self.own_end, "error": self.error,
+                "verified": self.checked}
+
+
+def follow_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
+    """follow_bin of one unit (its extras in `keywords`)."""
+    extras = {k: keywords.pop(k) for k in ("own_end", "previous", "compacted") if k in keywords}
+    return follow_bin([(unit, extras)], **keywords)[0]
+
+
+def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple[ClusterConfig, ClusterConfig],
+               term: Term | Mapping[str, Any], fetch_max_bytes: int | None = None) -> list[dict[str, Any]]:
+    """Follow the units of one Spark task for `term` (its extras: `own_end`, where the mirror's own
+    copies left the partition's DR end; `previous`, its last verification row; `compacted`); a row
+    each, in order."""
+    term = term if isinstance(term, Term) else Term(**term)
+    source, target = clients
+    followed = {(u.topic, u.partition): _Followed(u, extras.get("own_end"), extras.get("previous"),
+                                                  bool(extras.get("compacted"))) for u, extras in items}
+    keys = list(followed)
+    options = CopyOptions(run_id=term.run_id, verify=False, live=True, retry_for_s=RETRY_FOR_S,
+                          **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
+    held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
+    ended = _signal(term)
+    deadline = time.monotonic() + term.seconds
+    verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
+    due: list[_Followed] = []  # partitions whose verification is due
+    try:
+        try:
+            leases.acquire_all(list(held.values()))
+            for cluster in clients:
+                leaders.remember(cluster, keys)
+        except KmigrateError as exc:  # each copy takes its lease on its own
+            log.info("mirror: taking the term's leases at once failed (%s)", exc)
+        while True:
+            copied = _pass(source, target, followed, held, options, (lambda: False) if term.once else ended)
+            if term.once or ended() or time.monotonic() >= deadline:
+                break
+            if not due and time.monotonic() >= verify_at:
+                due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
+                verify_at = time.monotonic() + term.verify_every_s
+            if due:  # one partition a pass: a task's copies wait for one verification at a time, not all
+                _verify(source, target, [due.pop(0)])
+            if not copied:
+                time.sleep(term.poll_s)
+        if term.once and term.verify_every_s is not None:
+            _verify(source, target, followed.values())
+    finally:
+        leases.release_all(list(held.values()))
+        for cluster in clients:
+            leaders.forget(cluster, keys)
+    return [followed[(u.topic, u.partition)].row() for u, _ in items]
+
+
+follow_task.per_bin = follow_bin  # type: ignore[attr-defined] - adapters.run_bin hands it a task's units
+
+
+def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed],
+          held: Mapping[Key, PartitionLease], options: CopyOptions, ended: Callable[[], bool]) -> int:
+    """One pass: every partition behind copied up to the source's last stable offset read at the
+    pass's start, until the term is `ended()`; the records copied."""
+    now = time.monotonic()
+    keys = [k for k, f in followed.items() if f.pause_until <= now]
+    if not keys:
+        return 0
+    try:
+        with shared_admin(source) as admin:
+            starts, stable = admin.start_offsets(keys, retry=True), admin.stable_ends(keys, retry=True)
+        with shared_admin(target) as admin:
+            dr_starts, dr_ends = admin.start_offsets(keys, retry=True), admin.end_offsets(keys, retry=True)
+    except KmigrateError as exc:  # a cluster away for now: every partition waits, named
+        for f in followed.values():
+            _failed(f, f"reading the partitions' offsets: {exc}")
+        return 0
+    copied = 0
+    for key in keys:
+        f = followed[key]
+        if ended():
+            break
+        if dr_ends[key] >= stable[key] and dr_starts[key] >= starts[key]:
+            f.error, f.failures = None, 0
+            continue
+        try:
+            lease = held[key]
+            if not lease.held():
+                lease.acquire(wait_s=0)  # held by another copier: named, tried again later
+            result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=stable[key]),
+                                    dataclasses.replace(options, continues_at=f.committed), (), f.own_end, lease)
+        except (KmigrateError, PartitionHeld) as exc:
+            f.committed = None  # the next copy checks what this one left
+            _failed(f, str(exc))
+            continue
+        f.own_end = f.committed = result.target_end
+        f.error, f.failures = None, 0
+        f.records += result.records
+        f.copies += 1
+        copied += result.records
+    return copied
+
+
+def _failed(f: _Followed, error: str) -> None:
+    f.error = error
+    f.failures += 1
+    f.pause_until = time.monotonic() + min(MAX_PAUSE_S, 0.25 * 2 ** f.failures)
+    log.info("mirror %s[%d]: %s; tried again in %.1f s", f.unit.topic, f.unit.partition, error,
+             f.pause_until - time.monotonic())
+
+
+def _verify(source: ClusterConfig, target: ClusterConfig, followed: Sequence[_Followed] | Any) -> None:
+    """What the term copied since each partition's last verification, verified while the source is
+    live (only what came after its previous row is read)."""
+    for f in followed:
+        if f.own_end is None or f.own_end == f.verified_to:
+            continue
+        unit = dataclasses.replace(f.unit, end_offset=f.own_end)
+        try:
+            row = verify_live(source, target, unit, f.compacted, f.previous)
+        except KmigrateError as exc:
+            row = {"topic": unit.topic, "partition": unit.partition, "equal": False, "problems": [str(exc)]}
+        f.checked = row
+        if row.get("equal"):  # else the next verification reads again from the last equal row
+            f.previous, f.verified_to = row, f.own_end
+
+
+def _signal(term: Term) -> Callable[[], bool]:
+    """Whether the term has been ended (the run's stop requested, or a later term begun), read from
+    the run manifest at most every `check_every_s`; never, when the manifest cannot be read here."""
+    if term.state_location is None:
+        return lambda: False
+    try:
+        manifest = Manifest(term.state_location, term.run_id)
+    except KmigrateError:
+        return lambda: False
+    state = {"at": 0.0, "ended": False}
+
+    def ended() -> bool:
+        now = time.monotonic()
+        if not state["ended"] and now - state["at"] >= term.check_every_s:
+            state["at"] = now
+            try:
+                now_running = manifest.read(TERM) or {}
+                state["ended"] = (manifest.exists(STOP) or now_running.get("term", term.number) != term.number
+                                  or bool(now_running.get("ended")))
+            except KmigrateError:
+                pass
+        return state["ended"]
+
+    return ended
