@@ -1,5 +1,5 @@
 """
-### Kafka disaster-recovery failover (planned)
+### Kafka disaster-recovery failover (planned, or unplanned)
 
 Moves the applications of a mirrored cluster (`kafka_dr_mirror`, named by `run_name`) to the DR
 cluster with **zero records lost**: the connectors stop on the source, the source quiesces (its
@@ -8,6 +8,10 @@ round, the window copies and verifies what is left, then the consumer groups, to
 connectors move to the DR cluster and the connectors resume there, with their offsets. The same
 steps as a migration's cutover window (one task; a retry continues at the first step not done),
 plus `stop_mirror`. The source cluster is never written to.
+
+With `unplanned` (the source is gone, refused while it answers): the mirror is stopped, the
+transactions it left open on the DR cluster are aborted, and the DR cluster is promoted with what it
+holds, its groups at their last mirrored offsets; the report gives the RPO by partition.
 """
 from __future__ import annotations
 
@@ -38,6 +42,10 @@ from kmigrate_airflow.params import (
                                              "long before the snapshot"),
         "member_session_timeout_s": Param(45, type="integer", minimum=0, maximum=3600,
                                           title="Wait for members that stopped without leaving"),
+        "unplanned": Param(False, type="boolean", title="Unplanned (the source is gone)",
+                           description="Promote the DR cluster with what it holds, without the source: what the "
+                                       "mirror had not copied is lost (the report names it). Refused while the source "
+                                       "answers"),
         "stale_after_s": Param(60.0, type="number", minimum=1, title="Mirror gone after (s)",
                                description="A mirror whose heartbeat is this old counts as stopped"),
         **spark_params(),

@@ -56,6 +56,7 @@ class Part:
     CONNECTOR_RESULTS = "connector-migration"    # attempts: connectors created on the target
     RESUMED = "resumed-connectors"               # connectors in their source state on the target
     DRILL = "drill"                              # a DR drill's RPO and RTO
+    PROMOTED = "failover/promoted"               # an unplanned failover: the DR cluster promoted as it was, RPO
     PARAMS = "params"                            # what the run was asked to do, from its first trigger
     TIMELINE = "timeline"                        # timeline/<step>/<attempt>: when a step began and ended
     PRE_COPY_ROUNDS = "pre-copy-rounds"          # attempts: one pre-copy round each

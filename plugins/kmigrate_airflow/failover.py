@@ -3,7 +3,8 @@
 stopped after the snapshot (`course.FAILOVER_STEPS`): the connectors stop on the source, the source
 quiesces, the mirror ends its last round, the window copies what is left (a second or so of
 writes), verifies, and the groups, configs and connectors move to the DR cluster and resume there.
-One course, one set of steps, for a migration and a failover."""
+One course, one set of steps, for a migration and a failover. An unplanned failover (the source
+gone) promotes the DR cluster with what it holds instead (kmigrate.run.mirror.promote)."""
 from __future__ import annotations
 
 import datetime
@@ -13,6 +14,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.run.cutover import course
 from kmigrate.run.mirror.failover import stop_mirror, with_mirror_selection
+from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 
 from kmigrate_airflow import steps
 from kmigrate_airflow.cutover import cutover_run
@@ -31,7 +33,14 @@ def failover_frame(params: dict[str, Any], run_id: str | None) -> RunFrame:
 
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """The migration's preflight on the mirror's run and selection: read-only, bad input fails here."""
+    """The migration's preflight on the mirror's run and selection (unplanned: the run's mirror, the DR
+    cluster answering, the source not): read-only, bad input fails here."""
+    if params.get("unplanned"):
+        run = RunFrame(params, run_id)
+        with no_retry():
+            check_unplanned(run.manifest, run.source, run.target)
+        log.info("unplanned failover of run %s: the source does not answer, the DR cluster does", run.name)
+        return {"unplanned": True}
     return steps.check_before(failover_frame(params, run_id))
 
 
@@ -40,6 +49,11 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
 def failover(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
     """The window's course with the mirror stopped after the snapshot; a retry continues at the
     first step not done."""
+    if params.get("unplanned"):  # the source gone: the DR cluster promoted with what it holds
+        run = RunFrame(params, run_id)
+        promoted = unplanned_failover(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"],
+                                      say=log.info)
+        return promoted["partitions"]
     run = failover_frame(params, run_id)
 
     def stop() -> None:

@@ -43,7 +43,14 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     if lease is None:
         lease = PartitionLease(target, options.run_id, unit.topic, unit.partition, options.lease_s)
     lease.acquire()  # one copier per target partition, whatever its path (docs/DESIGN.md §4.7)
-    options = dataclasses.replace(options, guard=lease.check)
+    given = options.guard  # the caller's own check (a mirror's term ended), before the lease's
+
+    def guard() -> None:
+        if given is not None:
+            given()
+        lease.check()
+
+    options = dataclasses.replace(options, guard=guard)
     try:
         if unit.mode == TRANSLATE:
             return _copy_once(source, target, unit, options, resume_map, own_end)
@@ -62,6 +69,8 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     first: BaseException | None = None  # what interrupted the first attempt (a full disk, say), named at the end
     while True:
         try:
+            if attempt > 1:
+                options.may_write()  # the caller may have ended the copy meanwhile (its guard raises)
             lease.acquire()  # again, if it lapsed while the clusters misbehaved
             return _copy_once(source, target, unit, options, resume_map, own_end, attempted)
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:

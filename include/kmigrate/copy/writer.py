@@ -61,9 +61,8 @@ class CopyOptions:
     # called before each write; it raises CopyInterrupted when the lease is not known to be held
     lease_s: float = 30.0
     guard: Callable[[], None] | None = None
-    # the target's end where this copier's previous copy of the partition left it, committed (a mirror's
-    # task going round): a target still ending there holds nothing written since, by anyone, so neither
-    # the fence nor the resume check is needed (the first copy of a task, and any resumed attempt, do both)
+    # where this copier's last copy of the partition left the target's end, committed (a mirror's task): a target
+    # ending there holds nothing written since, so neither the fence nor the resume check is needed
     continues_at: int | None = None
 
     def may_write(self) -> None:

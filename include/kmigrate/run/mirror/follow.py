@@ -40,6 +40,11 @@ TERM = "mirror-term"  # the driver's term: {"term": n, "ended": bool}; another n
 STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 MAX_PAUSE_S = 10.0
 RETRY_FOR_S = 20.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
+OFFSETS_TIMEOUT_S = 10.0  # a pass's offsets: a source gone ends the pass (and lets a stop be seen) in this long
+
+
+class TermEnded(KmigrateError):
+    """A copy stopped before a write because its term ended (not the partition's failure)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,10 +99,15 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     followed = {(u.topic, u.partition): _Followed(u, extras.get("own_end"), extras.get("previous"),
                                                   bool(extras.get("compacted"))) for u, extras in items}
     keys = list(followed)
-    options = CopyOptions(run_id=term.run_id, verify=False, live=True, retry_for_s=RETRY_FOR_S,
+    ended = _signal(term)
+
+    def term_goes_on() -> None:  # checked before each write and each resumed attempt of a copy
+        if ended() and not term.once:
+            raise TermEnded("the mirror's term has ended (a stop, or a new term): no more writes from this task")
+
+    options = CopyOptions(run_id=term.run_id, verify=False, live=True, retry_for_s=RETRY_FOR_S, guard=term_goes_on,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
-    ended = _signal(term)
     deadline = time.monotonic() + term.seconds
     verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
     due: list[_Followed] = []  # partitions whose verification is due
@@ -140,9 +150,9 @@ def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Fol
     if not keys:
         return 0
     try:
-        with shared_admin(source) as admin:
+        with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
             starts, stable = admin.start_offsets(keys, retry=True), admin.stable_ends(keys, retry=True)
-        with shared_admin(target) as admin:
+        with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
             dr_starts, dr_ends = admin.start_offsets(keys, retry=True), admin.end_offsets(keys, retry=True)
     except KmigrateError as exc:  # a cluster away for now: every partition waits, named
         for f in followed.values():
@@ -162,6 +172,9 @@ def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Fol
                 lease.acquire(wait_s=0)  # held by another copier: named, tried again later
             result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=stable[key]),
                                     dataclasses.replace(options, continues_at=f.committed), (), f.own_end, lease)
+        except TermEnded:
+            f.committed = None
+            break
         except (KmigrateError, PartitionHeld) as exc:
             f.committed = None  # the next copy checks what this one left
             _failed(f, str(exc))

@@ -44,6 +44,9 @@ STARTS = "mirror-starts"                   # attempts: one a start of the mirror
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
 VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
+# how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
+# back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
+STATUS_TIMEOUT_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +175,7 @@ class Mirror:
         (its heartbeat goes on: starting the job again would not help)."""
         self.refreshed = float("-inf")
         self.totals["failed_rounds"] += 1
-        self.say(f"term {self.terms + 1} could not run: {exc}; trying again")
+        self.say(f"the mirror could not run: {exc}; trying again")
         now = time.time()
         base = self.last_status or mirror_status.of_round(self.rounds, now, now, {}, {}, {}, [], self.totals)
         self.last_status = {**base, "heartbeat": timeline.iso(now), "error": str(exc)[:2000], "totals": dict(self.totals)}
@@ -248,9 +251,16 @@ class Mirror:
             thread.join(self.spec.interval_s)
             if not thread.is_alive():
                 break
-            self.status(keys, term.number)
-            if told is None and (stop() or not units or (time.monotonic() - self.refreshed >= self.spec.refresh_s
-                                                         and self.refresh())):
+            if told is None and stop():
+                self.manifest.replace(TERM, {"term": term.number, "ended": True})
+                told = time.monotonic()
+            changed = False
+            try:  # a cluster away: said, the heartbeat goes on, and the tasks end with the term
+                self.status(keys, term.number)
+                changed = told is None and time.monotonic() - self.refreshed >= self.spec.refresh_s and self.refresh()
+            except KmigrateError as exc:
+                self.failed_round(exc)
+            if told is None and (stop() or changed):
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
                 told = time.monotonic()
             elif told is not None and self.cancel is not None and time.monotonic() - told > self.CANCEL_AFTER_S:
@@ -329,12 +339,13 @@ def follow_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[Wo
     return follow_bin([(u, extras[(u.topic, u.partition)]) for u in units], clients, term)
 
 
-def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool) -> dict[Key, tuple[int, int]]:
+def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool,
+         timeout_s: float = STATUS_TIMEOUT_S) -> dict[Key, tuple[int, int]]:
     """{partition: (log start, end)} of `keys` on `cluster`, in two ListOffsets rounds; `stable`: the
     end is the last stable offset (what a live source has decided)."""
     if not keys:
         return {}
-    with shared_admin(cluster) as admin:
+    with shared_admin(cluster, timeout_s) as admin:
         starts = admin.start_offsets(keys, retry=True)
         last = admin.stable_ends(keys, retry=True) if stable else admin.end_offsets(keys, retry=True)
     return {k: (starts[k], last[k]) for k in keys}

@@ -94,11 +94,28 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "stopped_at": (stopped or {}).get("at"),
         "resumed_at": (resumed_at or {}).get("at"),
         "drill": manifest.read(Part.DRILL),
+        "unplanned_failover": manifest.read(Part.PROMOTED),
         "source_kafka": snapshot.get("versions", {}).get("source_kafka"),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_resumed": resumed["connectors"],
         "_snapshot": snapshot,
     }
+
+
+def _promoted_lines(promoted: dict[str, Any]) -> list[str]:
+    """An unplanned failover's section: the DR cluster promoted as the mirror left it, and its RPO."""
+    lines = ["## Unplanned failover", "",
+             f"The DR cluster was promoted at {promoted['at']} ({promoted['seconds']} s after the failover began) "
+             f"with what it held: {promoted['behind_records']} offsets the source had decided were not on it as of the "
+             f"mirror's last status ({promoted['mirror_last_status']}), the oldest waiting at most "
+             f"{promoted['behind_s_max']} s (the source may have written more before it went away). "
+             f"{len(promoted['aborted'])} transactions the mirror left open on it were aborted.", "",
+             "| partition | DR end | source end last seen | behind (offsets) | behind (s) |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['topic']}[{r['partition']}] | {r['dr_end']} | {r['source_end_last_seen']} | {r['behind_records']} "
+              f"| {r['behind_s']} |" for r in promoted["partitions"]]
+    lines += ["", *(f"- group {g['group']}: {g['partitions']} partitions on the DR cluster, {g['past_dr_end']} past "
+                    "its DR end" for g in promoted["groups"]), ""]
+    return lines
 
 
 def _verified_state(row: dict[str, Any] | None) -> str:
@@ -161,6 +178,8 @@ def render(summary: dict[str, Any]) -> str:
         d = summary["drill"]
         lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
                         f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
+    if summary["unplanned_failover"]:
+        lines += _promoted_lines(summary["unplanned_failover"])
     lines += ["## Versions and methods", "", *versions.report_lines(snapshot), ""]
     if summary["window"]:
         lines += ["## Cutover window", "", "Connectors stopped to resumed, step by step (the chart below shows the "

@@ -1,0 +1,148 @@
+"""An unplanned failover (docs/DESIGN.md §12): the source cannot be read, and the DR cluster is
+promoted with what it holds. Nothing is read from the source and nothing is written to it.
+
+The course, each step idempotent (a retry does it again, to the same end):
+1. the source must not answer (a source that answers takes the planned failover, which loses
+   nothing); the mirror is asked to stop and waited for (it cannot copy without the source);
+2. every mirrored partition's transaction the mirror left open on the DR cluster (a task killed
+   between its writes and its commit) is aborted by fencing the copier's transactional id of that
+   partition, and the DR cluster's ends are read: what the applications will find;
+3. each selected group's offsets on the DR cluster (the mirror copied them, never past the DR end of
+   their partition) are read and checked to lie within the DR cluster's ends;
+4. the part `failover/promoted` records the DR ends, the groups, and the RPO: for each partition,
+   the records the source had decided that the DR cluster lacks as of the mirror's last status (a
+   lower bound: the source may have written more since), and how long the oldest had waited.
+
+Once the source can be read again, `lost_records` gives, for each partition, the records it holds
+past the DR end the failover promoted: what the failover lost, which a failback must not mirror
+back over what the DR cluster wrote since (those partitions have diverged)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.copy.writer import transactional_id
+from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.kafka import txn_wire
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.failover import stop_mirror
+from kmigrate.run.mirror.loop import read_spec
+from kmigrate.run.report import timeline
+
+PROMOTED = Part.PROMOTED
+Key = tuple[str, int]
+
+
+def source_answers(source: ClusterConfig, timeout_s: float = 3.0) -> bool:
+    try:
+        with ClusterAdmin(source, timeout_s=timeout_s) as admin:
+            admin.check_reachable(timeout_s=timeout_s)
+    except KmigrateError:
+        return False
+    return True
+
+
+def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> None:
+    """What an unplanned failover needs, read-only: the run's mirror, a DR cluster that answers, and a
+    source that does not (ConfigError naming what is wrong and the way out)."""
+    read_spec(manifest)  # a run with no mirror is named, not promoted
+    with ClusterAdmin(target, timeout_s=10) as admin:
+        admin.check_reachable()
+    if source_answers(source):
+        raise ConfigError(f"the source cluster ({source.name}) answers: an unplanned failover promotes the DR "
+                          "cluster with what it holds and loses what the mirror had not copied. Run the planned "
+                          "failover instead (unplanned false: nothing lost), or stop the source first")
+
+
+def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
+                       stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Promote the DR cluster of the run's mirror with what it holds; the part PROMOTED (its content
+    again, for a retry after it was written)."""
+    done = manifest.read(PROMOTED)
+    if done is not None:
+        say(f"run {manifest.run_id} was promoted at {done['at']} already")
+        return done
+    check_unplanned(manifest, source, target)
+    began = time.time()
+    last = stop_mirror(manifest, "unplanned failover", stale_after_s=stale_after_s, say=say)
+    if not last or not last.get("partitions"):
+        raise ConfigError(f"the mirror of run {manifest.run_id} never reported a partition: there is nothing on the "
+                          "DR cluster to promote")
+    keys = [(p["topic"], p["partition"]) for p in last["partitions"]]
+    aborted = abort_open(manifest.run_id, target, keys)
+    with shared_admin(target) as admin:
+        dr_ends = admin.end_offsets(keys, retry=True)
+    rpo = [{"topic": p["topic"], "partition": p["partition"], "dr_end": dr_ends[(p["topic"], p["partition"])],
+            "source_end_last_seen": p["source_end"],
+            "behind_records": max(0, p["source_end"] - dr_ends[(p["topic"], p["partition"])]),
+            "behind_s": p["behind_s"]} for p in last["partitions"]]
+    groups = check_groups(target, [g["group"] for g in last.get("groups", []) if "group" in g], dr_ends)
+    promoted = {"at": timeline.iso(time.time()), "began": timeline.iso(began), "seconds": round(time.time() - began, 3),
+                "mirror_last_status": last["heartbeat"], "aborted": aborted, "partitions": rpo, "groups": groups,
+                "behind_records": sum(r["behind_records"] for r in rpo),
+                "behind_s_max": max((r["behind_s"] or 0.0 for r in rpo), default=0.0)}
+    manifest.write_once(PROMOTED, promoted)
+    say(f"promoted the DR cluster: {len(rpo)} partitions, {promoted['behind_records']} records behind the source as "
+        f"of the mirror's last status ({last['heartbeat']}), {len(aborted)} open transactions aborted")
+    return promoted
+
+
+def abort_open(run_id: str, target: ClusterConfig, keys: list[Key]) -> list[dict[str, Any]]:
+    """The transactions the run's mirror left open on `keys` aborted (fenced by its copier's
+    transactional id of each partition); a transaction still open after that is someone else's,
+    named (the DR topics are the mirror's: nothing else should write them)."""
+    with shared_admin(target) as admin:
+        stable, ends = admin.stable_ends(keys, retry=True), admin.end_offsets(keys, retry=True)
+    open_ = [k for k in keys if stable[k] < ends[k]]
+    for topic, partition in open_:
+        txn_wire.fence(target, topic, partition, transactional_id(run_id, topic, partition))
+    if not open_:
+        return []
+    with shared_admin(target) as admin:
+        after = admin.stable_ends(open_, retry=True)
+    still = [k for k in open_ if after[k] < ends[k]]
+    if still:
+        raise ConfigError("transactions of another producer are open on the DR cluster: "
+                          + ", ".join(f"{t}[{p}] from offset {after[(t, p)]}" for t, p in still)
+                          + "; the mirrored topics must be written by the mirror alone. Let that producer end them "
+                            "(or wait for its transaction.timeout.ms), then retry")
+    return [{"topic": t, "partition": p, "from": stable[(t, p)], "to": ends[(t, p)]} for t, p in open_]
+
+
+def check_groups(target: ClusterConfig, groups: list[str], dr_ends: Mapping[Key, int]) -> list[dict[str, Any]]:
+    """Each group's committed offsets on the DR cluster's mirrored partitions, checked to lie within
+    the DR ends (the mirror capped them there; DR ends do not move back)."""
+    rows = []
+    with shared_admin(target) as admin:
+        for group in groups:
+            committed = {k: c.offset for k, c in admin.committed(group).items() if k in dr_ends}
+            past = {k: o for k, o in committed.items() if o > dr_ends[k]}
+            rows.append({"group": group, "partitions": len(committed), "past_dr_end": len(past),
+                         "offsets": {f"{t}[{p}]": o for (t, p), o in sorted(committed.items())}})
+    return rows
+
+
+def lost_records(manifest: Manifest, source: ClusterConfig) -> list[dict[str, Any]]:
+    """Once the source can be read again after an unplanned failover: each promoted partition's offsets
+    on the source past the DR end the failover promoted ([from, to), and how many: records, and the
+    markers of transactions among them): what the failover lost.
+    ClusterUnavailable while the source cannot be read."""
+    promoted = manifest.read(PROMOTED)
+    if promoted is None:
+        raise ConfigError(f"run {manifest.run_id} had no unplanned failover (no part {PROMOTED})")
+    keys = [(r["topic"], r["partition"]) for r in promoted["partitions"]]
+    with ClusterAdmin(source, timeout_s=10) as admin:
+        admin.check_reachable()
+        ends = admin.stable_ends(keys, retry=True)
+    rows = []
+    for r in promoted["partitions"]:
+        key = (r["topic"], r["partition"])
+        rows.append({"topic": key[0], "partition": key[1], "from": r["dr_end"], "to": ends[key],
+                     "offsets": max(0, ends[key] - r["dr_end"])})
+    return rows
+

@@ -1,0 +1,141 @@
+"""An unplanned failover through kafka_dr_failover (unplanned) on the real stack: a one-broker source
+of the test's own (ports 19792-19793, Airflow connection lone_kafka_source) mirrored to the stack's
+target while a transactional and an idempotent producer write, its broker killed with SIGKILL, the
+DR cluster promoted with what it holds; then the source started again, and what the failover lost
+named partition by partition. Every record the DR cluster holds is the source's at its offset; the
+group lies within the DR ends; no transaction is left open; the report gives the RPO."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+import types
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover
+
+from tests.support.airflow import run_dag, task_states
+from tests.support.kafka import create_topic, records_of
+from tests.support.stack import close_pooled_clients, load_stack_module
+from tests.support.waiting import wait_until
+
+
+@pytest.fixture
+def lone_source(tmp_path):
+    """A one-broker KRaft source on its own ports, which the test kills and starts again (its data
+    kept); stopped by pid at the end."""
+    module = load_stack_module()
+    cluster = module.Cluster("lonesource", 19792, 19793, 18793)
+    service = module.Service(module.broker_name(cluster, 1), "kafka", cluster, tmp_path / "lonesource")
+    java, launched = module.check_java(), []
+
+    def start() -> None:
+        process = module.launch(java, service)
+        launched.append(process)
+        module.wait_until_answering([service], {service.name: process}, 120)
+
+    def kill() -> None:
+        for process in launched:
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
+
+    start()
+    try:
+        yield types.SimpleNamespace(config=ClusterConfig.from_bootstrap("source", cluster.bootstrap), start=start,
+                                    kill=kill)
+    finally:
+        close_pooled_clients()
+        for process in launched:
+            if process.poll() is None:
+                module.stop(service, pid=process.pid)
+
+
+def write_until(stopping: threading.Event, source: ClusterConfig, tx: str, plain: str) -> None:
+    """Transactions of 10 records over the two partitions of `tx`, and single records to `plain`,
+    until `stopping` is set or the source dies."""
+    producer = Producer(source.producer(**{"transactional.id": f"uf-{uuid.uuid4().hex[:6]}", "linger.ms": 2}))
+    plain_producer = Producer(source.producer(**{"enable.idempotence": True, "linger.ms": 2}))
+    try:
+        producer.init_transactions(30)
+        i = 0
+        while not stopping.is_set():
+            producer.begin_transaction()
+            for j in range(10):
+                producer.produce(tx, b"t%d" % (i + j), key=b"k%d" % j, partition=j % 2)
+            producer.commit_transaction(30)
+            plain_producer.produce(plain, b"p%d" % i, partition=(i // 10) % 2)
+            plain_producer.poll(0)
+            i += 10
+            stopping.wait(0.01)  # a pace the in-process mirror keeps up with
+    except Exception:  # noqa: BLE001 - the source was killed under it
+        pass
+
+
+def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what_was_lost(
+        stack, dagbag, lone_source, tmp_path):
+    source, target = lone_source.config, stack.target
+    prefix = f"uf{uuid.uuid4().hex[:6]}"
+    tx, plain, group = f"{prefix}.tx", f"{prefix}.plain", f"{prefix}.readers"
+    for topic in (tx, plain):
+        create_topic(source, topic, 2)
+    manifest = Manifest(str(tmp_path / "state"), "unplanned")
+    spec = write_spec(manifest, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
+                                           term_s=5, verify_every_s=2))
+    mirror = Mirror(manifest, source, target, spec, say=lambda _: None)  # its terms followed in this process
+    stopping = threading.Event()
+    writer = threading.Thread(target=write_until, args=(stopping, source, tx, plain), daemon=True)
+    runner = threading.Thread(target=mirror.run, daemon=True)
+    writer.start()
+    runner.start()
+    try:
+        wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= 3
+                   and all(p["dr_end"] > 20 for p in s["partitions"]), "the mirror under way", 120)
+        consumer = Consumer(source.consumer(group))
+        consumer.commit(offsets=[TopicPartition(tx, 0, 7), TopicPartition(tx, 1, 5)], asynchronous=False)
+        consumer.close()
+        wait_until(lambda: any(g.get("group") == group for g in mirror_status.read(manifest)["groups"]),
+                   "the group mirrored", 60)
+        with pytest.raises(ConfigError, match="answers: an unplanned failover"):  # the source is up: refused
+            unplanned_failover(manifest, source, target)
+        lone_source.kill()  # SIGKILL, while the producers write and the mirror copies
+        triggered = time.monotonic()
+        run = run_dag(dagbag, "kafka_dr_failover", run_name="unplanned", state_location=str(tmp_path / "state"),
+                      unplanned=True, source_kafka_conn_id="lone_kafka_source", stale_after_s=30)
+        rto = time.monotonic() - triggered
+        runner.join(60)
+        assert not runner.is_alive() and mirror_status.read(manifest)["stopped"]
+    finally:
+        stopping.set()
+        request_stop(manifest, "the test is done")
+        runner.join(120)
+    assert str(run.state) == "success", task_states(run)
+    promoted = manifest.read(PROMOTED)
+    assert unplanned_failover(manifest, source, target) == promoted  # again (a retry): done already
+    report = (tmp_path / "state" / "unplanned" / "report.md").read_text()
+    assert "## Unplanned failover" in report and f"{tx}[0] | {promoted['partitions'][2]['dr_end']}" in report
+    keys = [(t, p) for t in (tx, plain) for p in range(2)]
+    dr_ends = {(r["topic"], r["partition"]): r["dr_end"] for r in promoted["partitions"]}
+    with ClusterAdmin(target) as admin:
+        assert admin.stable_ends(keys, retry=True) == admin.end_offsets(keys, retry=True) == dr_ends  # none left open
+        committed = {k: c.offset for k, c in admin.committed(group).items()}
+    assert committed == {(tx, 0): min(7, dr_ends[(tx, 0)]), (tx, 1): min(5, dr_ends[(tx, 1)])}
+    [row] = promoted["groups"]
+    assert row["group"] == group and row["past_dr_end"] == 0
+
+    lone_source.start()  # the source back: what the failover lost, named; the rest equal offset for offset
+    lost = {(r["topic"], r["partition"]): r for r in lost_records(manifest, source)}
+    for key in keys:
+        assert lost[key]["from"] == dr_ends[key] and lost[key]["offsets"] == lost[key]["to"] - dr_ends[key] >= 0
+        assert records_of(target, *key) == records_of(source, *key, end=dr_ends[key])
+    print(f"unplanned failover: {rto:.1f}s trigger to promoted through the DAG, {sum(dr_ends.values())} offsets promoted, lost "
+          f"{sum(r['offsets'] for r in lost.values())}, {len(promoted['aborted'])} transactions aborted, "
+          f"{promoted['behind_records']} behind at the mirror's last status")
