@@ -21,9 +21,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.failback import prepare_failback
 from kmigrate.run.mirror.loop import STARTS, STOP, MirrorSpec, write_spec
 
-from kmigrate_airflow.frame import no_retry
+from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.launch import SPARK_JOBS, SparkJob, start_detached
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
                       float(params["interval_s"]), float(params["refresh_s"]))
     with no_retry():
         write_spec(manifest, spec)
+        if params.get("failback_of"):  # a mirror back to the original: what diverged named, rebuilt only if asked
+            prepare_failback(Manifest(params["state_location"], params["failback_of"]), manifest,
+                             RunFrame(params, run_name).target, rebuild=bool(params.get("rebuild_diverged")),
+                             say=log.info)
     if manifest.exists(STOP):
         log.info("run %s: a stop of its mirror was requested; not started", run_name)
         return None

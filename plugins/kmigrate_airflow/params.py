@@ -135,6 +135,13 @@ def mirror_params() -> dict[str, Param]:
                             description="The mirror's lag and heartbeat, and the groups' offsets, this often"),
         "refresh_s": Param(10.0, type="number", exclusiveMinimum=0, maximum=86400, title="Selection refresh (s)",
                            description="New topics and partitions matching the selection are picked up this often"),
+        "failback_of": Param(None, type=["null", "string"], pattern=f"^{RUN_NAME}$", title="Failback of",
+                             description="A failback: the run_name of the mirror that was failed over (this mirror's "
+                                         "source is then that DR cluster, its target the original cluster)"),
+        "rebuild_diverged": Param(False, type="boolean", title="Rebuild diverged topics",
+                                  description="A failback after an unplanned failover: delete on the original the "
+                                              "topics whose partitions hold offsets the DR cluster never got, and "
+                                              "copy them again (those offsets are discarded, listed in the report)"),
         "stale_after_s": Param(60.0, type="number", minimum=5, title="Restart after (s)",
                                description="The mirror is started again when its heartbeat is this old"),
     }

@@ -3,7 +3,13 @@ of the test's own (ports 19792-19793, Airflow connection lone_kafka_source) mirr
 target while a transactional and an idempotent producer write, its broker killed with SIGKILL, the
 DR cluster promoted with what it holds; then the source started again, and what the failover lost
 named partition by partition. Every record the DR cluster holds is the source's at its offset; the
-group lies within the DR ends; no transaction is left open; the report gives the RPO."""
+group lies within the DR ends; no transaction is left open; the report gives the RPO.
+
+Then the failback: the applications write on the DR cluster, the diverged partitions are refused by
+name until rebuild is asked, their topics are rebuilt on the original by a mirror from the DR
+cluster, and a planned failover of that mirror (kafka_dr_failover, the DR cluster its source) brings
+the original back as primary with every record at its offset and the group where it was on the DR
+cluster: a consumer continues there with nothing read twice or skipped."""
 from __future__ import annotations
 
 import re
@@ -15,15 +21,17 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError
+from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.failback import prepare_failback
 from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover
 
 from tests.support.airflow import run_dag, task_states
-from tests.support.kafka import create_topic, records_of
+from tests.support.kafka import create_topic, produce, records_of
+from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.stack import close_pooled_clients, load_stack_module
 from tests.support.waiting import wait_until
 
@@ -62,7 +70,9 @@ def lone_source(tmp_path):
 def write_until(stopping: threading.Event, source: ClusterConfig, tx: str, plain: str) -> None:
     """Transactions of 10 records over the two partitions of `tx`, and single records to `plain`,
     until `stopping` is set or the source dies."""
-    producer = Producer(source.producer(**{"transactional.id": f"uf-{uuid.uuid4().hex[:6]}", "linger.ms": 2}))
+    # the transaction open at the kill is aborted by the source's coordinator 10 s after the source is back
+    producer = Producer(source.producer(**{"transactional.id": f"uf-{uuid.uuid4().hex[:6]}", "linger.ms": 2,
+                                           "transaction.timeout.ms": 10000}))
     plain_producer = Producer(source.producer(**{"enable.idempotence": True, "linger.ms": 2}))
     try:
         producer.init_transactions(30)
@@ -71,16 +81,36 @@ def write_until(stopping: threading.Event, source: ClusterConfig, tx: str, plain
             producer.begin_transaction()
             for j in range(10):
                 producer.produce(tx, b"t%d" % (i + j), key=b"k%d" % j, partition=j % 2)
-            producer.commit_transaction(30)
+            producer.commit_transaction(10)
             plain_producer.produce(plain, b"p%d" % i, partition=(i // 10) % 2)
             plain_producer.poll(0)
             i += 10
             stopping.wait(0.01)  # a pace the in-process mirror keeps up with
     except Exception:  # noqa: BLE001 - the source was killed under it
         pass
+    finally:  # nothing left queued to reach the source once it is started again
+        for p in (producer, plain_producer):
+            p.purge()
+            p.flush(0)
 
 
-def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what_was_lost(
+def caught_up(dr: ClusterConfig, original: ClusterConfig, topics: dict[str, int]) -> bool:
+    """The original holds what the DR cluster does (False while a rebuilt topic is not there yet)."""
+    try:
+        return partition_watermarks(original, topics) == partition_watermarks(dr, topics)
+    except KmigrateError:
+        return False
+
+
+def commit_at(cluster, group: str, offsets: dict) -> None:
+    consumer = Consumer(cluster.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_when_asked(
         stack, dagbag, lone_source, tmp_path):
     source, target = lone_source.config, stack.target
     prefix = f"uf{uuid.uuid4().hex[:6]}"
@@ -90,7 +120,7 @@ def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what
     manifest = Manifest(str(tmp_path / "state"), "unplanned")
     spec = write_spec(manifest, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
                                            term_s=5, verify_every_s=2))
-    mirror = Mirror(manifest, source, target, spec, say=lambda _: None)  # its terms followed in this process
+    mirror = Mirror(manifest, source, target, spec, say=lambda line: print("mirror:", line))  # its terms followed here
     stopping = threading.Event()
     writer = threading.Thread(target=write_until, args=(stopping, source, tx, plain), daemon=True)
     runner = threading.Thread(target=mirror.run, daemon=True)
@@ -99,13 +129,15 @@ def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what
     try:
         wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= 3
                    and all(p["dr_end"] > 20 for p in s["partitions"]), "the mirror under way", 120)
-        consumer = Consumer(source.consumer(group))
-        consumer.commit(offsets=[TopicPartition(tx, 0, 7), TopicPartition(tx, 1, 5)], asynchronous=False)
-        consumer.close()
+        commit_at(source, group, {(tx, 0): 7, (tx, 1): 5})
         wait_until(lambda: any(g.get("group") == group for g in mirror_status.read(manifest)["groups"]),
                    "the group mirrored", 60)
         with pytest.raises(ConfigError, match="answers: an unplanned failover"):  # the source is up: refused
             unplanned_failover(manifest, source, target)
+        burst = Producer(source.producer(**{"linger.ms": 50}))
+        for i in range(3000):  # just before the kill: the mirror cannot have copied all of it
+            burst.produce(plain, b"burst %d" % i, partition=0)
+        burst.flush(30)
         lone_source.kill()  # SIGKILL, while the producers write and the mirror copies
         triggered = time.monotonic()
         run = run_dag(dagbag, "kafka_dr_failover", run_name="unplanned", state_location=str(tmp_path / "state"),
@@ -123,6 +155,7 @@ def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what
     report = (tmp_path / "state" / "unplanned" / "report.md").read_text()
     assert "## Unplanned failover" in report and f"{tx}[0] | {promoted['partitions'][2]['dr_end']}" in report
     keys = [(t, p) for t in (tx, plain) for p in range(2)]
+    topics = {tx: 2, plain: 2}
     dr_ends = {(r["topic"], r["partition"]): r["dr_end"] for r in promoted["partitions"]}
     with ClusterAdmin(target) as admin:
         assert admin.stable_ends(keys, retry=True) == admin.end_offsets(keys, retry=True) == dr_ends  # none left open
@@ -131,11 +164,42 @@ def test_an_unplanned_failover_promotes_what_the_dr_cluster_holds_and_names_what
     [row] = promoted["groups"]
     assert row["group"] == group and row["past_dr_end"] == 0
 
+    writer.join(90)
+    assert not writer.is_alive()  # its producers gave up: nothing of theirs reaches the source once it is back
     lone_source.start()  # the source back: what the failover lost, named; the rest equal offset for offset
     lost = {(r["topic"], r["partition"]): r for r in lost_records(manifest, source)}
     for key in keys:
         assert lost[key]["from"] == dr_ends[key] and lost[key]["offsets"] == lost[key]["to"] - dr_ends[key] >= 0
         assert records_of(target, *key) == records_of(source, *key, end=dr_ends[key])
+    assert lost[(plain, 0)]["offsets"] > 0
+
+    # failback: the applications wrote on the DR cluster since; the original is brought back as primary
+    produce(target, plain, [(b"k", b"written on the DR cluster")] * 40, 1)
+    commit_at(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
+    back = Manifest(str(tmp_path / "state"), "back")
+    with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
+        prepare_failback(manifest, back, source, rebuild=False)  # diverged: refused without rebuild_diverged
+    discarded = prepare_failback(manifest, back, source, rebuild=True)
+    assert {r["topic"] for r in discarded["partitions"]} <= set(discarded["topics"]) and plain in discarded["topics"]
+    back_spec = write_spec(back, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
+                                            term_s=5, verify_every_s=2))
+    back_mirror = Mirror(back, target, source, back_spec, say=lambda _: None)  # from the DR cluster to the original
+    runner = threading.Thread(target=back_mirror.run, daemon=True)
+    runner.start()
+    try:
+        wait_until(lambda: caught_up(target, source, topics), "the original caught up with the DR cluster", 120)
+        dr_before = partition_watermarks(target, topics)
+        run = run_dag(dagbag, "kafka_dr_failover", run_name="back", state_location=str(tmp_path / "state"),
+                      source_kafka_conn_id="kafka_target", target_kafka_conn_id="lone_kafka_source",
+                      quiesce_seconds=1, stale_after_s=30)
+        runner.join(60)
+    finally:
+        request_stop(back, "the test is done")
+        runner.join(120)
+    assert str(run.state) == "success", task_states(run)
+    # every record of the DR cluster on the original at its offset, the groups' offsets as on the DR cluster
+    # (a consumer continues on the original at its next record: nothing read twice, nothing skipped)
+    assert_migrated_exactly(target, source, topics, [group], dr_before)
     print(f"unplanned failover: {rto:.1f}s trigger to promoted through the DAG, {sum(dr_ends.values())} offsets promoted, lost "
           f"{sum(r['offsets'] for r in lost.values())}, {len(promoted['aborted'])} transactions aborted, "
           f"{promoted['behind_records']} behind at the mirror's last status")

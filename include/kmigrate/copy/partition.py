@@ -115,7 +115,9 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
                resume_map: Sequence[OffsetRun], own_end: int | None, attempted: list[int] | None = None
                ) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    with shared_admin(source) as source_admin, shared_admin(target) as target_admin:
+    # a cluster not answering is waited for no longer than the copy keeps resuming (a mirror's: seconds)
+    timeout_s = min(30.0, options.retry_for_s)
+    with shared_admin(source, timeout_s) as source_admin, shared_admin(target, timeout_s) as target_admin:
         source_low, source_stable = source_admin.watermarks(topic, partition)  # read_committed: the LSO
         if end > source_stable:
             _not_ready(source, source_admin, topic, partition, end, source_stable)

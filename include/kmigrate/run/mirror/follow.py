@@ -39,7 +39,7 @@ Key = tuple[str, int]
 TERM = "mirror-term"  # the driver's term: {"term": n, "ended": bool}; another n, or ended, ends term n
 STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 MAX_PAUSE_S = 10.0
-RETRY_FOR_S = 20.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
+RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
 OFFSETS_TIMEOUT_S = 10.0  # a pass's offsets: a source gone ends the pass (and lets a stop be seen) in this long
 
 
@@ -106,6 +106,7 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
             raise TermEnded("the mirror's term has ended (a stop, or a new term): no more writes from this task")
 
     options = CopyOptions(run_id=term.run_id, verify=False, live=True, retry_for_s=RETRY_FOR_S, guard=term_goes_on,
+                          idle_timeout_s=RETRY_FOR_S,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
     deadline = time.monotonic() + term.seconds
