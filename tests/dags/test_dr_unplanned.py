@@ -19,7 +19,7 @@ import types
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
@@ -30,7 +30,7 @@ from kmigrate.run.mirror.failback import prepare_failback
 from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover
 
 from tests.support.airflow import run_dag, task_states
-from tests.support.kafka import create_topic, produce, records_of
+from tests.support.kafka import commit_offsets, create_topic, produce, records_of
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.stack import close_pooled_clients, load_stack_module
 from tests.support.waiting import wait_until
@@ -102,14 +102,6 @@ def caught_up(dr: ClusterConfig, original: ClusterConfig, topics: dict[str, int]
         return False
 
 
-def commit_at(cluster, group: str, offsets: dict) -> None:
-    consumer = Consumer(cluster.consumer(group))
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_when_asked(
         stack, dagbag, lone_source, tmp_path):
     source, target = lone_source.config, stack.target
@@ -129,7 +121,7 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     try:
         wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= 3
                    and all(p["dr_end"] > 20 for p in s["partitions"]), "the mirror under way", 120)
-        commit_at(source, group, {(tx, 0): 7, (tx, 1): 5})
+        commit_offsets(source, group, {(tx, 0): 7, (tx, 1): 5})
         wait_until(lambda: any(g.get("group") == group for g in mirror_status.read(manifest)["groups"]),
                    "the group mirrored", 60)
         with pytest.raises(ConfigError, match="answers: an unplanned failover"):  # the source is up: refused
@@ -175,7 +167,7 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
 
     # failback: the applications wrote on the DR cluster since; the original is brought back as primary
     produce(target, plain, [(b"k", b"written on the DR cluster")] * 40, 1)
-    commit_at(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
+    commit_offsets(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
     back = Manifest(str(tmp_path / "state"), "back")
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
         prepare_failback(manifest, back, source, rebuild=False)  # diverged: refused without rebuild_diverged

@@ -11,14 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import VERIFIED
 from kmigrate_spark.clients import write_clients
 
-from tests.support.kafka import seed_plain
+from tests.support.kafka import commit_offsets, seed_plain
 from tests.support.kill_hook import kill_hook_env
 from tests.support.live_source import LiveSource, compare_with_model
 from tests.support.migration import assert_same_partition
@@ -121,15 +120,6 @@ def test_an_unreachable_or_wrong_server_fails_fast_with_one_message(stack, uniqu
     assert says in result.stderr and "Traceback" not in result.stderr
 
 
-def commit(cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """`group` commits `offsets` on `cluster` without joining (an EMPTY group, as after its consumers left)."""
-    consumer = Consumer(cluster.consumer(group))
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
 def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_killed_tasks_and_a_killed_driver(
         stack, unique_name, tmp_path, connect_server):
     """Transactional, idempotent, plain and compacting producers and a deleter write while the mirror
@@ -151,7 +141,7 @@ def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_kil
                               "--interval-s", "0.5", "--fetch-max-bytes", "16384", "--verify-every-s", "2")]
     try:
         before_kill = wait_for_round(manifest, 3)["round"]
-        commit(stack.source, group, {(bulk, 0): 1234, (bulk, 1): 4500})  # 4500: past the end (4000)
+        commit_offsets(stack.source, group, {(bulk, 0): 1234, (bulk, 1): 4500})  # 4500: past the end (4000)
         processes[0].kill()
         processes[0].communicate(timeout=30)
         processes.append(start_mirror(state, run_id, clients, remote))  # the run's selection, from its manifest

@@ -156,3 +156,12 @@ class TxnSeeder:
         with ClusterAdmin(self.cluster) as admin:  # the marker lands after commit/abort returns
             admin.wait_for_end(self.topic, 0, self.end)
         return self.end - 1
+
+
+def commit_offsets(cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """`group` commits `offsets` on `cluster` without joining (an EMPTY group, as after its consumers left)."""
+    consumer = Consumer(cluster.consumer(group))
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()

@@ -29,7 +29,6 @@ from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failover import stop_mirror
 from kmigrate.run.mirror.loop import read_spec
 from kmigrate.run.report import timeline
