@@ -66,3 +66,11 @@ def test_messages_of_formats_v0_and_v1_are_legacy_entries_for_the_record_path():
         (10, 10, 0, True), (11, 11, 1, True), (12, 14, 2, False)]  # a partial tail is dropped
     # a small v0 message at the end of a fetch (shorter than a v2 header) is read too
     assert [b.last_offset for b in wire.parse_batches(old_message(3, 0, b"", b""))] == [3]
+
+
+def test_the_admin_retries_the_leadership_errors_of_a_restarted_broker():
+    # A broker just restarted answers ListOffsets with UNKNOWN_LEADER_EPOCH until its metadata
+    # catches up; librdkafka does not flag that retriable, so the admin must name it itself.
+    from kmigrate.kafka.admin import RETRIABLE
+    leadership = {5, 6, 9, 74, 75, 78}  # LEADER_NOT_AVAILABLE .. OFFSET_NOT_AVAILABLE
+    assert leadership <= {int(code) for code in RETRIABLE}

@@ -30,10 +30,12 @@ from kmigrate.kafka.group_admin import Committed, GroupCalls
 
 log = logging.getLogger(__name__)
 
-# Errors that pass once a partition's leadership settles.
+# Errors that pass once a partition's leadership settles: librdkafka does not flag the epoch ones
+# retriable, yet a broker just restarted answers UNKNOWN_LEADER_EPOCH until its metadata catches up.
 RETRIABLE = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
-    KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT,
+    KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT, KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE,
 })
 
 
