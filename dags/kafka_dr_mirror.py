@@ -11,15 +11,25 @@ cluster holds, for groups with no members there. The source cluster is never wri
 spark-submit in client mode); `follow` waits in the triggerer for the mirror's heartbeat and starts
 it again when the heartbeat is older than `stale_after_s`. The run ends when the mirror is asked
 to stop (a failover). Its status, with each partition's lag (records, seconds), is the part
-`mirror-status` of the run manifest named `run_name`.
+`mirror-status` of the run manifest named `run_name`. The `connectors` named are read as the mirror
+goes (config, state, offsets); each reading is kept once the DR cluster holds what the source did
+when it was taken, for an unplanned failover to start them on the DR Connect cluster.
 """
 from __future__ import annotations
 
 import datetime
 
-from airflow.sdk import dag
+from airflow.sdk import Param, dag
 from kmigrate_airflow import mirror, steps
-from kmigrate_airflow.params import dag_args, kafka_params, mirror_params, selection_params, spark_params, state_params
+from kmigrate_airflow.params import (
+    connect_params,
+    dag_args,
+    kafka_params,
+    mirror_params,
+    selection_params,
+    spark_params,
+    state_params,
+)
 
 
 @dag(
@@ -29,6 +39,12 @@ from kmigrate_airflow.params import dag_args, kafka_params, mirror_params, selec
         **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
         **selection_params("Topics to mirror", groups_description="Regular expression over group ids whose offsets "
                                                                   "follow; empty: none"),
+        **connect_params(),
+        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1}, uniqueItems=True,
+                            title="Connectors",
+                            description="Names of source Connect connectors whose configs, states and offsets the "
+                                        "mirror keeps for an unplanned failover (placed on the target Connect "
+                                        "connection's cluster then)"),
         **spark_params(),
         **state_params(),
     },

@@ -7,8 +7,11 @@ import os
 import stat
 from pathlib import Path
 
+from typing import Any
+
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
+from kmigrate.kafka.connect import ConnectClient
 
 CLIENTS_ENV = "KMIGRATE_CLIENTS_JSON"
 
@@ -56,8 +59,29 @@ def _kind(value: object) -> str:
             float: "a number"}.get(type(value), type(value).__name__)
 
 
-def clients_json(source: ClusterConfig, target: ClusterConfig) -> str:
-    return json.dumps({"source": dict(source.settings), "target": dict(target.settings)})
+def clients_json(source: ClusterConfig, target: ClusterConfig, source_connect: dict[str, Any] | None = None) -> str:
+    """The clients' JSON; `source_connect` (the mirror's: its connectors are read as it goes) is
+    {"url", "auth": [user, password] or null, "verify", "cert"}."""
+    data: dict[str, Any] = {"source": dict(source.settings), "target": dict(target.settings)}
+    if source_connect:
+        data["source_connect"] = source_connect
+    return json.dumps(data)
+
+
+def load_source_connect(path: str | os.PathLike[str] | None, **timeouts: float) -> ConnectClient:
+    """The source Connect cluster's client from the client configs (`load_clients_from`'s file or
+    environment); ConfigError when they hold none."""
+    text = Path(path).read_text() if path else os.environ.get(CLIENTS_ENV) or "{}"
+    try:
+        given = json.loads(text).get("source_connect")
+    except (ValueError, AttributeError):  # load_clients_from named what is wrong with them already
+        given = None
+    if not isinstance(given, dict) or not given.get("url"):
+        raise ConfigError("connectors are selected but the client configs hold no source Connect cluster "
+                          '("source_connect": {"url": ...}); give the mirror its source Connect connection')
+    auth = given.get("auth")
+    return ConnectClient(given["url"], auth=tuple(auth) if auth else None, verify=given.get("verify", True),
+                         cert=given.get("cert"), offsets_topic=given.get("offsets_topic"), **timeouts)
 
 
 def load_clients_from(path: str | os.PathLike[str] | None) -> tuple[ClusterConfig, ClusterConfig]:

@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.model import WorkUnit
+from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import Term, follow_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
-from kmigrate_spark.clients import load_clients_from
+from kmigrate_spark.clients import load_clients_from, load_source_connect
 from kmigrate_spark.guards import check_clusters, run_job
 from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, task_slots
 from kmigrate_spark.units import failed_row, map_units, pack, say
@@ -76,8 +77,12 @@ def mirror(args: argparse.Namespace) -> int:
             def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
                 return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)))
 
+            # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
+            # said, not waited for: 5 s a request)
+            watch = ConnectorWatch(manifest, *clients, load_source_connect(args.clients, request_timeout_s=5.0),
+                                   list(spec.connectors), say=lambda line: say(JOB, line)) if spec.connectors else None
             runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session.get()),
-                            say=lambda line: say(JOB, line))
+                            connectors=watch, say=lambda line: say(JOB, line))
             say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
                      + (f" and groups {spec.groups!r}" if spec.groups else "")

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk import task
 from kmigrate.run.cutover import course
+from kmigrate.run.mirror.connectors import CONNECTORS
 from kmigrate.run.mirror.failover import stop_mirror, with_mirror_selection
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 
@@ -51,8 +52,10 @@ def failover(params: dict[str, Any] | None = None, run_id: str | None = None) ->
     first step not done."""
     if params.get("unplanned"):  # the source gone: the DR cluster promoted with what it holds
         run = RunFrame(params, run_id)
+        kept = run.manifest.exists(CONNECTORS)  # the mirror kept connectors: they move to the DR Connect cluster
         promoted = unplanned_failover(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"],
-                                      say=log.info)
+                                      dr_connect=run.connect_client("target") if kept else None,
+                                      overrides=params.get("connector_overrides"), say=log.info)
         return promoted["partitions"]
     run = failover_frame(params, run_id)
 

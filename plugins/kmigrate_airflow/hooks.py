@@ -76,12 +76,17 @@ class KafkaConnectHook(BaseHook):
         self.connect_conn_id = connect_conn_id
 
     def get_conn(self) -> ConnectClient:
+        settings = self.settings()
+        return ConnectClient(settings["url"], auth=tuple(settings["auth"]) if settings["auth"] else None,
+                             verify=settings["verify"], cert=settings["cert"], offsets_topic=settings["offsets_topic"])
+
+    def settings(self) -> dict[str, Any]:
+        """What a client of this Connect cluster needs (its URL, credentials and TLS), as JSON."""
         conn = _connection(self, self.connect_conn_id, "Kafka Connect")
         extra = conn.extra_dejson
-        url = f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else "")
-        auth = (conn.login, conn.password or "") if conn.login else None
-        return ConnectClient(url, auth=auth, verify=extra.get("verify", True), cert=extra.get("cert"),
-                             offsets_topic=extra.get("offsets_topic"))
+        return {"url": f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else ""),
+                "auth": [conn.login, conn.password or ""] if conn.login else None,
+                "verify": extra.get("verify", True), "cert": extra.get("cert"), "offsets_topic": extra.get("offsets_topic")}
 
     def test_connection(self) -> tuple[bool, str]:
         try:

@@ -31,7 +31,7 @@ from kmigrate.errors import ConfigError
 from kmigrate_spark.clients import CLIENTS_ENV, clients_json, write_clients
 from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV, shown_remote
 
-from kmigrate_airflow.hooks import kafka_cluster, spark_connect_url
+from kmigrate_airflow.hooks import KafkaConnectHook, kafka_cluster, spark_connect_url
 
 SPARK_JOBS = Path(__file__).resolve().parents[2] / "spark_jobs"
 # the Spark conf of the DAGs' jobs: kmigrate's launch settings, no console progress bar in the task log
@@ -71,6 +71,7 @@ class SparkJob:
     target_conn_id: str
     spark_connect_conn_id: str = ""
     conn_id: str = "spark_default"
+    source_connect_conn_id: str = ""  # the mirror's, when it keeps connectors: handed with the client configs
     conf: dict[str, Any] | None = dataclasses.field(default_factory=lambda: dict(JOB_CONF))
     files: str | None = None
     env_vars: dict[str, Any] | None = None
@@ -124,8 +125,9 @@ def start_detached(job: LaunchedJob, log: logging.Logger, output: Path) -> int:
     configs' file or secret for longer than the launch: refused, use a Spark Connect server). Its
     own session, so that the task's end does not end it; its output appended to `output`."""
     source, target, python, remote = _resolved(job)
+    connect = getattr(job, "source_connect_conn_id", "")
     env = {**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, REMOTE_ENV: remote or "",
-           CLIENTS_ENV: clients_json(source, target)}
+           CLIENTS_ENV: clients_json(source, target, KafkaConnectHook(connect).settings() if connect else None)}
     if remote:
         command = [python, job.application, *(job.application_args or [])]
         log.info("starting %s as a client of the Spark Connect server %s", Path(job.application).name,

@@ -74,7 +74,8 @@ def mirror_job(params: dict[str, Any], run_name: str) -> SparkJob:
                     ["--state-location", params["state_location"], "--run-id", run_name,
                      "--parallelism", str(params.get("spark_parallelism") or 0)],
                     params["source_kafka_conn_id"], params["target_kafka_conn_id"],
-                    params.get("spark_connect_conn_id") or "")
+                    params.get("spark_connect_conn_id") or "",
+                    source_connect_conn_id=params["source_connect_conn_id"] if params.get("connectors") else "")
 
 
 def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
@@ -83,7 +84,8 @@ def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
     retry, a second trigger). Returns the process id started, if one was."""
     manifest = Manifest(params["state_location"], run_name)
     spec = MirrorSpec(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
-                      float(params["interval_s"]), float(params["refresh_s"]))
+                      float(params["interval_s"]), float(params["refresh_s"]),
+                      connectors=tuple(params.get("connectors") or ()))
     with no_retry():
         write_spec(manifest, spec)
         if params.get("failback_of"):  # a mirror back to the original: what diverged named, rebuilt only if asked

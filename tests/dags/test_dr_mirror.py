@@ -20,11 +20,12 @@ from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 from kmigrate_spark.clients import write_clients
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connectors import CONNECTORS
 from kmigrate.run.mirror.loop import STARTS, VERIFIED, request_stop
 
 from tests.support.airflow import run_dag, task_states, window_cells
-from tests.support.connect import delete_connectors
-from tests.support.kafka import produce, seed_plain
+from tests.support.connect import delete_connectors, file_source_config
+from tests.support.kafka import create_topic, produce, seed_plain
 from tests.support.migration import (
     assert_migrated_exactly,
     assert_same_partition,
@@ -72,6 +73,11 @@ def kill_mirrors(manifest: Manifest) -> None:
 def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(stack, dagbag, tmp_path, server):
     topic = f"dagmirror{uuid.uuid4().hex[:6]}.events"
     seed_plain(stack.source, topic, partitions=2, per_partition=300)
+    # a connector the mirror keeps for an unplanned failover (its reading through the DAG's Connect connection)
+    lines, feed = f"{topic}-lines", tmp_path / "feed.txt"
+    feed.write_text("".join(f"line {i}\n" for i in range(10)))
+    create_topic(stack.source, f"linesof{topic}", 1)  # not mirrored: the connector is kept, its topic is not
+    stack.source_connect.create(lines, file_source_config(feed, f"linesof{topic}"))
     state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
     manifest = Manifest(str(state), run_name)
     errors: list[BaseException] = []
@@ -95,14 +101,17 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
     try:
         run = run_dag(dagbag, "kafka_dr_mirror", run_name=run_name, topics_include=topic.replace(".", r"\."),
                       state_location=str(state), spark_connect_conn_id="spark_connect_mirror", stale_after_s=8,
-                      interval_s=0.5)
+                      interval_s=0.5, connectors=[lines])
         helper.join(60)
     finally:
         request_stop(manifest, "the test is done")
         kill_mirrors(manifest)
+        delete_connectors([stack.source_connect], [lines])
     if errors:
         raise errors[0]
     assert str(run.state) == "success", task_states(run)
+    kept = manifest.read(CONNECTORS)["connectors"][lines]
+    assert kept["state"] == "RUNNING" and kept["offsets"][0]["offset"]["position"] == len(feed.read_bytes())
     for partition in range(2):
         assert_same_partition(stack, topic, partition)
     final = mirror_status.read(manifest)

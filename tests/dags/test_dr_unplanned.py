@@ -1,9 +1,12 @@
 """An unplanned failover through kafka_dr_failover (unplanned) on the real stack: a one-broker source
 of the test's own (ports 19792-19793, Airflow connection lone_kafka_source) mirrored to the stack's
-target while a transactional and an idempotent producer write, its broker killed with SIGKILL, the
-DR cluster promoted with what it holds; then the source started again, and what the failover lost
-named partition by partition. Every record the DR cluster holds is the source's at its offset; the
-group lies within the DR ends; no transaction is left open; the report gives the RPO.
+target while a transactional and an idempotent producer write and the source's Connect worker runs a
+file source and a file sink connector; the broker and the worker killed with SIGKILL, the DR cluster
+promoted with what it holds; then the source started again, and what the failover lost named
+partition by partition. Every record the DR cluster holds is the source's at its offset; the group
+lies within the DR ends; no transaction is left open; the report gives the RPO. The connectors run on
+the DR Connect cluster from the mirror's last safe reading: the source connector skips no line of
+its file, the sink connector writes every record the DR cluster holds.
 
 Then the failback: the applications write on the DR cluster, the diverged partitions are refused by
 name until rebuild is asked, their topics are rebuilt on the original by a mirror from the DR
@@ -23,13 +26,16 @@ from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.connectors import CONNECTORS, ConnectorWatch
 from kmigrate.run.mirror.failback import prepare_failback
 from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover
 
 from tests.support.airflow import run_dag, task_states
+from tests.support.connect import FILE_SINK, delete_connectors, file_source_config, lines_of
 from tests.support.kafka import commit_offsets, create_topic, produce, records_of
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.stack import close_pooled_clients, load_stack_module
@@ -38,20 +44,26 @@ from tests.support.waiting import wait_until
 
 @pytest.fixture
 def lone_source(tmp_path):
-    """A one-broker KRaft source on its own ports, which the test kills and starts again (its data
-    kept); stopped by pid at the end."""
+    """A one-broker KRaft source on its own ports with a Connect worker (started on request), which
+    the test kills and starts again (its data kept; the worker stays dead: started again, it would
+    resume its connectors against the original); stopped by pid at the end."""
     module = load_stack_module()
     cluster = module.Cluster("lonesource", 19792, 19793, 18793)
     service = module.Service(module.broker_name(cluster, 1), "kafka", cluster, tmp_path / "lonesource")
+    worker = module.Service("lonesource-connect", "connect", cluster, tmp_path / "lonesource")
     java, launched = module.check_java(), []
 
-    def start() -> None:
-        process = module.launch(java, service)
-        launched.append(process)
-        module.wait_until_answering([service], {service.name: process}, 120)
+    def start(one=service) -> None:
+        process = module.launch(java, one)
+        launched.append((one, process))
+        module.wait_until_answering([one], {one.name: process}, 120)
+
+    def start_connect() -> ConnectClient:
+        start(worker)
+        return ConnectClient(f"http://localhost:{cluster.connect_port}")
 
     def kill() -> None:
-        for process in launched:
+        for _, process in launched:
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
@@ -59,12 +71,26 @@ def lone_source(tmp_path):
     start()
     try:
         yield types.SimpleNamespace(config=ClusterConfig.from_bootstrap("source", cluster.bootstrap), start=start,
-                                    kill=kill)
+                                    start_connect=start_connect, kill=kill)
     finally:
         close_pooled_clients()
-        for process in launched:
+        for one, process in launched:
             if process.poll() is None:
-                module.stop(service, pid=process.pid)
+                module.stop(one, pid=process.pid)
+
+
+def feed_lines(stopping: threading.Event, path) -> None:
+    """A line appended to `path` every 5 ms (the external system of a file source connector)."""
+    i = 0
+    with open(path, "a") as out:
+        while not stopping.wait(0.005):
+            out.write(f"line {i}\n")
+            out.flush()
+            i += 1
+
+
+def values(cluster: ClusterConfig, topic: str, partitions: int) -> list[str]:
+    return [v.decode() for p in range(partitions) for _, _, v, _, _ in records_of(cluster, topic, p)]
 
 
 def write_until(stopping: threading.Event, source: ClusterConfig, tx: str, plain: str) -> None:
@@ -103,34 +129,48 @@ def caught_up(dr: ClusterConfig, original: ClusterConfig, topics: dict[str, int]
 
 
 def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_when_asked(
-        stack, dagbag, lone_source, tmp_path):
+        stack, dagbag, lone_source, tmp_path, request):
     source, target = lone_source.config, stack.target
     prefix = f"uf{uuid.uuid4().hex[:6]}"
     tx, plain, group = f"{prefix}.tx", f"{prefix}.plain", f"{prefix}.readers"
-    for topic in (tx, plain):
-        create_topic(source, topic, 2)
+    fromfile, feed, sunk = f"{prefix}.fromfile", tmp_path / "feed.txt", tmp_path / "sunk.txt"
+    for topic, partitions in ((tx, 2), (plain, 2), (fromfile, 1)):
+        create_topic(source, topic, partitions)
+    # a source connector (a file's lines into `fromfile`) and a sink connector (`plain` into a file)
+    source_connect, connectors = lone_source.start_connect(), (f"{prefix}-lines", f"{prefix}-sink")
+    source_connect.create(connectors[0], file_source_config(feed, fromfile))
+    source_connect.create(connectors[1], {"connector.class": FILE_SINK, "tasks.max": "1", "file": str(sunk),
+                                          "topics": plain})
     manifest = Manifest(str(tmp_path / "state"), "unplanned")
     spec = write_spec(manifest, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
-                                           term_s=5, verify_every_s=2))
-    mirror = Mirror(manifest, source, target, spec, say=lambda line: print("mirror:", line))  # its terms followed here
-    stopping = threading.Event()
+                                           term_s=5, verify_every_s=2, connectors=connectors))
+    watch = ConnectorWatch(manifest, source, target, source_connect, list(connectors), every_s=1)
+    mirror = Mirror(manifest, source, target, spec, connectors=watch,  # its terms followed here
+                    say=lambda line: print("mirror:", line))
+    stopping, feeding = threading.Event(), threading.Event()
     writer = threading.Thread(target=write_until, args=(stopping, source, tx, plain), daemon=True)
+    feeder = threading.Thread(target=feed_lines, args=(feeding, feed), daemon=True)
     runner = threading.Thread(target=mirror.run, daemon=True)
     writer.start()
+    feeder.start()
     runner.start()
+    dr_connect = ConnectClient("http://localhost:28083")  # the DR cluster's (the stack target's) worker
+    request.addfinalizer(lambda: (feeding.set(), delete_connectors([dr_connect], connectors)))
     try:
         wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= 3
                    and all(p["dr_end"] > 20 for p in s["partitions"]), "the mirror under way", 120)
         commit_offsets(source, group, {(tx, 0): 7, (tx, 1): 5})
         wait_until(lambda: any(g.get("group") == group for g in mirror_status.read(manifest)["groups"]),
                    "the group mirrored", 60)
+        wait_until(lambda: (kept := manifest.read(CONNECTORS)) and all(kept["connectors"][n]["offsets"] for n in connectors),
+                   "the connectors' offsets kept", 60)
         with pytest.raises(ConfigError, match="answers: an unplanned failover"):  # the source is up: refused
             unplanned_failover(manifest, source, target)
         burst = Producer(source.producer(**{"linger.ms": 50}))
         for i in range(3000):  # just before the kill: the mirror cannot have copied all of it
             burst.produce(plain, b"burst %d" % i, partition=0)
         burst.flush(30)
-        lone_source.kill()  # SIGKILL, while the producers write and the mirror copies
+        lone_source.kill()  # SIGKILL of the broker and the Connect worker, while everything writes and copies
         triggered = time.monotonic()
         run = run_dag(dagbag, "kafka_dr_failover", run_name="unplanned", state_location=str(tmp_path / "state"),
                       unplanned=True, source_kafka_conn_id="lone_kafka_source", stale_after_s=30)
@@ -144,13 +184,17 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     assert str(run.state) == "success", task_states(run)
     promoted = manifest.read(PROMOTED)
     assert unplanned_failover(manifest, source, target) == promoted  # again (a retry): done already
-    report = (tmp_path / "state" / "unplanned" / "report.md").read_text()
-    assert "## Unplanned failover" in report and f"{tx}[0] | {promoted['partitions'][2]['dr_end']}" in report
-    keys = [(t, p) for t in (tx, plain) for p in range(2)]
-    topics = {tx: 2, plain: 2}
     dr_ends = {(r["topic"], r["partition"]): r["dr_end"] for r in promoted["partitions"]}
+    report = (tmp_path / "state" / "unplanned" / "report.md").read_text()
+    assert "## Unplanned failover" in report and f"{tx}[0] | {dr_ends[(tx, 0)]}" in report
+    topics = {tx: 2, plain: 2, fromfile: 1}
+    keys = [(t, p) for t, n in topics.items() for p in range(n)]
+    # the connectors run on the DR Connect cluster, from the mirror's last safe reading
+    assert {row["name"]: row["state"] for row in promoted["connectors"]["states"]} == dict.fromkeys(connectors, "RUNNING")
+    apps = [k for k in keys if k[0] != fromfile]  # (the source connector writes `fromfile` on the DR cluster now)
     with ClusterAdmin(target) as admin:
-        assert admin.stable_ends(keys, retry=True) == admin.end_offsets(keys, retry=True) == dr_ends  # none left open
+        assert admin.stable_ends(apps, retry=True) == admin.end_offsets(apps, retry=True) == {k: dr_ends[k] for k in apps}
+        assert admin.stable_ends([(fromfile, 0)], retry=True)[(fromfile, 0)] >= dr_ends[(fromfile, 0)]  # none left open
         committed = {k: c.offset for k, c in admin.committed(group).items()}
     assert committed == {(tx, 0): min(7, dr_ends[(tx, 0)]), (tx, 1): min(5, dr_ends[(tx, 1)])}
     [row] = promoted["groups"]
@@ -162,11 +206,22 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     lost = {(r["topic"], r["partition"]): r for r in lost_records(manifest, source)}
     for key in keys:
         assert lost[key]["from"] == dr_ends[key] and lost[key]["offsets"] == lost[key]["to"] - dr_ends[key] >= 0
-        assert records_of(target, *key) == records_of(source, *key, end=dr_ends[key])
+        assert records_of(target, *key, end=dr_ends[key]) == records_of(source, *key, end=dr_ends[key])
     assert lost[(plain, 0)]["offsets"] > 0
 
+    # the applications and the connectors go on on the DR cluster: the source connector skips no line
+    # of its file (it writes again, at most, the lines after the reading: Connect's at-least-once), and
+    # the sink connector writes every record the DR cluster holds, those written there since included
+    produce(target, plain, [(b"k", b"written on the DR cluster %d" % i) for i in range(40)], 1)
+    feeding.set()  # it fed lines since the failover too
+    feeder.join(30)
+    fed = feed.read_text().splitlines()
+    wait_until(lambda: list(dict.fromkeys(values(target, fromfile, 1))) == fed, "every line on the DR cluster", 60)
+    wait_until(lambda: set(values(target, plain, 2)) <= set(lines_of(sunk)), "every DR record in the sink's file", 60)
+    repeated = len(values(target, fromfile, 1)) - len(fed)
+    delete_connectors([dr_connect], connectors)  # the failback below moves topics and groups, not connectors
+
     # failback: the applications wrote on the DR cluster since; the original is brought back as primary
-    produce(target, plain, [(b"k", b"written on the DR cluster")] * 40, 1)
     commit_offsets(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
     back = Manifest(str(tmp_path / "state"), "back")
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
@@ -194,4 +249,5 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     assert_migrated_exactly(target, source, topics, [group], dr_before)
     print(f"unplanned failover: {rto:.1f}s trigger to promoted through the DAG, {sum(dr_ends.values())} offsets promoted, lost "
           f"{sum(r['offsets'] for r in lost.values())}, {len(promoted['aborted'])} transactions aborted, "
-          f"{promoted['behind_records']} behind at the mirror's last status")
+          f"{promoted['behind_records']} behind at the mirror's last status, {repeated} lines written again by the "
+          "source connector")

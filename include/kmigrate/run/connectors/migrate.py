@@ -236,6 +236,36 @@ def _read_back(connect: ConnectClient, name: str, offsets: Sequence[Mapping[str,
         time.sleep(0.2)
 
 
+def exists_alike(connect: ConnectClient, name: str, config: Mapping[str, str]) -> bool:
+    """Whether connector `name` exists on `connect` already, with `config` (an earlier attempt made
+    it); ConnectorStateError when it exists with another config (nothing is created then)."""
+    try:
+        existing = connect.config(name)
+    except ConnectorNotFound:
+        return False
+    if {k: v for k, v in existing.items() if k != "name"} != {k: v for k, v in config.items() if k != "name"}:
+        raise ConnectorStateError(
+            f"connector {name!r} already exists on the target Connect cluster ({connect.url}) with "
+            "another config; delete it there or rename it (nothing was created)", connector=name)
+    return True
+
+
+def place_stopped(connect: ConnectClient, name: str, kind: str, config: Mapping[str, str],
+                  offsets: Sequence[Mapping[str, Any]], exists: bool) -> dict[str, Any]:
+    """Connector `name` created STOPPED on `connect` (unless it `exists`) and its `offsets` written
+    and read back; one that no longer is STOPPED (an earlier attempt resumed it) is left alone."""
+    if not exists:
+        connect.create(name, config, initial_state="STOPPED")
+    state = connect.state(name)
+    if state != "STOPPED":
+        return {"name": name, "type": kind, "created": False, "offsets_written": False, "state": state}
+    if offsets:
+        connect.alter_offsets(name, list(offsets))
+        _read_back(connect, name, offsets)
+    return {"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
+            "offsets": list(offsets), "state": state}
+
+
 def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, target_bootstrap: str | None = None,
                        overrides: Mapping[str, Mapping[str, str]] | None = None,
                        source_connect: ConnectClient | None = None) -> list[dict[str, Any]]:
@@ -255,30 +285,8 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
         config = target_config(restored(entry, name, source_connect), target_bootstrap=target_bootstrap,
                                overrides=(overrides or {}).get(name))
         offsets = translated_offsets(entry, translator)
-        try:
-            existing = target_connect.config(name)
-        except ConnectorNotFound:
-            existing = None
-        if existing is not None and {k: v for k, v in existing.items() if k != "name"} != \
-                {k: v for k, v in config.items() if k != "name"}:
-            raise ConnectorStateError(
-                f"connector {name!r} already exists on the target Connect cluster ({target_connect.url}) with "
-                "another config; delete it there or rename it (nothing was created)", connector=name)
-        prepared.append((name, entry["type"], config, offsets, existing is not None))
-
-    results = []
-    for name, kind, config, offsets, exists in prepared:
-        if not exists:
-            target_connect.create(name, config, initial_state="STOPPED")
-        state = target_connect.state(name)
-        if state != "STOPPED":
-            results.append({"name": name, "type": kind, "created": False, "offsets_written": False, "state": state})
-            continue
-        if offsets:
-            target_connect.alter_offsets(name, offsets)
-            _read_back(target_connect, name, offsets)
-        results.append({"name": name, "type": kind, "created": not exists, "offsets_written": bool(offsets),
-                        "offsets": offsets, "state": state})
+        prepared.append((name, entry["type"], config, offsets, exists_alike(target_connect, name, config)))
+    results = [place_stopped(target_connect, *one) for one in prepared]
     source_states = manifest.read(Part.CONNECTOR_STATES) or {"states": {}}
     for result in results:
         result["source_state"] = source_states["states"].get(result["name"])

@@ -34,6 +34,7 @@ from kmigrate.run.checks.selection import compile_pattern, select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
@@ -44,9 +45,7 @@ STARTS = "mirror-starts"                   # attempts: one a start of the mirror
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
 VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
-# how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
-# back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
-STATUS_TIMEOUT_S = 10.0
+STATUS_TIMEOUT_S = mirror_status.STATUS_TIMEOUT_S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +62,7 @@ class MirrorSpec:
     refresh_s: float = 10.0
     verify_every_s: float = 30.0
     term_s: float = 60.0
+    connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
 
     def check(self) -> None:
         compile_pattern(self.topics_include, "topic include")
@@ -93,7 +93,7 @@ def read_spec(manifest: Manifest) -> MirrorSpec:
     if stored is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no mirror spec; start the mirror with its "
                           "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
-    return MirrorSpec(**stored)
+    return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ()))})
 
 
 def request_stop(manifest: Manifest, why: str) -> None:
@@ -118,8 +118,9 @@ class Mirror:
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
                  follow: Follow | None = None, *, cancel: Callable[[], None] | None = None,
-                 say: Callable[[str], None] = print) -> None:
+                 connectors: ConnectorWatch | None = None, say: Callable[[str], None] = print) -> None:
         self.manifest, self.source, self.target, self.spec = manifest, source, target, spec
+        self.connectors = connectors
         self.follow = follow or functools.partial(follow_here, (source, target))
         self.cancel, self.say = cancel, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
@@ -320,6 +321,8 @@ class Mirror:
             self.rounds, started, ended, source, dr, self.errors, synced, self.totals,
             {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term)
         mirror_status.write(self.manifest, self.last_status)
+        if self.connectors is not None:
+            self.connectors.tick(keys)
         return self.last_status
 
     def written_unreported(self, target: Mapping[Key, tuple[int, int]]) -> dict[Key, int]:

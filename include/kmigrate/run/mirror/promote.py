@@ -9,7 +9,9 @@ The course, each step idempotent (a retry does it again, to the same end):
    partition, and the DR cluster's ends are read: what the applications will find;
 3. each selected group's offsets on the DR cluster (the mirror copied them, never past the DR end of
    their partition) are read and checked to lie within the DR cluster's ends;
-4. the part `failover/promoted` records the DR ends, the groups, and the RPO: for each partition,
+4. the connectors the mirror kept (`connectors.promote_connectors`: its last safe reading of the
+   source's) are created on the DR Connect cluster with their offsets, in the state they had;
+5. the part `failover/promoted` records the DR ends, the groups, and the RPO: for each partition,
    the records the source had decided that the DR cluster lacks as of the mirror's last status (a
    lower bound: the source may have written more since), and how long the oldest had waited.
 
@@ -27,8 +29,10 @@ from kmigrate.copy.writer import transactional_id
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
 from kmigrate.run.mirror.loop import read_spec
 from kmigrate.run.report import timeline
@@ -59,9 +63,12 @@ def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterCo
 
 
 def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
-                       stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Promote the DR cluster of the run's mirror with what it holds; the part PROMOTED (its content
-    again, for a retry after it was written)."""
+                       stale_after_s: float = 60.0, dr_connect: ConnectClient | None = None,
+                       overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                       say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Promote the DR cluster of the run's mirror with what it holds, and the connectors it kept on
+    `dr_connect` (`overrides`: their config overrides, and the secrets the mirror did not keep); the
+    part PROMOTED (its content again, for a retry after it was written)."""
     done = manifest.read(PROMOTED)
     if done is not None:
         say(f"run {manifest.run_id} was promoted at {done['at']} already")
@@ -81,8 +88,11 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
             "behind_records": max(0, p["source_end"] - dr_ends[(p["topic"], p["partition"])]),
             "behind_s": p["behind_s"]} for p in last["partitions"]]
     groups = check_groups(target, [g["group"] for g in last.get("groups", []) if "group" in g], dr_ends)
+    connectors = promote_connectors(manifest, dr_connect, dr_ends, dr_bootstrap=target.bootstrap_servers,
+                                    overrides=overrides)
     promoted = {"at": timeline.iso(time.time()), "began": timeline.iso(began), "seconds": round(time.time() - began, 3),
                 "mirror_last_status": last["heartbeat"], "aborted": aborted, "partitions": rpo, "groups": groups,
+                "connectors": connectors,
                 "behind_records": sum(r["behind_records"] for r in rpo),
                 "behind_s_max": max((r["behind_s"] or 0.0 for r in rpo), default=0.0)}
     manifest.write_once(PROMOTED, promoted)

@@ -20,6 +20,9 @@ from kmigrate.run.report import timeline
 
 PART = "mirror-status"
 Key = tuple[str, int]
+# how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
+# back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
+STATUS_TIMEOUT_S = 10.0
 
 
 class Lag:

@@ -114,8 +114,13 @@ def _promoted_lines(promoted: dict[str, Any]) -> list[str]:
     lines += [f"| {r['topic']}[{r['partition']}] | {r['dr_end']} | {r['source_end_last_seen']} | {r['behind_records']} "
               f"| {r['behind_s']} |" for r in promoted["partitions"]]
     lines += ["", *(f"- group {g['group']}: {g['partitions']} partitions on the DR cluster, {g['past_dr_end']} past "
-                    "its DR end" for g in promoted["groups"]), ""]
-    return lines
+                    "its DR end" for g in promoted["groups"])]
+    kept = promoted.get("connectors")
+    if kept:  # the mirror's last safe reading of the source's connectors, placed on the DR Connect cluster
+        lines += [f"- connector {s['name']}: {s['state']} on the DR Connect cluster, from its offsets read at "
+                  f"{kept['read_at']} (on the DR cluster at {kept['safe_at']}; a source connector writes again what "
+                  "it wrote after that)" for s in kept["states"]]
+    return lines + [""]
 
 
 def _verified_state(row: dict[str, Any] | None) -> str:

@@ -1,0 +1,129 @@
+"""The connectors of a mirrored source, kept for an unplanned failover (docs/DESIGN.md §12).
+
+As the mirror goes, `ConnectorWatch` reads the selected connectors of the source Connect cluster
+(type, config with its literal secrets left out, state, offsets: the snapshot step's reading) every
+`every_s`. A reading becomes the part `mirror-connectors` only once it is *safe*: once the DR
+cluster holds every record the source held when the reading was taken (its ends at or past the
+source ends read after it). A source connector's offsets are committed after its records are on
+the source, so a connector started on the DR cluster from a safe reading skips none of its
+records: it writes again, at most, those it wrote between the reading and the failover (Connect's
+own at-least-once, as after a worker's crash). A sink connector's offsets are capped at the DR ends
+when it is placed, so it reads every record the DR cluster holds from where it was.
+
+`promote_connectors` places them on the DR Connect cluster when the source is gone: each created
+STOPPED with its config (bootstrap addresses pointed at the DR cluster, the user's overrides) and
+its last safe offsets, then brought into the state it had on the source."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError, ConnectError
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.manifest import Manifest
+from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
+from kmigrate.run.cutover.snapshot import snapshot_connectors
+from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
+from kmigrate.run.report import timeline
+
+CONNECTORS = "mirror-connectors"  # the last safe reading of the mirrored source's connectors
+Key = tuple[str, int]
+
+
+class ConnectorWatch:
+    """Readings of `names` on the `connect` cluster (the mirrored source's), each kept as the part
+    CONNECTORS once the DR cluster (`target`) holds what `source` did when it was taken (`tick`)."""
+
+    def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, connect: ConnectClient,
+                 names: list[str], every_s: float = 5.0, say: Callable[[str], None] = print) -> None:
+        self.manifest, self.source, self.target = manifest, source, target
+        self.connect, self.names, self.every_s, self.say = connect, sorted(names), every_s, say
+        self.read_at = float("-inf")
+        self.pending: list[dict[str, Any]] = []  # readings not yet safe, oldest first
+        self.failing: str | None = None
+
+    def tick(self, keys: Sequence[Key]) -> None:
+        """Each pending reading without ends gets the source's ends now (its high watermarks: the
+        connector's records may lie past an open transaction of another producer), what the DR
+        cluster must hold for it; the newest reading whose ends the DR cluster holds, committed, is
+        written; a new reading is taken when one is due. A Connect cluster away is said once, and
+        the last safe reading stays."""
+        if any(r["needs"] is None for r in self.pending):
+            with shared_admin(self.source, STATUS_TIMEOUT_S) as admin:
+                now = admin.end_offsets(keys, retry=True)
+            for reading in self.pending:
+                reading["needs"] = now if reading["needs"] is None else reading["needs"]
+        if self.pending:
+            with shared_admin(self.target, STATUS_TIMEOUT_S) as admin:
+                held = admin.stable_ends(keys, retry=True)
+            safe = [r for r in self.pending if all(held.get(k, -1) >= end for k, end in r["needs"].items())]
+            if safe:
+                self.pending = self.pending[self.pending.index(safe[-1]) + 1:]
+                self.manifest.replace(CONNECTORS, {"read_at": safe[-1]["read_at"], "safe_at": timeline.iso(time.time()),
+                                                   "connectors": safe[-1]["connectors"]})
+        if time.monotonic() - self.read_at < self.every_s:
+            return
+        self.read_at = time.monotonic()
+        try:
+            connectors = snapshot_connectors(self.connect, self.names)
+        except (ConnectError, ConfigError) as exc:
+            if self.failing is None:
+                self.say(f"the source's connectors could not be read ({exc}); the last safe reading is kept")
+            self.failing = str(exc)
+            return
+        self.failing = None
+        # a DR cluster far behind: the newest few kept (a newer one is safe no sooner than an older)
+        self.pending = (self.pending + [{"read_at": timeline.iso(time.time()), "connectors": connectors,
+                                         "needs": None}])[-3:]
+
+
+def capped(entry: Mapping[str, Any], dr_ends: Mapping[Key, int]) -> list[dict[str, Any]]:
+    """The reading's offsets as the DR cluster can honour them: a sink connector's each at most its
+    partition's DR end; a source connector's (positions in its external system) as they are."""
+    if entry["type"] != "sink":
+        return [dict(o) for o in entry["offsets"]]
+    out = []
+    for o in entry["offsets"]:
+        key = (o["partition"]["kafka_topic"], int(o["partition"]["kafka_partition"]))
+        offset = int(o["offset"]["kafka_offset"])
+        out.append({"partition": dict(o["partition"]),
+                    "offset": {"kafka_offset": min(offset, dr_ends[key]) if key in dr_ends else offset}})
+    return out
+
+
+def with_secrets(name: str, entry: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, str]:
+    """The reading's config with its literal secrets from `overrides` (the source worker, which
+    held them, is gone); ConfigError naming the keys not given (never a value)."""
+    keys = list(entry.get("secret_keys", []))
+    missing = [k for k in keys if k not in (overrides or {})]
+    if missing:
+        raise ConfigError(f"connector {name!r} has secrets ({', '.join(missing)}) that the mirror does not store, and "
+                          "the source Connect cluster that held them is gone; give them in connector_overrides "
+                          f'({{"{name}": {{"{missing[0]}": "..."}}}}) or keep them in a config provider, then retry '
+                          "(nothing was created)")
+    return dict(entry["config"])
+
+
+def promote_connectors(manifest: Manifest, dr_connect: ConnectClient | None, dr_ends: Mapping[Key, int], *,
+                       dr_bootstrap: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                       wait_s: float = 60.0) -> dict[str, Any] | None:
+    """The last safe reading's connectors on `dr_connect`, each in the state it had on the source
+    (None: the mirror watched no connector). Idempotent: a connector placed by an earlier attempt
+    is left as it is. Everything is checked before anything is created."""
+    reading = manifest.read(CONNECTORS)
+    if reading is None:
+        return None
+    if dr_connect is None:
+        raise ConfigError(f"the mirror of run {manifest.run_id} kept {len(reading['connectors'])} connectors for a "
+                          "failover, but no DR Connect cluster is given; name its connection (target_connect_conn_id)")
+    prepared = []
+    for name, entry in sorted(reading["connectors"].items()):
+        config = target_config(with_secrets(name, entry, (overrides or {}).get(name)), target_bootstrap=dr_bootstrap,
+                               overrides=(overrides or {}).get(name))
+        prepared.append((name, entry["type"], config, capped(entry, dr_ends), exists_alike(dr_connect, name, config)))
+    placed = [place_stopped(dr_connect, *one) for one in prepared]
+    states = restore_states(dr_connect, {n: e["state"] for n, e in reading["connectors"].items()}, wait_s)
+    return {"read_at": reading["read_at"], "safe_at": reading["safe_at"], "placed": placed, "states": states}
