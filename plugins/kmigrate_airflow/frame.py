@@ -18,6 +18,7 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.cutover import events
+from kmigrate.run.mirror.failover import with_mirror_selection
 from kmigrate.run.report import timeline
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
@@ -32,6 +33,9 @@ class RunFrame:
     their `run_name` names the migration run they roll back."""
 
     def __init__(self, params: dict[str, Any], run_id: str | None = None) -> None:
+        if params.get("mirror_run"):  # a drill of a running mirror: the mirror's selection
+            with no_retry():
+                params = with_mirror_selection(params, Manifest(params["state_location"], params["mirror_run"]))
         self.params = params
         self.name: str = params.get("run_name") or run_id
 

@@ -23,7 +23,6 @@ from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.cutover import window
 from kmigrate.run.cutover.groups import replicate_groups as replicate
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
-from kmigrate.run.report.drill import measure_drill as drill_figures
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
 from kmigrate.run.targets import prepare as targets
@@ -62,8 +61,11 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         log.info("the Spark jobs run with spark-submit on spark_default%s",
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
-    with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
-        check_topics_free(run.target, run.name, plan["topics"])
+    if params.get("mirror_run"):  # a drill of a running mirror writes none of the mirror's topics
+        log.info("drill of the mirror of run %s: its topics %s", params["mirror_run"], plan["topics"])
+    else:
+        with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
+            check_topics_free(run.target, run.name, plan["topics"])
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
@@ -160,6 +162,8 @@ def restore_configs(run: RunFrame) -> dict[str, Any]:
     or future timestamps) back to the source's values, before anything else writes to them."""
     if run.finished("its topics' configs there are left as they are"):
         return {"topics": {}}
+    if run.params.get("mirror_run"):  # the mirror keeps them as the source's
+        return {"topics": {}}
     with run.timed("restore_topic_configs"):
         restored = targets.restore_topic_configs(run.manifest, run.source, run.target)
     for topic, configs in restored["topics"].items():
@@ -179,6 +183,8 @@ def replicate_run_groups(run: RunFrame, drill: bool = False) -> int:
     its snapshot. A migration that has resumed on the target leaves its groups alone."""
     if not drill and run.finished("its consumer groups are left as they are there"):
         return 0
+    if run.params.get("mirror_run"):  # the mirror copies them; the drill's cut checked them on the DR cluster
+        return len(read_snapshot(run.manifest)["groups"])
     with run.timed("replicate_groups"):
         results = replicate(run.manifest, run.target, None if drill else run.source)
     for group in results:
@@ -217,17 +223,6 @@ def resume_run_connectors(run: RunFrame) -> list[dict[str, Any]]:
         resumed = window.resume_on_target(run.manifest, run.source, run.target_connect)
     log.info("resumed on the target Connect cluster: %s", resumed)
     return resumed
-
-
-@task
-def measure_drill(params: dict[str, Any] | None = None, run_id: str | None = None,
-                  dag_run: Any = None) -> dict[str, Any]:
-    """DR drill: RPO (how far the verified copy is behind the live source) and RTO (trigger to verified)."""
-    run = RunFrame(params, run_id)
-    measured = drill_figures(run.manifest, run.source, dag_run.start_date)
-    log.info("drill: RPO %d records / %.1f s behind the source, RTO %.1f s", measured["rpo_records"],
-             measured["rpo_seconds"], measured["rto_seconds"])
-    return measured
 
 
 @task

@@ -1,21 +1,31 @@
 """The kafka_dr_drill DAG (`dag.test()`, real stack): drills measure RPO and RTO and a second drill
 copies only the new records; with a Spark Connect connection its Spark jobs run on that server, and a
-spark_connect_conn_id that is no connection id (a URL) is refused by the trigger form."""
+spark_connect_conn_id that is no connection id (a URL) is refused by the trigger form; a drill of a
+running mirror verifies the standby at a cut and fails its connectors over dry."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connectors import CONNECTORS, ConnectorWatch
+from kmigrate.run.mirror.drill import CUT
+from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
 from kmigrate.run.report.markdown import summarize
 
 from tests.support.airflow import run_dag, task_states
-from tests.support.kafka import produce, seed_plain
+from tests.support.connect import delete_connectors, file_source_config
+from tests.support.kafka import commit_offsets, create_topic, produce, seed_plain
 from tests.support.stack import load_spark_cluster_module
+from tests.support.waiting import wait_until
 
 
 def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_records(stack, dagbag, tmp_path):
@@ -77,3 +87,63 @@ def test_a_spark_connect_conn_id_that_is_no_connection_id_is_refused(dagbag):
 
     with pytest.raises(ParamValidationError):  # a URL: the server goes in a connection (its token kept there)
         run_dag(dagbag, "kafka_dr_drill", topics_include="x", spark_connect_conn_id="sc://spark:15002")
+
+
+def test_a_drill_of_a_running_mirror_verifies_the_standby_at_a_cut_and_fails_its_connectors_over_dry(
+        stack, dagbag, tmp_path, request):
+    """kafka_dr_drill with mirror_run: the mirror (followed in this process) keeps a live source's topic,
+    a group and a file source connector; the drill waits for the DR cluster to reach its cut,
+    verifies every partition there record by record, places the connector on the DR Connect cluster
+    stopped with its offsets and removes it, and reports RPO and RTO. The source, the mirror's
+    topics and its groups are left as they were: the mirror goes on."""
+    prefix = f"mdrill{uuid.uuid4().hex[:6]}"
+    topic, lines, group = f"{prefix}.events", f"{prefix}-lines", f"{prefix}.readers"
+    create_topic(stack.source, topic, 2)
+    feed = tmp_path / "feed.txt"
+    feed.write_text("".join(f"line {i}\n" for i in range(20)))
+    stack.source_connect.create(lines, file_source_config(feed, topic))
+    request.addfinalizer(lambda: delete_connectors([stack.source_connect, stack.target_connect], [lines]))
+    state = tmp_path / "state"
+    mirror_run = Manifest(str(state), f"{prefix}-mirror")
+    spec = write_spec(mirror_run, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
+                                             term_s=5, connectors=(lines,)))
+    mirror = Mirror(mirror_run, stack.source, stack.target, spec, say=lambda _: None,
+                    connectors=ConnectorWatch(mirror_run, stack.source, stack.target, stack.source_connect, [lines],
+                                              every_s=1))
+    stopping = threading.Event()
+
+    def write() -> None:  # the source stays live through the drill
+        producer = Producer(stack.source.producer(**{"linger.ms": 5}))
+        while not stopping.wait(0.01):
+            producer.produce(topic, b"live", key=b"k", partition=1)
+            producer.poll(0)
+        producer.flush(30)
+
+    threads = [threading.Thread(target=mirror.run, daemon=True), threading.Thread(target=write, daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        commit_offsets(stack.source, group, {(topic, 0): 100_000})  # past the end: the mirror copies it capped
+        wait_until(lambda: (kept := mirror_run.read(CONNECTORS)) and kept["connectors"][lines]["offsets"]
+                   and any(g.get("group") == group for g in mirror_status.read(mirror_run)["groups"]),
+                   "the mirror keeping the connector and the group", 90)
+        run = run_dag(dagbag, "kafka_dr_drill", mirror_run=mirror_run.run_id, topics_include="ignored",
+                      state_location=str(state))
+        assert str(run.state) == "success", task_states(run)
+        assert mirror_status.read(mirror_run)["stopped"] is False  # the mirror went on
+    finally:
+        stopping.set()
+        request_stop(mirror_run, "the test is done")
+        for thread in threads:
+            thread.join(120)
+    manifest = Manifest(str(state), run.run_id)
+    summary = summarize(manifest)
+    assert summary["partitions"] == summary["partitions_equal"] == 2  # verified record by record up to the cut
+    cut = manifest.read(CUT)
+    assert cut["partitions"] == 2 and cut["groups"] == 1 and cut["rpo_records"] >= 0
+    drill = manifest.read("drill")
+    [placed] = drill["connectors"]
+    assert placed["name"] == lines and placed["offsets"][0]["offset"]["position"] > 0
+    assert 0 < drill["rto_seconds"] < 600 and drill["mirror_run"] == mirror_run.run_id
+    assert lines not in stack.target_connect.connectors()  # the dry failover removed it
+    assert "RTO" in (state / run.run_id / "report.md").read_text()

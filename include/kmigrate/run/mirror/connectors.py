@@ -107,22 +107,37 @@ def with_secrets(name: str, entry: Mapping[str, Any], overrides: Mapping[str, An
     return dict(entry["config"])
 
 
+def kept(mirror: Manifest, dr_connect: ConnectClient | None, what: str) -> dict[str, Any] | None:
+    """The mirror's last safe reading of the connectors (None: it keeps none); ConfigError when it
+    keeps some and no DR Connect cluster is given to the `what` (failover, drill)."""
+    reading = mirror.read(CONNECTORS)
+    if reading is not None and dr_connect is None:
+        raise ConfigError(f"the mirror of run {mirror.run_id} keeps {len(reading['connectors'])} connectors, but the "
+                          f"{what} has no DR Connect cluster to place them on; name its connection "
+                          "(target_connect_conn_id)")
+    return reading
+
+
+def on_dr(name: str, entry: Mapping[str, Any], dr_bootstrap: str | None,
+          overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, str]:
+    """A kept connector's config on the DR Connect cluster: its bootstrap addresses the DR cluster's,
+    the user's overrides (and secrets) applied."""
+    own = (overrides or {}).get(name)
+    return target_config(with_secrets(name, entry, own), target_bootstrap=dr_bootstrap, overrides=own)
+
+
 def promote_connectors(manifest: Manifest, dr_connect: ConnectClient | None, dr_ends: Mapping[Key, int], *,
                        dr_bootstrap: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
                        wait_s: float = 60.0) -> dict[str, Any] | None:
     """The last safe reading's connectors on `dr_connect`, each in the state it had on the source
     (None: the mirror watched no connector). Idempotent: a connector placed by an earlier attempt
     is left as it is. Everything is checked before anything is created."""
-    reading = manifest.read(CONNECTORS)
+    reading = kept(manifest, dr_connect, "failover")
     if reading is None:
         return None
-    if dr_connect is None:
-        raise ConfigError(f"the mirror of run {manifest.run_id} kept {len(reading['connectors'])} connectors for a "
-                          "failover, but no DR Connect cluster is given; name its connection (target_connect_conn_id)")
     prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        config = target_config(with_secrets(name, entry, (overrides or {}).get(name)), target_bootstrap=dr_bootstrap,
-                               overrides=(overrides or {}).get(name))
+        config = on_dr(name, entry, dr_bootstrap, overrides)
         prepared.append((name, entry["type"], config, capped(entry, dr_ends), exists_alike(dr_connect, name, config)))
     placed = [place_stopped(dr_connect, *one) for one in prepared]
     states = restore_states(dr_connect, {n: e["state"] for n, e in reading["connectors"].items()}, wait_s)

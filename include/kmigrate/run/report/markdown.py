@@ -183,6 +183,11 @@ def render(summary: dict[str, Any]) -> str:
         d = summary["drill"]
         lines[-1:-1] = [f"- DR drill: RPO {d['rpo_records']} records / {d['rpo_seconds']} s behind the source at "
                         f"verification; RTO {d['rto_seconds']} s from trigger to verified"]
+        if d.get("mirror_run"):  # a drill of a running mirror: its lag at the cut, its connectors failed over dry
+            lines[-1:-1] = [f"- Drilled the mirror of run {d['mirror_run']}: RPO is its lag at the cut, which the DR "
+                            f"cluster held {d['cut_waited_s']} s later; connectors placed stopped on the DR Connect "
+                            "cluster with their offsets, then removed: "
+                            + (", ".join(f"{c['name']} ({c['placed_s']} s)" for c in d["connectors"]) or "none")]
     if summary["unplanned_failover"]:
         lines += _promoted_lines(summary["unplanned_failover"])
     lines += ["## Versions and methods", "", *versions.report_lines(snapshot), ""]

@@ -1,0 +1,116 @@
+"""A DR drill of a running mirror (kafka_dr_drill with `mirror_run`; docs/DESIGN.md §12): the
+standby verified at a consistent cut, and a failover's figures measured, without disturbing the
+source or the mirror. Nothing is written to the source, nor to the mirrored topics or groups.
+
+1. The drill's snapshot (taken over the mirror's selection, the source live) is the cut: each
+   partition's last stable offset, each group's committed offsets, the mirror's status then (its
+   lag: what an unplanned failover would lose at that moment, the RPO).
+2. `reach_cut` waits until the DR cluster holds every partition up to the cut (committed) and each
+   group's offsets there are at least the cut's (the mirror copies them as it goes, never past the
+   DR end: an offset past the cut's end counts as the end); the drill's
+   verify job then compares every partition record by record up to the cut.
+3. `dry_connectors` places the connectors the mirror keeps on the DR Connect cluster, STOPPED, with
+   their offsets read back, and removes them: what a failover would start, shown to work.
+4. The RTO measured is the trigger to all of that: what a failover needs before the applications
+   can start on the DR cluster."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError, ConnectorNotFound, KmigrateError
+from kmigrate.kafka.connect import ConnectClient
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.manifest import Manifest
+from kmigrate.run.connectors.migrate import place_stopped
+from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connectors import capped, kept, on_dr
+from kmigrate.run.report import timeline
+
+CUT = "drill/mirror-cut"  # the cut reached on the DR cluster: when, the mirror's lag at the cut, the groups
+Key = tuple[str, int]
+
+
+def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, timeout_s: float = 600.0,
+              stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Wait until the DR cluster holds the drill's cut (its snapshot's ends, committed; its groups'
+    offsets at least the cut's); the part CUT (again for a retry). ConfigError when the mirror does
+    not run (its heartbeat older than `stale_after_s`) or the DR cluster stays short of the cut for
+    `timeout_s`, naming the partitions and groups behind."""
+    done = manifest.read(CUT)
+    if done is not None:
+        return done
+    snapshot = read_snapshot(manifest)
+    status = mirror_status.read(mirror)
+    age = mirror_status.heartbeat_age(status)
+    if status is None or status.get("stopped") or age is None or age > stale_after_s:
+        raise ConfigError(f"the mirror of run {mirror.run_id} does not run (its last status: "
+                          f"{'none' if status is None else status['heartbeat']}); a drill of a mirror needs it "
+                          "running: start kafka_dr_mirror, or drill without mirror_run (a copy of its own)")
+    cut = {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
+    # a group's offset past its partition's end (a commit may say so) stands at the end, as the mirror copies it
+    wanted = {(g, o["topic"], o["partition"]): min(o["offset"], cut.get((o["topic"], o["partition"]), o["offset"]))
+              for g, e in snapshot["groups"].items() for o in e["offsets"]}
+    began, deadline = time.monotonic(), time.monotonic() + timeout_s
+    while True:
+        with shared_admin(target) as admin:
+            held = admin.stable_ends(list(cut), retry=True)
+            committed = {(g, t, p): c.offset for g in {k[0] for k in wanted}
+                         for (t, p), c in admin.committed(g).items()}
+        short = {k: (held[k], end) for k, end in cut.items() if held[k] < end}
+        groups_short = {k: (committed.get(k, -1), o) for k, o in wanted.items() if committed.get(k, -1) < o}
+        if not short and not groups_short:
+            break
+        if time.monotonic() > deadline:
+            raise ConfigError(
+                f"the DR cluster did not reach the drill's cut in {timeout_s:.0f}s: "
+                + "; ".join([f"{t}[{p}] at {h} of {e}" for (t, p), (h, e) in sorted(short.items())[:10]]
+                            + [f"group {g} {t}[{p}] at {h} of {o}" for (g, t, p), (h, o) in sorted(groups_short.items())[:10]])
+                + "; check the mirror's status (mirror-status) and retry")
+        time.sleep(0.2)
+    behind = [p for p in status["partitions"] if (p["topic"], p["partition"]) in cut]
+    reached = {"at": timeline.iso(time.time()), "waited_s": round(time.monotonic() - began, 3),
+               "mirror_status": status["heartbeat"], "partitions": len(cut), "groups": len({k[0] for k in wanted}),
+               "rpo_records": sum(p["behind_records"] for p in behind),
+               "rpo_seconds": max((p["behind_s"] or 0.0 for p in behind), default=0.0)}
+    manifest.write_once(CUT, reached)
+    say(f"the DR cluster holds the cut ({len(cut)} partitions, {reached['groups']} groups) after "
+        f"{reached['waited_s']} s; the mirror was {reached['rpo_records']} offsets, {reached['rpo_seconds']} s behind")
+    return reached
+
+
+def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: Mapping[Key, int], *,
+                   dr_bootstrap: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                   say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """The connectors the mirror keeps placed on `dr_connect` STOPPED with their offsets (read back),
+    then deleted: what a failover would start. A connector of that name on the DR Connect cluster
+    already is refused, and left alone."""
+    reading = kept(mirror, dr_connect, "drill")
+    if reading is None:
+        return []
+    there = set(dr_connect.connectors())
+    taken = sorted(set(reading["connectors"]) & there)
+    if taken:
+        raise ConfigError(f"connectors {', '.join(taken)} exist on the DR Connect cluster ({dr_connect.url}) already: "
+                          "a dry failover would not touch them. Delete them there if they are leftovers, then retry")
+    out = []
+    for name, entry in sorted(reading["connectors"].items()):
+        config = on_dr(name, entry, dr_bootstrap, overrides)
+        began = time.monotonic()
+        try:
+            placed = place_stopped(dr_connect, name, entry["type"], config, capped(entry, dr_ends), False)
+        finally:
+            try:
+                dr_connect.delete(name)
+            except (ConnectorNotFound, KmigrateError) as exc:  # said; the drill's result names it too
+                say(f"connector {name}: the dry failover could not remove it from the DR Connect cluster ({exc}); "
+                    "delete it there")
+        out.append({"name": name, "type": entry["type"], "state_on_source": entry["state"],
+                    "offsets": placed.get("offsets", []), "placed_s": round(time.monotonic() - began, 3),
+                    "read_at": reading["read_at"]})
+    say(f"dry failover of {len(out)} connectors: created stopped on the DR Connect cluster with their offsets, "
+        "then removed")
+    return out
