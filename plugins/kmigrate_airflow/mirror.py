@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.failback import prepare_failback
+from kmigrate.run.mirror.failback import failed_over_connectors, prepare_failback
 from kmigrate.run.mirror.loop import STARTS, STOP, MirrorSpec, write_spec
 
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -89,9 +89,10 @@ def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
     with no_retry():
         write_spec(manifest, spec)
         if params.get("failback_of"):  # a mirror back to the original: what diverged named, rebuilt only if asked
-            prepare_failback(Manifest(params["state_location"], params["failback_of"]), manifest,
-                             RunFrame(params, run_name).target, rebuild=bool(params.get("rebuild_diverged")),
-                             say=log.info)
+            failed_over, run = Manifest(params["state_location"], params["failback_of"]), RunFrame(params, run_name)
+            prepare_failback(failed_over, manifest, run.target, rebuild=bool(params.get("rebuild_diverged")),
+                             original_connect=run.connect_client("target") if failed_over_connectors(failed_over)
+                             else None, say=log.info)
     if manifest.exists(STOP):
         log.info("run %s: a stop of its mirror was requested; not started", run_name)
         return None

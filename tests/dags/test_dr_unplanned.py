@@ -12,7 +12,10 @@ Then the failback: the applications write on the DR cluster, the diverged partit
 name until rebuild is asked, their topics are rebuilt on the original by a mirror from the DR
 cluster, and a planned failover of that mirror (kafka_dr_failover, the DR cluster its source) brings
 the original back as primary with every record at its offset and the group where it was on the DR
-cluster: a consumer continues there with nothing read twice or skipped."""
+cluster: a consumer continues there with nothing read twice or skipped. The original's Connect worker,
+started again, resumes its stale connectors: the failback stops them first, and the planned failover
+back moves the connectors from the DR Connect cluster, where they continue exactly (no line written
+again, every record written on the original since once in the sink's file)."""
 from __future__ import annotations
 
 import re
@@ -80,8 +83,8 @@ def lone_source(tmp_path):
 
 
 def feed_lines(stopping: threading.Event, path) -> None:
-    """A line appended to `path` every 5 ms (the external system of a file source connector)."""
-    i = 0
+    """A line appended to `path` every 5 ms (the external system of a file source connector), numbered on."""
+    i = len(path.read_text().splitlines()) if path.exists() else 0
     with open(path, "a") as out:
         while not stopping.wait(0.005):
             out.write(f"line {i}\n")
@@ -155,7 +158,7 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     feeder.start()
     runner.start()
     dr_connect = ConnectClient("http://localhost:28083")  # the DR cluster's (the stack target's) worker
-    request.addfinalizer(lambda: (feeding.set(), delete_connectors([dr_connect], connectors)))
+    request.addfinalizer(lambda: (feeding.set(), feeder.join(30), delete_connectors([dr_connect], connectors)))
     try:
         wait_until(lambda: (s := mirror_status.read(manifest)) and s["round"] >= 3
                    and all(p["dr_end"] > 20 for p in s["partitions"]), "the mirror under way", 120)
@@ -219,14 +222,16 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     wait_until(lambda: list(dict.fromkeys(values(target, fromfile, 1))) == fed, "every line on the DR cluster", 60)
     wait_until(lambda: set(values(target, plain, 2)) <= set(lines_of(sunk)), "every DR record in the sink's file", 60)
     repeated = len(values(target, fromfile, 1)) - len(fed)
-    delete_connectors([dr_connect], connectors)  # the failback below moves topics and groups, not connectors
 
-    # failback: the applications wrote on the DR cluster since; the original is brought back as primary
+    # failback: the applications wrote on the DR cluster since; the original is brought back as primary. Its
+    # Connect worker, started again, resumes its stale copies of the connectors: the failback stops them first
     commit_offsets(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
+    original_connect = lone_source.start_connect()
     back = Manifest(str(tmp_path / "state"), "back")
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
-        prepare_failback(manifest, back, source, rebuild=False)  # diverged: refused without rebuild_diverged
-    discarded = prepare_failback(manifest, back, source, rebuild=True)
+        prepare_failback(manifest, back, source, rebuild=False, original_connect=original_connect)  # diverged
+    assert all(original_connect.state(name) == "STOPPED" for name in connectors)
+    discarded = prepare_failback(manifest, back, source, rebuild=True, original_connect=original_connect)
     assert {r["topic"] for r in discarded["partitions"]} <= set(discarded["topics"]) and plain in discarded["topics"]
     back_spec = write_spec(back, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
                                             term_s=5, verify_every_s=2))
@@ -235,10 +240,10 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     runner.start()
     try:
         wait_until(lambda: caught_up(target, source, topics), "the original caught up with the DR cluster", 120)
-        dr_before = partition_watermarks(target, topics)
         run = run_dag(dagbag, "kafka_dr_failover", run_name="back", state_location=str(tmp_path / "state"),
                       source_kafka_conn_id="kafka_target", target_kafka_conn_id="lone_kafka_source",
-                      quiesce_seconds=1, stale_after_s=30)
+                      connectors=list(connectors), source_connect_conn_id="connect_target",
+                      target_connect_conn_id="lone_connect", quiesce_seconds=1, stale_after_s=30)
         runner.join(60)
     finally:
         request_stop(back, "the test is done")
@@ -246,7 +251,21 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     assert str(run.state) == "success", task_states(run)
     # every record of the DR cluster on the original at its offset, the groups' offsets as on the DR cluster
     # (a consumer continues on the original at its next record: nothing read twice, nothing skipped)
-    assert_migrated_exactly(target, source, topics, [group], dr_before)
+    assert_migrated_exactly(target, source, topics, [group], partition_watermarks(target, topics))
+    # the connectors continue on the original exactly where they stopped on the DR cluster
+    assert [original_connect.state(name) for name in connectors] == ["RUNNING", "RUNNING"]
+    feeding = threading.Event()
+    feeder = threading.Thread(target=feed_lines, args=(feeding, feed), daemon=True)
+    feeder.start()
+    produce(source, plain, [(b"k", b"after the failback %d" % i) for i in range(30)], 0)
+    wait_until(lambda: len(feed.read_text().splitlines()) > len(fed) + 100, "lines fed after the failback", 30)
+    feeding.set()
+    feeder.join(30)
+    fed = feed.read_text().splitlines()
+    wait_until(lambda: list(dict.fromkeys(values(source, fromfile, 1))) == fed, "every line on the original", 60)
+    assert len(values(source, fromfile, 1)) - len(fed) == repeated  # none written again by the failback
+    wait_until(lambda: all(lines_of(sunk).count(f"after the failback {i}") == 1 for i in range(30)),
+               "the records written on the original since the failback once each in the sink's file", 60)
     print(f"unplanned failover: {rto:.1f}s trigger to promoted through the DAG, {sum(dr_ends.values())} offsets promoted, lost "
           f"{sum(r['offsets'] for r in lost.values())}, {len(promoted['aborted'])} transactions aborted, "
           f"{promoted['behind_records']} behind at the mirror's last status, {repeated} lines written again by the "

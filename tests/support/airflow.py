@@ -21,8 +21,10 @@ AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kmigrate-airflow-"))
 COMPAT_CONNECTIONS = {name.replace("AIRFLOW_CONN_", "AIRFLOW_CONN_COMPAT_"): value for name, value in local.connections(
     "localhost:19392", "localhost:29392", "http://localhost:18383", "http://localhost:28383").items()}
 # a one-broker source of tests/dags/test_dr_unplanned.py's own, killed by the test: connection lone_kafka_source
-LONE_CONNECTIONS = {"AIRFLOW_CONN_LONE_KAFKA_SOURCE": local.connections(
-    "localhost:19792", "localhost:29092", "http://localhost:18083", "http://localhost:28083")["AIRFLOW_CONN_KAFKA_SOURCE"]}
+# and its Connect worker: lone_connect
+_LONE = local.connections("localhost:19792", "localhost:29092", "http://localhost:18793", "http://localhost:28083")
+LONE_CONNECTIONS = {"AIRFLOW_CONN_LONE_KAFKA_SOURCE": _LONE["AIRFLOW_CONN_KAFKA_SOURCE"],
+                    "AIRFLOW_CONN_LONE_CONNECT": _LONE["AIRFLOW_CONN_CONNECT_SOURCE"]}
 local.configure(AIRFLOW_HOME, {**local.connections("localhost:19092", "localhost:29092", "http://localhost:18083",
                                                    "http://localhost:28083"), **COMPAT_CONNECTIONS, **LONE_CONNECTIONS})
 

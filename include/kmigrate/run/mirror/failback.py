@@ -20,7 +20,9 @@ from typing import Any
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.connectors.migrate import stop_target_copies
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import created_topics
@@ -36,12 +38,32 @@ def diverged(failed_over: Manifest, original: ClusterConfig) -> list[dict[str, A
     return [r for r in lost_records(failed_over, original) if r["offsets"] > 0]
 
 
+def failed_over_connectors(failed_over: Manifest) -> list[str]:
+    """The connectors the run's failover started on the DR Connect cluster (planned or unplanned)."""
+    promoted = failed_over.read(Part.PROMOTED) or {}
+    names = [s["name"] for s in (promoted.get("connectors") or {}).get("states", [])]
+    return sorted(set(names) | set((failed_over.read(Part.CONNECTOR_STATES) or {}).get("states", {})))
+
+
 def prepare_failback(failed_over: Manifest, back: Manifest, original: ClusterConfig, *, rebuild: bool,
+                     original_connect: ConnectClient | None = None,
                      say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Before the mirror `back` (from the DR cluster to `original`) starts: the diverged partitions of
-    the run `failed_over` named, refused (ConfigError, with the way out) unless `rebuild`; with it,
-    what will be discarded recorded in `back`'s part DISCARDED, then their topics deleted on the
-    original. A retry deletes again only what the mirror has not created since."""
+    """Before the mirror `back` (from the DR cluster to `original`) starts: the connectors the failover
+    moved stopped on the original's Connect cluster (`original_connect`: a worker started again after
+    an outage resumes its stale copies of them, which must neither write to the original's topics
+    while the mirror does nor go on in their external systems); then the diverged partitions of the
+    run `failed_over` named (with what those stale copies wrote), refused (ConfigError, with the way
+    out) unless `rebuild`; with it, what will be discarded recorded in `back`'s part DISCARDED, then
+    their topics deleted on the original. A retry deletes again only what the mirror has not created
+    since."""
+    names = failed_over_connectors(failed_over)
+    if names and original_connect is not None:
+        stopped = stop_target_copies(original_connect, names)
+        if stopped:
+            say(f"stopped on the original's Connect cluster, where the DR cluster's run them: {', '.join(stopped)}")
+    elif names:
+        say(f"connectors {', '.join(names)} run on the DR Connect cluster: should the original's Connect cluster run "
+            "them again, stop them there before the mirror back (give its connection)")
     done = back.read(DISCARDED)
     if done is None:
         rows = diverged(failed_over, original)
