@@ -58,8 +58,8 @@ class Load:
     """The source's writers and consumers, each a thread; `acked` holds (partition, offset,
     acknowledged at) of every SAMPLE_EVERY-th record of the plain topic."""
 
-    def __init__(self, prefix: str, rate_mb: float, value_bytes: int) -> None:
-        self.prefix, self.value_bytes = prefix, value_bytes
+    def __init__(self, prefix: str, rate_mb: float, value_bytes: int, cluster=SOURCE) -> None:
+        self.prefix, self.value_bytes, self.cluster = prefix, value_bytes, cluster
         self.per_s = rate_mb * 1e6 / value_bytes
         self.plain, self.tx, self.compact = (f"{prefix}.{n}" for n in ("plain", "tx", "compact"))
         self.groups = [f"{prefix}.readers-{i}" for i in range(2)]
@@ -100,7 +100,7 @@ class Load:
         return random.randbytes(self.value_bytes)
 
     def _plain(self) -> None:
-        producer = Producer(SOURCE.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+        producer = Producer(self.cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
 
         def acked(err, msg) -> None:
             if err is None and msg.offset() % SAMPLE_EVERY == 0:
@@ -145,7 +145,7 @@ class Load:
 
     def _consumer(self, group: str):
         def consume() -> None:
-            consumer = Consumer(SOURCE.consumer(group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 1000,
+            consumer = Consumer(self.cluster.consumer(group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 1000,
                                                           "enable.partition.eof": False}))
             consumer.subscribe([self.plain])
             while not self.stopping.is_set():
@@ -240,6 +240,8 @@ def main() -> int:
         say(f"record to the DR cluster: ours p50 {percentile(ours, 0.5)} s p99 {percentile(ours, 0.99)} s; "
             f"MM2 p50 {percentile(mm2, 0.5)} s p99 {percentile(mm2, 0.99)} s ({len(ours)} and {len(mm2)} samples)")
         mm2_dups = mm2_switchover_duplicates(load)
+        for name in configs:  # MM2 is measured: it would mirror the failback's writes to the original too
+            connect.delete(name)
         say("planned failover through the scheduler (kafka_dr_failover)")
         triggered = time.time()
         failover_run = local.trigger(args.airflow_url, "kafka_dr_failover", {
@@ -250,14 +252,18 @@ def main() -> int:
         resumed = summary.get("resumed_at")
         rto = None if not resumed else round(_epoch(resumed) - triggered, 2)
         lost = records_lost(load)
+        back = failback(args, load, pattern, prefix) if failed_over == "success" else {}
         out = {"seconds_loaded": round(seconds, 1), "mb_per_s": round(load.written * args.value_bytes / 0.9 / seconds / 1e6, 2),
                "partitions": 24, "rpo_p50_s": percentile(ours, 0.5), "rpo_p99_s": percentile(ours, 0.99),
                "mm2_lag_p50_s": percentile(mm2, 0.5), "mm2_lag_p99_s": percentile(mm2, 0.99), "samples": len(ours),
                "planned_failover_rto_s": rto, "planned_failover_window_s": summary.get("downtime_s"),
                "unplanned_failover_rto_s": None, "records_lost_planned": lost,
                "partitions_equal": summary.get("partitions_equal"), "groups_exact": summary.get("groups_exact"),
-               "groups": len(load.groups), "failback_duplicates": None, "mm2_switchover_duplicates": mm2_dups,
-               "failover_run": failed_over, "mirror_run": mirror_state, "report": summary.get("report")}
+               "groups": len(load.groups), "failback_duplicates": back.get("duplicates"),
+               "failback_rto_s": back.get("rto_s"), "failback_records_lost": back.get("lost"),
+               "failback_groups_exact": back.get("groups_exact"), "mm2_switchover_duplicates": mm2_dups,
+               "failover_run": failed_over, "mirror_run": mirror_state, "failback_runs": back.get("runs"),
+               "report": summary.get("report")}
         print(json.dumps(out))
         return 0 if failed_over == "success" and lost == 0 and summary.get("groups_exact") == len(load.groups) else 1
     finally:
@@ -268,11 +274,55 @@ def main() -> int:
         for name in configs:
             if name in connect.connectors():
                 connect.delete(name)
+        request_stop(Manifest(str(STATE), f"{prefix}-back"), "bench-dr is done")
         topics = [load.plain, load.tx, load.compact]
         delete_topics(SOURCE, topics)
         delete_topics(TARGET, [*topics, *(f"source.{t}" for t in topics)])
         for cluster in (SOURCE, TARGET):
             delete_groups(cluster, load.groups)
+
+
+def failback(args: argparse.Namespace, load: Load, pattern: str, prefix: str) -> dict:
+    """After the planned failover: the applications write and consume on the DR cluster for a while,
+    then the failback through the scheduler: kafka_dr_mirror with failback_of (the DR cluster its
+    source, the original its target), and once the original has caught up, kafka_dr_failover of that
+    mirror. Duplicates: the records each group would read again on the original (its DR position past
+    its position there); lost: the DR cluster's offsets the original lacks."""
+    say("the applications on the DR cluster for 20 s, then the failback through the scheduler")
+    on_dr = Load(prefix, args.rate_mb / 5, args.value_bytes, cluster=TARGET)
+    on_dr.threads = [threading.Thread(target=t, daemon=True) for t in (on_dr._plain, *map(on_dr._consumer, on_dr.groups))]
+    on_dr.start()
+    time.sleep(20)  # the applications' working time on the DR cluster (a load, not a wait for a condition)
+    on_dr.stop()
+    back = f"{prefix}-back"
+    conns = {"source_kafka_conn_id": "kafka_target", "target_kafka_conn_id": "kafka_source",
+             "state_location": str(STATE)}
+    mirror_run = local.trigger(args.airflow_url, "kafka_dr_mirror", {
+        "run_name": back, "topics_include": pattern, "groups": pattern, "failback_of": prefix, **conns})
+    keys = [(load.plain, p) for p in range(20)] + [(t, p) for t in (load.tx, load.compact) for p in range(2)]
+
+    def caught_up() -> bool:
+        with ClusterAdmin(SOURCE) as original, ClusterAdmin(TARGET) as dr:
+            try:
+                return original.end_offsets(keys) == dr.end_offsets(keys)
+            except Exception:  # noqa: BLE001 - a rebuilt topic not there yet
+                return False
+    poll(caught_up, "the original caught up with the DR cluster through the mirror back", 600)
+    triggered = time.time()
+    run = local.trigger(args.airflow_url, "kafka_dr_failover", {"run_name": back, "quiesce_seconds": 2, **conns})
+    state = local.wait_for_run(args.airflow_url, "kafka_dr_failover", run, 900)
+    mirror_state = local.wait_for_run(args.airflow_url, "kafka_dr_mirror", mirror_run, 120)
+    _, summary = write_report(Manifest(str(STATE), back))
+    resumed = summary.get("resumed_at")
+    with ClusterAdmin(SOURCE) as original, ClusterAdmin(TARGET) as dr:
+        lost = sum(max(0, d - o) for d, o in zip(dr.end_offsets(keys).values(), original.end_offsets(keys).values()))
+        positions = {g: (dr.committed_offsets(g), original.committed_offsets(g)) for g in load.groups}
+    duplicates = sum(max(0, at - there.get(k, 0)) for here, there in positions.values() for k, at in here.items())
+    exact = sum(here == there for here, there in positions.values())
+    say(f"failback: {state}; {duplicates} records a group would read again on the original, {lost} offsets lost, "
+        f"{exact} of {len(load.groups)} groups exact")
+    return {"duplicates": duplicates, "lost": lost, "groups_exact": exact, "runs": [mirror_state, state],
+            "rto_s": None if not resumed else round(_epoch(resumed) - triggered, 2)}
 
 
 def mm2_groups_still(load: Load, still_s: float = 3.0):
