@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
+from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
@@ -276,7 +277,9 @@ def main() -> int:
                 connect.delete(name)
         request_stop(Manifest(str(STATE), f"{prefix}-back"), "bench-dr is done")
         topics = [load.plain, load.tx, load.compact]
-        delete_topics(SOURCE, topics)
+        # the failback's mirror claimed its topics on the original (the stack's source, which the tests
+        # expect never written to): its claims log goes too
+        delete_topics(SOURCE, [*topics, CLAIMS_TOPIC])
         delete_topics(TARGET, [*topics, *(f"source.{t}" for t in topics)])
         for cluster in (SOURCE, TARGET):
             delete_groups(cluster, load.groups)
