@@ -64,7 +64,9 @@ class ConnectorWatch:
                 self.pending = self.pending[self.pending.index(safe[-1]) + 1:]
                 self.manifest.replace(CONNECTORS, {"read_at": safe[-1]["read_at"], "safe_at": timeline.iso(time.time()),
                                                    "connectors": safe[-1]["connectors"]})
-        if time.monotonic() - self.read_at < self.every_s:
+        # a DR cluster far behind: no new reading while a few wait (the oldest is safe first; dropping it
+        # for a newer one, whose needs are higher, could leave none ever safe)
+        if time.monotonic() - self.read_at < self.every_s or len(self.pending) >= 3:
             return
         self.read_at = time.monotonic()
         try:
@@ -75,9 +77,7 @@ class ConnectorWatch:
             self.failing = str(exc)
             return
         self.failing = None
-        # a DR cluster far behind: the newest few kept (a newer one is safe no sooner than an older)
-        self.pending = (self.pending + [{"read_at": timeline.iso(time.time()), "connectors": connectors,
-                                         "needs": None}])[-3:]
+        self.pending.append({"read_at": timeline.iso(time.time()), "connectors": connectors, "needs": None})
 
 
 def capped(entry: Mapping[str, Any], dr_ends: Mapping[Key, int]) -> list[dict[str, Any]]:
