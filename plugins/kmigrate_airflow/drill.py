@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.drill import CUT, dry_connectors, reach_cut
+from kmigrate.run.mirror.drill import CUT, cut_ends, dry_connectors, reach_cut
 from kmigrate.run.report.drill import measure_drill as drill_figures
 
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -50,8 +50,7 @@ def measure(params: dict[str, Any] | None = None, run_id: str | None = None, dag
     else:
         def figures() -> dict[str, Any]:
             cut = run.manifest.read(CUT)
-            ends = {(t, p["partition"]): p["end"] for t, e in run.manifest.read(Part.SNAPSHOT)["topics"].items()
-                    for p in e["partitions"]}
+            ends = cut_ends(run.manifest.read(Part.SNAPSHOT))
             with no_retry():
                 connectors = dry_connectors(mirror, run.connect_client("target") if mirror.exists(CONNECTORS)
                                             else None, ends, dr_bootstrap=run.target.bootstrap_servers,

@@ -34,6 +34,11 @@ CUT = "drill/mirror-cut"  # the cut reached on the DR cluster: when, the mirror'
 Key = tuple[str, int]
 
 
+def cut_ends(snapshot: Mapping[str, Any]) -> dict[Key, int]:
+    """The drill's cut: each snapshot partition's end."""
+    return {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
+
+
 def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, timeout_s: float = 600.0,
               stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Wait until the DR cluster holds the drill's cut (its snapshot's ends, committed; its groups'
@@ -50,7 +55,7 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
         raise ConfigError(f"the mirror of run {mirror.run_id} does not run (its last status: "
                           f"{'none' if status is None else status['heartbeat']}); a drill of a mirror needs it "
                           "running: start kafka_dr_mirror, or drill without mirror_run (a copy of its own)")
-    cut = {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
+    cut = cut_ends(snapshot)
     # a group's offset past its partition's end (a commit may say so) stands at the end, as the mirror copies it
     wanted = {(g, o["topic"], o["partition"]): min(o["offset"], cut.get((o["topic"], o["partition"]), o["offset"]))
               for g, e in snapshot["groups"].items() for o in e["offsets"]}
@@ -71,11 +76,10 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
                             + [f"group {g} {t}[{p}] at {h} of {o}" for (g, t, p), (h, o) in sorted(groups_short.items())[:10]])
                 + "; check the mirror's status (mirror-status) and retry")
         time.sleep(0.2)
-    behind = [p for p in status["partitions"] if (p["topic"], p["partition"]) in cut]
+    rpo_records, rpo_seconds = mirror_status.lag(p for p in status["partitions"] if (p["topic"], p["partition"]) in cut)
     reached = {"at": timeline.iso(time.time()), "waited_s": round(time.monotonic() - began, 3),
                "mirror_status": status["heartbeat"], "partitions": len(cut), "groups": len({k[0] for k in wanted}),
-               "rpo_records": sum(p["behind_records"] for p in behind),
-               "rpo_seconds": max((p["behind_s"] or 0.0 for p in behind), default=0.0)}
+               "rpo_records": rpo_records, "rpo_seconds": rpo_seconds}
     manifest.write_once(CUT, reached)
     say(f"the DR cluster holds the cut ({len(cut)} partitions, {reached['groups']} groups) after "
         f"{reached['waited_s']} s; the mirror was {reached['rpo_records']} offsets, {reached['rpo_seconds']} s behind")

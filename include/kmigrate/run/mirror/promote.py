@@ -32,6 +32,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
 from kmigrate.run.mirror.loop import read_spec
@@ -92,9 +93,8 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
                                     overrides=overrides)
     promoted = {"at": timeline.iso(time.time()), "began": timeline.iso(began), "seconds": round(time.time() - began, 3),
                 "mirror_last_status": last["heartbeat"], "aborted": aborted, "partitions": rpo, "groups": groups,
-                "connectors": connectors,
-                "behind_records": sum(r["behind_records"] for r in rpo),
-                "behind_s_max": max((r["behind_s"] or 0.0 for r in rpo), default=0.0)}
+                "connectors": connectors}
+    promoted["behind_records"], promoted["behind_s_max"] = mirror_status.lag(rpo)
     manifest.write_once(PROMOTED, promoted)
     say(f"promoted the DR cluster: {len(rpo)} partitions, {promoted['behind_records']} records behind the source as "
         f"of the mirror's last status ({last['heartbeat']}), {len(aborted)} open transactions aborted")

@@ -12,7 +12,7 @@ import datetime
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kmigrate.manifest import Manifest
@@ -67,13 +67,19 @@ def of_round(number: int, started: float, ended: float, source: Mapping[Key, tup
                            "behind_s": (behind_s or {}).get(key) if behind else 0.0,
                            "error": failed.get(key) if lagging else None,
                            "own_end": (own_ends or {}).get(key), "asked": (asked or {}).get(key)})
-    known = [p["behind_s"] for p in partitions if p["behind_s"] is not None]
+    behind_records, behind_s_max = lag(partitions)
     return {"round": number, "term": term, "as_of": timeline.iso(started), "heartbeat": timeline.iso(ended),
             "round_s": round(ended - started, 3), "host": socket.gethostname(), "pid": os.getpid(),
-            "behind_records": sum(p["behind_records"] for p in partitions),
-            "behind_s_max": max(known, default=0.0),
+            "behind_records": behind_records, "behind_s_max": behind_s_max,
             "failed_partitions": sum(1 for p in partitions if p["error"]),
             "partitions": partitions, "groups": groups, "totals": dict(totals), "stopped": False, "error": None}
+
+
+def lag(partitions: Iterable[Mapping[str, Any]]) -> tuple[int, float]:
+    """Rows with `behind_records` and `behind_s` (a status's partitions, or what a failover or drill
+    took of them): the records behind in all, and the longest wait (an unknown one counts as none)."""
+    rows = list(partitions)
+    return (sum(r["behind_records"] for r in rows), max((r["behind_s"] or 0.0 for r in rows), default=0.0))
 
 
 def write(manifest: Manifest, status: Mapping[str, Any], *, stopped: bool = False) -> None:
