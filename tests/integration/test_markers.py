@@ -3,17 +3,22 @@ sits on a commit or abort marker, and a copy round that ends right before a mark
 migrate with every offset, record and read_committed view equal, on both copy paths."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 from kmigrate.copy.partition import copy_partition
-from kmigrate.copy.writer import CopyOptions
+from kmigrate.copy.writer import CopyOptions, marker_transactional_id
 from kmigrate.errors import SourceNotReady
-from kmigrate.kafka import txn_wire
+from kmigrate.kafka import leaders, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.support.kafka import TxnSeeder, all_watermarks, create_topic, records_of, seed_plain
 from tests.support.migration import assert_same_partition
+from tests.support.stack import PROJECT_DIR
 
 
 def copy_to(stack, topic: str, end: int, raw_batches: bool):
@@ -76,7 +81,7 @@ def test_a_marker_alone_after_a_round_end_is_written_alone(stack, unique_name, s
     marker = seed.transaction(3, "b", commit=True)  # 2-4, marker 5
     first = copy_to(stack, unique_name, seed.end, raw_batches)  # a round up to the stable end, 6
     assert first.target_end == marker + 1 and first.digests_equal
-    txn_wire.lone_abort_marker(stack.source, unique_name, 0, f"{unique_name}-lone")  # 6: a marker alone
+    txn_wire.lone_marker(stack.source, unique_name, 0, f"{unique_name}-lone")  # 6: a marker alone
     seed.end += 1
     with ClusterAdmin(stack.source) as admin:
         admin.wait_for_end(unique_name, 0, seed.end)
@@ -183,3 +188,71 @@ def test_a_log_start_moved_into_an_invisible_run_this_run_copied(stack, unique_n
                            own_end=first.target_end)
     assert final.digests_equal
     assert_same_partition(stack, unique_name, 0)
+
+
+CUT_OFF_AT = """
+import os, signal, sys
+from kmigrate.config import ClusterConfig
+from kmigrate.copy.partition import copy_partition
+from kmigrate.copy.writer import CopyOptions
+from kmigrate.model import WorkUnit
+source, target, topic, end, step, run, raw = sys.argv[1:8]
+def hook(reached):
+    if reached == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+copy_partition(ClusterConfig.from_bootstrap("source", source), ClusterConfig.from_bootstrap("target", target),
+               WorkUnit(topic, 0, int(end)), CopyOptions(run_id=run, step_hook=hook, raw_batches=raw == "1"))
+"""
+
+
+@pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
+def test_a_copy_killed_between_a_record_and_the_commit_marker_after_it(stack, unique_name, source_untouched,
+                                                                       raw_batches):
+    """The last visible record before a lone commit marker is written, and the copy's process dies
+    before the marker (a mirror's task killed, its term ended there). The record must stay visible:
+    written inside a transaction, the next copy's fence aborted it and the target was no copy any more
+    (the live mirror test with its killed driver found it, one run in a few)."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                            # 0-1
+    seed.transaction(3, "b", commit=True)           # 2-4, marker 5
+    seed.records(3, "c")                            # 6-8
+    source_untouched(unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    run = f"cut-{unique_name[-8:]}"
+    killed = subprocess.run([sys.executable, "-c", CUT_OFF_AT, stack.source.bootstrap_servers,
+                             stack.target.bootstrap_servers, unique_name, str(seed.end), "commit-record-written", run,
+                             str(int(raw_batches))], cwd=PROJECT_DIR, capture_output=True, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    with ClusterAdmin(stack.target) as target:  # the record at 4 written, its marker not
+        assert target.end_offsets([(unique_name, 0)])[(unique_name, 0)] == 5
+    final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, seed.end), CopyOptions(run_id=run))
+    assert final.digests_equal and final.markers == 1
+    assert_same_partition(stack, unique_name, 0)
+    assert [o for o, *_ in records_of(stack.target, unique_name, 0)] == [0, 1, 2, 3, 4, 6, 7, 8]
+
+
+def test_a_lone_marker_left_open_by_a_dead_copy_is_fenced_by_the_next(stack, unique_name, source_untouched):
+    """A copy dies inside the transaction of a marker alone (the partition registered, no end sent):
+    the next copy of the run fences that transactional id too, so the marker lands where it belongs
+    instead of wherever the coordinator's timeout would put it, under what the copy writes next."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.records(2, "a")                            # 0-1
+    seed.transaction(3, "b", commit=False)          # 2-4 aborted, marker 5
+    seed.records(2, "c")                            # 6-7
+    source_untouched(unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    run = f"open-{unique_name[-8:]}"
+    first = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 2), CopyOptions(run_id=run))
+    assert first.target_end == 2
+    txn_wire.lone_marker(stack.target, unique_name, 0, marker_transactional_id(run, unique_name, 0), end=False)
+    final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, seed.end), CopyOptions(run_id=run))
+    assert final.digests_equal
+    assert_same_partition(stack, unique_name, 0)
+    # the dead copy's marker landed at 2, where it was to go, before the copy wrote on
+    with leaders.connect_to_leader(stack.target, unique_name, 0) as conn:
+        first = wire.parse_batches(conn.fetch(unique_name, 0, 2, 1 << 16)[2])[0]
+    assert (first.base_offset, first.control) == (2, True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
-from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs, transactional_id
+from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs, marker_transactional_id, transactional_id
 from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
 from kmigrate.kafka import leaders, transport, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
@@ -37,12 +37,13 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     target_low, target_high = target_admin.watermarks(topic, partition)
     continues = options.continues_at is not None and target_high == options.continues_at and target_high > source_low
     if target_high > target_low and not continues:
-        # An earlier copier may have left a transaction open here: fence it and abort it (its
-        # marker lands), then read the end again. An empty partition holds no such transaction.
-        # Over the raw connection that is one InitProducerId (a few ms; a mirror's rounds fence each
-        # partition again and again), else librdkafka's transactional producer (about 50 ms).
+        # An earlier copier may have left a transaction open here, of its producer or of a marker
+        # alone: fence both and abort them (their markers land), then read the end again. An empty
+        # partition holds no such transaction. Over the raw connection that is an InitProducerId an
+        # id (a few ms), else librdkafka's transactional producer (about 50 ms).
         if raw_target:
-            txn_wire.fence(target, topic, partition, transactional_id(options.run_id, topic, partition))
+            for fenced in (transactional_id, marker_transactional_id):
+                txn_wire.fence(target, topic, partition, fenced(options.run_id, topic, partition))
         else:
             writer.txn  # noqa: B018 - created for its init_transactions side effect
         target_low, target_high = target_admin.watermarks(topic, partition)

@@ -1,18 +1,18 @@
 """Writes records to one target partition at expected offsets (docs/DESIGN.md §4.1), and renders
-gaps with transaction markers (§4.4); the copy's options."""
+gaps with transaction markers (§4.4). The copy's options are `kmigrate.copy.options`'s."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmigrate.config import ClusterConfig
+from kmigrate.copy.options import CopyOptions
 from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls, OffsetMismatch
-from kmigrate.kafka import txn_wire
+from kmigrate.kafka import transport, txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY, timestamp_of
 
@@ -36,44 +36,6 @@ def transient(err: KafkaError) -> bool:
     return err.code() in TRANSIENT or (err.retriable() and not err.fatal())
 
 
-@dataclasses.dataclass(frozen=True)
-class CopyOptions:
-    run_id: str = "default"
-    check_every: int = 5000          # delivery reports checked: first and last of each chunk of this size
-    resume_window: int = 64          # target records compared with the source before resuming
-    idle_timeout_s: float = 30.0
-    verify: bool = True              # read both sides back and compare digests over [log start, end)
-    live: bool = False               # a pre-copy round: a log start moved past the unit's end is aligned to
-    fast_alignment: bool = True      # hand-built filler batches (raw connection); else the producer
-    raw_batches: bool = True         # copy plain record batches whole (raw connection); else record by record
-    fetch_max_bytes: int = 16 << 20  # per fetch of whole batches
-    max_message_bytes: int = 1_048_576 + 65_536
-    producer_overrides: tuple[tuple[str, Any], ...] = ()
-    target_configs: Mapping[str, Mapping[str, str]] | None = None  # {topic: its configs}, read for a task at once
-    # test hooks: called with the count of records handed to the producer so far; with the name of
-    # a step about to happen ("gap-transaction-open": fillers written in a transaction not ended
-    # yet; "fillers-written": alignment fillers written, DeleteRecords next)
-    progress_hook: Callable[[int], None] | None = None
-    step_hook: Callable[[str], None] | None = None
-    # how long a copy keeps resuming after transient errors (leaders moving, brokers restarting)
-    retry_for_s: float = 180.0
-    # the copier's lease on the target partition (kmigrate.claims): its length, and its check,
-    # called before each write; it raises CopyInterrupted when the lease is not known to be held
-    lease_s: float = 30.0
-    guard: Callable[[], None] | None = None
-    # where this copier's last copy of the partition left the target's end, committed (a mirror's task): a target
-    # ending there holds nothing written since, so neither the fence nor the resume check is needed
-    continues_at: int | None = None
-
-    def may_write(self) -> None:
-        if self.guard is not None:
-            self.guard()
-
-    def reached(self, step: str) -> None:
-        if self.step_hook is not None:
-            self.step_hook(step)
-
-
 BULK_BATCH_BYTES = 4 * 1024 * 1024
 
 
@@ -88,6 +50,11 @@ def bulk_batch_bytes(max_message_bytes: int) -> int:
 def transactional_id(run_id: str, topic: str, partition: int) -> str:
     """Derived from the run and the target partition, so a stale copier of the same partition is fenced."""
     return f"kmigrate-{run_id}-{topic}-{partition}"
+
+
+def marker_transactional_id(run_id: str, topic: str, partition: int) -> str:
+    """The transactional id of the partition's markers alone (the producer's own id stays with it)."""
+    return transactional_id(run_id, topic, partition) + "-marker"
 
 
 class Writer:
@@ -274,7 +241,21 @@ class Writer:
     # ---------------------------------------------------------------- gaps (docs/DESIGN.md §4.4)
 
     def commit_with_marker(self, msg: Any) -> None:
-        """Write `msg` in a transaction and commit: the commit marker takes the next offset (gap of 1)."""
+        """Write `msg`, visible, and a commit marker at the next offset (a gap of 1 after it).
+
+        Over the raw connection the record goes with the other visible records and the marker alone
+        after it (a transaction that registers the partition and writes nothing). A copy cut off
+        between the two (its term ended, its process killed) leaves the record visible: the next copy
+        renders the gap of 1 after it as an abort marker alone, invisible as the source's commit
+        marker is. Only the librdkafka path puts the record inside the transaction, and a transaction
+        cut off there is aborted by the next copy's fence, its record hidden for good where the
+        source shows it (docs/DESIGN.md §4.4): that path commits once its record is in the log."""
+        if transport.raw_capable(self.target, "a lone commit marker"):
+            self.write_one(msg)
+            self.flush_bulk()
+            self.options.reached("commit-record-written")
+            self.lone_marker(commit=True)
+            return
         self._commit_one(msg.key(), msg.value(), msg.headers(), timestamp_of(msg))
 
     def commit_filler(self) -> None:
@@ -292,7 +273,9 @@ class Writer:
             self._produce(self.txn, key, value, headers, timestamp, True)
             self.txn.flush(30)
             self.raise_if_failed()
-            self.options.may_write()  # the marker takes an offset too
+            # no guard from here: the record is in the log, and only the commit keeps it visible (a
+            # newer copier of the partition fences this transactional id first, failing the commit)
+            self.options.reached("commit-record-written")
             self.txn.commit_transaction(30)
             self._txn_open = False
         self._after_marker()
@@ -334,11 +317,16 @@ class Writer:
 
     def lone_abort_marker(self) -> None:
         """Render a gap of exactly 1 at `next_offset` that follows no record of this copy: an abort
-        marker alone, from a transaction that registers the partition and writes nothing (`txn_wire`)."""
+        marker alone."""
+        self.lone_marker(commit=False)
+
+    def lone_marker(self, commit: bool) -> None:
+        """A marker alone at `next_offset`, from a transaction that registers the partition and writes
+        nothing (`txn_wire`), under the partition's marker transactional id (`marker_transactional_id`)."""
         self.flush_bulk()
         self.options.may_write()
-        txn_wire.lone_abort_marker(self.target, self.topic, self.partition,
-                                   transactional_id(self.options.run_id, self.topic, self.partition) + "-marker")
+        txn_wire.lone_marker(self.target, self.topic, self.partition,
+                             marker_transactional_id(self.options.run_id, self.topic, self.partition), commit)
         self._after_marker()
 
     def _after_marker(self) -> None:

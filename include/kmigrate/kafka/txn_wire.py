@@ -1,7 +1,7 @@
 """Transaction requests the copier sends itself, over the raw connection (`wire.BrokerConnection`):
 
-- an abort marker with no record before it (`lone_abort_marker`): FindCoordinator v1, InitProducerId
-  v1, AddPartitionsToTxn v1, EndTxn v1. A transaction that registers a partition and writes nothing
+- a marker with no record before it (`lone_marker`): FindCoordinator v1, InitProducerId v1,
+  AddPartitionsToTxn v1, EndTxn v1. A transaction that registers a partition and writes nothing
   to it leaves just its marker there; stock Kafka does the same on a source whenever a producer
   aborts a transaction before its records were sent, and that offset is then invisible with no
   record of the same transaction before it. librdkafka cannot register a partition without a
@@ -80,11 +80,13 @@ def fence(cluster: ClusterConfig, topic: str, partition: int, transactional_id: 
             time.sleep(0.05)
 
 
-def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str,
-                      timeout_s: float = 60.0) -> None:
-    """Append one abort marker, and nothing else, at the end of `topic[partition]`: a transaction of
-    `transactional_id` registers the partition and is aborted. Returns once the coordinator has
-    accepted the abort; the marker lands shortly after (the caller waits for the end offset)."""
+def lone_marker(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str, commit: bool = False,
+                timeout_s: float = 60.0, end: bool = True) -> None:
+    """Append one marker, and nothing else, at the end of `topic[partition]`: a transaction of
+    `transactional_id` registers the partition and is aborted, or committed. Returns once the
+    coordinator has accepted the end; the marker lands shortly after (the caller waits for the end
+    offset). Cut off before its end (`end` False: as a copier that died there), the transaction is
+    aborted by the next fence of that id."""
     deadline = time.monotonic() + timeout_s
     name = wire._string(transactional_id)
     while True:
@@ -101,13 +103,15 @@ def lone_abort_marker(cluster: ClusterConfig, topic: str, partition: int, transa
                 (name_len,) = struct.unpack_from(">h", data, 8)
                 (_index, code) = struct.unpack_from(">ih", data, 10 + name_len + 4)
                 _check(code, "adding the partition to a transaction", topic, partition)
-                conn.send(END_TXN, 1, name + struct.pack(">qhb", producer_id, epoch, 0))
+                if not end:
+                    return
+                conn.send(END_TXN, 1, name + struct.pack(">qhb", producer_id, epoch, int(commit)))
                 _, data = conn.receive()
-                _check(struct.unpack_from(">ih", data, 0)[1], "aborting the lone marker's transaction", topic, partition)
+                _check(struct.unpack_from(">ih", data, 0)[1], "ending the lone marker's transaction", topic, partition)
                 return
         except (_Retry, OSError) as exc:  # a pooled connection that raised is closed, not reused
             if time.monotonic() > deadline:
-                raise CopyInterrupted(f"{topic}[{partition}]: writing a lone abort marker on the target did not "
+                raise CopyInterrupted(f"{topic}[{partition}]: writing a lone marker on the target did not "
                                       f"succeed in {timeout_s:.0f} s (last: {exc})", topic=topic,
                                       partition=partition) from exc
             time.sleep(0.1)
