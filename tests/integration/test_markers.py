@@ -256,3 +256,29 @@ def test_a_lone_marker_left_open_by_a_dead_copy_is_fenced_by_the_next(stack, uni
     with leaders.connect_to_leader(stack.target, unique_name, 0) as conn:
         first = wire.parse_batches(conn.fetch(unique_name, 0, 2, 1 << 16)[2])[0]
     assert (first.base_offset, first.control) == (2, True)
+
+
+def test_a_copy_killed_in_a_gap_transaction_that_is_all_the_target_holds(stack, unique_name, source_untouched):
+    """A copy dies inside the transaction of its first gap, so that the open transaction is all the
+    target partition holds: its last stable offset is its log start, as if it were empty. The next
+    copy must fence it all the same (it took the partition for empty and wrote its fillers after the
+    dead copier's, the target's end past the source's: the live mirror test under load found it)."""
+    create_topic(stack.source, unique_name)
+    seed = TxnSeeder(stack.source, unique_name)
+    seed.transaction(5, "a", commit=False)          # 0-4 aborted, marker 5
+    seed.records(3, "c")                            # 6-8
+    source_untouched(unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    run = f"gap-{unique_name[-8:]}"
+    killed = subprocess.run([sys.executable, "-c", CUT_OFF_AT, stack.source.bootstrap_servers,
+                             stack.target.bootstrap_servers, unique_name, str(seed.end), "gap-transaction-open", run,
+                             "1"], cwd=PROJECT_DIR, capture_output=True, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    with ClusterAdmin(stack.target) as target:  # the fillers written in the open transaction, nothing else
+        assert target.stable_ends([(unique_name, 0)])[(unique_name, 0)] == 0
+        assert target.end_offsets([(unique_name, 0)])[(unique_name, 0)] == 5
+    final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, seed.end), CopyOptions(run_id=run))
+    assert final.digests_equal
+    assert all_watermarks(stack.target, unique_name) == [(0, seed.end)]
+    assert_same_partition(stack, unique_name, 0)

@@ -9,9 +9,10 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.align import align, trim_below
-from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs, marker_transactional_id, transactional_id
+from kmigrate.copy.fence import fence_earlier, high_water_of
+from kmigrate.copy.writer import CopyOptions, Writer, contiguous_runs
 from kmigrate.errors import CopyError, CopyInterrupted, ForeignTarget, OffsetMismatch, TargetDiverged
-from kmigrate.kafka import leaders, transport, txn_wire, wire
+from kmigrate.kafka import leaders, transport, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import (
     ContentDigest,
@@ -32,21 +33,15 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     raw_target = transport.raw_capable(target)
-    if raw_target:
-        leaders.settle(target, topic, partition, target_admin.client)
-    target_low, target_high = target_admin.watermarks(topic, partition)
-    continues = options.continues_at is not None and target_high == options.continues_at and target_high > source_low
-    if target_high > target_low and not continues:
-        # An earlier copier may have left a transaction open here, of its producer or of a marker
-        # alone: fence both and abort them (their markers land), then read the end again. An empty
-        # partition holds no such transaction. Over the raw connection that is an InitProducerId an
-        # id (a few ms), else librdkafka's transactional producer (about 50 ms).
-        if raw_target:
-            for fenced in (transactional_id, marker_transactional_id):
-                txn_wire.fence(target, topic, partition, fenced(options.run_id, topic, partition))
-        else:
-            writer.txn  # noqa: B018 - created for its init_transactions side effect
-        target_low, target_high = target_admin.watermarks(topic, partition)
+    high_water = leaders.settle(target, topic, partition, target_admin.client) if raw_target else None
+    target_low, target_high = target_admin.watermarks(topic, partition)  # the log start, the last stable offset
+    if high_water is None:
+        high_water = high_water_of(target_admin, topic, partition)
+    continues = (options.continues_at is not None and target_high == options.continues_at == high_water
+                 and target_high > source_low)
+    if high_water > target_low and not continues:
+        target_low, target_high = fence_earlier(target, target_admin, writer, topic, partition, options.run_id,
+                                                raw_target)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
     if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \
             invisible_run_at(source, source_admin, topic, partition, end) >= 1:

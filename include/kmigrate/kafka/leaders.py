@@ -95,17 +95,18 @@ def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClien
 
 
 def settle(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None,
-           timeout_s: float = 60.0) -> None:
+           timeout_s: float = 60.0) -> int:
     """Wait until the partition's leader holds nothing uncommitted (its log end offset is its high
     watermark). After a leader change the new leader may hold records that an interrupted write
     sent to the old one, which become visible once the other replicas have them: a copy that
-    resumed from the high watermark before then would write its next records behind them."""
+    resumed from the high watermark before then would write its next records behind them. Returns
+    the high watermark."""
     deadline = time.monotonic() + timeout_s
     while True:
         with connect_to_leader(cluster, topic, partition, admin=admin) as conn:
             log_end, high = conn.end_offsets(topic, partition)
         if log_end == high:
-            return
+            return high
         if time.monotonic() > deadline:
             raise CopyInterrupted(f"{topic}[{partition}]: the target's leader still holds offsets {high}..{log_end - 1} "
                                   f"uncommitted after {timeout_s:.0f} s (too few in-sync replicas?)",
