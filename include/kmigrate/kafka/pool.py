@@ -2,7 +2,9 @@
 and SASL rounds (about 45 ms a client on the development machine, against 5 ms on PLAINTEXT), and
 a worker copying partition after partition would pay them for each. A pooled client has one user
 at a time, goes back to the pool when its block ends normally, is closed when the block raises
-(it may be in any state) and when it has been idle for `idle_s`."""
+(it may be in any state) and when it has been idle for `idle_s`. Up to `per_key` idle clients a key
+are kept: a mirror's task copies 8 partitions at once, and with 4 kept the others made and closed
+a client each copy (the mirror's lag p50 0.42 s against 0.24 s with 8, measured side by side)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,7 +20,7 @@ T = TypeVar("T")
 
 
 class Pool(Generic[T]):
-    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 4) -> None:
+    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 8) -> None:
         self._close, self.idle_s, self.per_key = close, idle_s, per_key
         self._idle: dict[Hashable, list[tuple[float, T]]] = {}
         self._lock = threading.Lock()

@@ -1,8 +1,8 @@
 """The mirror's copy on an executor (docs/DESIGN.md §12): one Spark task follows its partitions
 for a term, holding their leases the whole time, instead of copying them once and ending. It
 reads its partitions' log starts and last stable offsets on the source and ends on the DR
-cluster (one ListOffsets request a kind and cluster), copies each partition behind with the
-copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
+cluster (one ListOffsets request a kind and cluster), copies the partitions behind side by side
+(`COPIES_AT_ONCE` threads) with the copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
 source; every resume check, which a copy continuing where the task's last one committed skips, as
 nothing was written there since), and goes round again at once, pausing `poll_s` only when nothing
 was behind. Every `verify_every_s` it verifies what it copied while the source is live, one
@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kmigrate import leases
@@ -40,6 +41,9 @@ TERM = "mirror-term"  # the driver's term: {"term": n, "ended": bool}; another n
 STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 MAX_PAUSE_S = 10.0
 RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
+# a task's partitions behind copied side by side: a copy waits on the clusters most of its time (a
+# fetch, a produce, the ends read), so one after another a pass took the sum of its copies
+COPIES_AT_ONCE = 8
 OFFSETS_TIMEOUT_S = 10.0  # a pass's offsets: a source gone ends the pass (and lets a stop be seen) in this long
 
 
@@ -112,6 +116,7 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     deadline = time.monotonic() + term.seconds
     verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
     due: list[_Followed] = []  # partitions whose verification is due
+    copies = ThreadPoolExecutor(min(COPIES_AT_ONCE, len(keys)), "mirror-copy") if len(keys) > 1 else None
     try:
         try:
             leases.acquire_all(list(held.values()))
@@ -120,7 +125,7 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         except KmigrateError as exc:  # each copy takes its lease on its own
             log.info("mirror: taking the term's leases at once failed (%s)", exc)
         while True:
-            copied = _pass(source, target, followed, held, options, (lambda: False) if term.once else ended)
+            copied = _pass(source, target, followed, held, options, (lambda: False) if term.once else ended, copies)
             if term.once or ended() or time.monotonic() >= deadline:
                 break
             if not due and time.monotonic() >= verify_at:
@@ -133,6 +138,8 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         if term.once and term.verify_every_s is not None:
             _verify(source, target, followed.values())
     finally:
+        if copies is not None:
+            copies.shutdown(wait=True)
         leases.release_all(list(held.values()))
         for cluster in clients:
             leaders.forget(cluster, keys)
@@ -143,9 +150,10 @@ follow_task.per_bin = follow_bin  # type: ignore[attr-defined] - adapters.run_bi
 
 
 def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed],
-          held: Mapping[Key, PartitionLease], options: CopyOptions, ended: Callable[[], bool]) -> int:
+          held: Mapping[Key, PartitionLease], options: CopyOptions, ended: Callable[[], bool],
+          copies: ThreadPoolExecutor | None = None) -> int:
     """One pass: every partition behind copied up to the source's last stable offset read at the
-    pass's start, until the term is `ended()`; the records copied."""
+    pass's start, side by side on `copies`' threads, until the term is `ended()`; the records copied."""
     now = time.monotonic()
     keys = [k for k, f in followed.items() if f.pause_until <= now]
     if not keys:
@@ -159,33 +167,44 @@ def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Fol
         for f in followed.values():
             _failed(f, f"reading the partitions' offsets: {exc}")
         return 0
-    copied = 0
+    behind = []
     for key in keys:
-        f = followed[key]
-        if ended():
-            break
         if dr_ends[key] >= stable[key] and dr_starts[key] >= starts[key]:
-            f.error, f.failures = None, 0
-            continue
-        try:
-            lease = held[key]
-            if not lease.held():
-                lease.acquire(wait_s=0)  # held by another copier: named, tried again later
-            result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=stable[key]),
-                                    dataclasses.replace(options, continues_at=f.committed), (), f.own_end, lease)
-        except TermEnded:
-            f.committed = None
-            break
-        except (KmigrateError, PartitionHeld) as exc:
-            f.committed = None  # the next copy checks what this one left
-            _failed(f, str(exc))
-            continue
-        f.own_end = f.committed = result.target_end
-        f.error, f.failures = None, 0
-        f.records += result.records
-        f.copies += 1
-        copied += result.records
-    return copied
+            followed[key].error, followed[key].failures = None, 0
+        else:
+            behind.append(key)
+
+    def copy(key: Key) -> int:
+        return _copy(source, target, followed[key], held[key], stable[key], options, ended)
+
+    if copies is None or len(behind) < 2:
+        return sum(map(copy, behind))
+    return sum(copies.map(copy, behind))
+
+
+def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: PartitionLease, end: int,
+          options: CopyOptions, ended: Callable[[], bool]) -> int:
+    """One partition copied up to `end` (its source's last stable offset when the pass began), unless
+    the term has ended; the records copied."""
+    if ended():
+        return 0
+    try:
+        if not lease.held():
+            lease.acquire(wait_s=0)  # held by another copier: named, tried again later
+        result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=end),
+                                dataclasses.replace(options, continues_at=f.committed), (), f.own_end, lease)
+    except TermEnded:
+        f.committed = None
+        return 0
+    except (KmigrateError, PartitionHeld) as exc:
+        f.committed = None  # the next copy checks what this one left
+        _failed(f, str(exc))
+        return 0
+    f.own_end = f.committed = result.target_end
+    f.error, f.failures = None, 0
+    f.records += result.records
+    f.copies += 1
+    return result.records
 
 
 def _failed(f: _Followed, error: str) -> None:
