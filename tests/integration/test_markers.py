@@ -205,6 +205,18 @@ copy_partition(ClusterConfig.from_bootstrap("source", source), ClusterConfig.fro
 """
 
 
+def copy_killed_at(stack, topic: str, end: int, step: str, raw_batches: bool) -> str:
+    """A copy of `topic` up to `end` in a process of its own, SIGKILLed at `step`; the run id to go on with."""
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, topic)
+    run = f"kill-{topic[-8:]}"
+    killed = subprocess.run([sys.executable, "-c", CUT_OFF_AT, stack.source.bootstrap_servers,
+                             stack.target.bootstrap_servers, topic, str(end), step, run, str(int(raw_batches))],
+                            cwd=PROJECT_DIR, capture_output=True, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    return run
+
+
 @pytest.mark.parametrize("raw_batches", [True, False], ids=["whole-batches", "records"])
 def test_a_copy_killed_between_a_record_and_the_commit_marker_after_it(stack, unique_name, source_untouched,
                                                                        raw_batches):
@@ -218,13 +230,7 @@ def test_a_copy_killed_between_a_record_and_the_commit_marker_after_it(stack, un
     seed.transaction(3, "b", commit=True)           # 2-4, marker 5
     seed.records(3, "c")                            # 6-8
     source_untouched(unique_name)
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        prepare_target_topic(source, target, unique_name)
-    run = f"cut-{unique_name[-8:]}"
-    killed = subprocess.run([sys.executable, "-c", CUT_OFF_AT, stack.source.bootstrap_servers,
-                             stack.target.bootstrap_servers, unique_name, str(seed.end), "commit-record-written", run,
-                             str(int(raw_batches))], cwd=PROJECT_DIR, capture_output=True, timeout=180)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    run = copy_killed_at(stack, unique_name, seed.end, "commit-record-written", raw_batches)
     with ClusterAdmin(stack.target) as target:  # the record at 4 written, its marker not
         assert target.end_offsets([(unique_name, 0)])[(unique_name, 0)] == 5
     final = copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, seed.end), CopyOptions(run_id=run))
@@ -268,13 +274,7 @@ def test_a_copy_killed_in_a_gap_transaction_that_is_all_the_target_holds(stack, 
     seed.transaction(5, "a", commit=False)          # 0-4 aborted, marker 5
     seed.records(3, "c")                            # 6-8
     source_untouched(unique_name)
-    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
-        prepare_target_topic(source, target, unique_name)
-    run = f"gap-{unique_name[-8:]}"
-    killed = subprocess.run([sys.executable, "-c", CUT_OFF_AT, stack.source.bootstrap_servers,
-                             stack.target.bootstrap_servers, unique_name, str(seed.end), "gap-transaction-open", run,
-                             "1"], cwd=PROJECT_DIR, capture_output=True, timeout=180)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    run = copy_killed_at(stack, unique_name, seed.end, "gap-transaction-open", raw_batches=True)
     with ClusterAdmin(stack.target) as target:  # the fillers written in the open transaction, nothing else
         assert target.stable_ends([(unique_name, 0)])[(unique_name, 0)] == 0
         assert target.end_offsets([(unique_name, 0)])[(unique_name, 0)] == 5

@@ -53,7 +53,9 @@ class MirrorSpec:
     """What a mirror keeps on the DR cluster: topics (include/exclude regexes) and consumer groups
     (regex, empty: none); its status (and the groups' offsets) every `interval_s`, the selection read
     again every `refresh_s`, what the copy wrote verified every `verify_every_s`, the copy's tasks
-    started again every `term_s` (their rows: where they left each partition, what they verified)."""
+    started again every `term_s` (their rows: where they left each partition, what they verified;
+    a selection that changes, a stop and a driver started again end a term sooner). Between two
+    terms nothing is copied for a second or two (a Spark job, the leases taken), so terms are long."""
 
     topics_include: str
     topics_exclude: str = ""
@@ -61,7 +63,7 @@ class MirrorSpec:
     interval_s: float = 1.0
     refresh_s: float = 10.0
     verify_every_s: float = 30.0
-    term_s: float = 60.0
+    term_s: float = 300.0
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
 
     def check(self) -> None:
