@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 )
 from kmigrate import claims
 from kmigrate.copy.partition import copy_partition
-from kmigrate.copy.writer import CopyOptions, transactional_id
+from kmigrate.copy.writer import CopyOptions, marker_transactional_id
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
@@ -110,7 +110,8 @@ def test_a_transactional_id_the_principal_may_not_use_is_named(secure_stack, uni
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         prepare_target_topic(source_admin, target_admin, topic)
     options = CopyOptions(run_id="rights", raw_batches=False)
-    txn_id = transactional_id(options.run_id, topic, 0)
+    # the commit marker after the transaction's last record is a marker alone, under the markers' id
+    txn_id = marker_transactional_id(options.run_id, topic, 0)
     with denied(secure_stack.target, txn_id, AclOperation.WRITE, resource=ResourceType.TRANSACTIONAL_ID):
         with pytest.raises(MissingAcls, match=re.escape(f"transactional id {txn_id!r}")):
             copy_partition(source, target, WorkUnit(topic, 0, seeder.end), options)

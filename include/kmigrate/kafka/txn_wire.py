@@ -96,7 +96,9 @@ def lone_marker(cluster: ClusterConfig, topic: str, partition: int, transactiona
                 conn.send(wire.INIT_PRODUCER_ID, 1, name + struct.pack(">i", 60_000))
                 _, data = conn.receive()
                 _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
-                _check(code, "starting a transaction for a lone abort marker", topic, partition)
+                if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise MissingAcls.transactional_id(transactional_id, topic, partition)
+                _check(code, "starting a transaction for a lone marker", topic, partition)
                 conn.send(ADD_PARTITIONS_TO_TXN, 1, name + struct.pack(">qhi", producer_id, epoch, 1)
                           + wire._string(topic) + struct.pack(">ii", 1, partition))
                 _, data = conn.receive()
