@@ -29,7 +29,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-lag constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
@@ -206,6 +206,10 @@ bench-dr: install stack-up airflow-up
 
 bench-scale: install stack-up
 	$(VPY) bench/bench_scale.py $(BENCH_ARGS)
+
+# The mirror's copy alone under bench-dr's load, for several settings one after another (docs/BENCHMARKS.md)
+bench-mirror-lag: install stack-up
+	$(VPY) bench/bench_mirror_lag.py $(BENCH_ARGS)
 
 constraints: | check-python
 	rm -rf .cache/constraints-venv

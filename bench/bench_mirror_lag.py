@@ -1,0 +1,104 @@
+"""make bench-mirror-lag: how long a record takes to reach the DR cluster through the mirror's copy
+alone (kmigrate.run.mirror.follow, the code of the mirror's Spark tasks), without Spark, Airflow
+or MirrorMaker 2 beside it, for several settings of the copy one after another in one run.
+
+The load is bench-dr's (dr_load.Load: a plain topic of 20 partitions, a transactional one of 2 and
+a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the DR topics are
+created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
+of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
+plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
+every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL` (copies side by side in a task,
+idle clients kept a key in the process's pools); the default compares one after another with the
+shipped settings. Last line: one JSON object, p50/p90/p99 seconds a setting.
+
+    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 1:8,8:4,8:8]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import SOURCE, TARGET, delete_groups, delete_topics  # noqa: E402
+from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
+from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
+from kmigrate.model import WorkUnit  # noqa: E402
+
+
+def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, rows) -> None:  # noqa: ANN001
+    """One task's term, in a process of its own (a Spark task's Python worker)."""
+    from kmigrate.kafka import leaders, pool as pools, records
+    from kmigrate.run.mirror import follow as follower
+
+    follower.COPIES_AT_ONCE = copies_at_once
+    for kept in (pools.admins, leaders.connections, records.readers):
+        kept.per_key = pool
+    term = follower.Term(1, f"lag-{units[0].topic}", seconds)
+    rows.put(follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term))
+
+
+def one(setting: str, seconds: float, tasks: int, rate_mb: float) -> dict:
+    copies_at_once, pool = (int(x) for x in setting.split(":"))
+    prefix = f"lag{uuid.uuid4().hex[:6]}"
+    load = Load(prefix, rate_mb, 1024)
+    load.create()
+    shapes = {load.plain: (20, {}), load.tx: (2, {}), load.compact: (2, {"cleanup.policy": "compact"})}
+    with ClusterAdmin(TARGET) as admin:
+        for topic, (partitions, configs) in shapes.items():
+            admin.create_topic(topic, partitions, configs)
+        admin.wait_for_topics({t: n for t, (n, _) in shapes.items()})
+    units = [WorkUnit(t, p, 0) for t, (n, _) in shapes.items() for p in range(n)]
+    watcher = Watcher({"ours": load.plain})
+    context = multiprocessing.get_context("spawn")
+    rows = context.Queue()
+    workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, rows))
+               for i in range(tasks)]
+    try:
+        watcher.start()
+        for worker in workers:
+            worker.start()
+        time.sleep(3)  # the load starts once the tasks follow (the bench's pace, not a wait for a condition)
+        load.start()
+        time.sleep(seconds)
+        load.stop()
+        done = [row for _ in workers for row in rows.get(timeout=120)]
+    finally:
+        load.stopping.set()
+        watcher.stopping.set()
+        for worker in workers:
+            worker.join(60)
+            if worker.is_alive():
+                worker.kill()
+        delete_topics(SOURCE, list(shapes))
+        delete_topics(TARGET, list(shapes))
+        delete_groups(SOURCE, load.groups)
+    lags = latencies(load.acked, watcher.samples, "ours")
+    return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
+            "p99_s": percentile(lags, 0.99), "samples": len(lags), "copies": sum(r["copies"] for r in done),
+            "failed": [r["error"] for r in done if r["error"]][:3]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--rate-mb", type=float, default=5.0)
+    parser.add_argument("--settings", default="1:8,8:4,8:8")
+    args = parser.parse_args()
+    results = []
+    for setting in args.settings.split(","):
+        result = one(setting, args.seconds, args.tasks, args.rate_mb)
+        print(f"bench-mirror-lag: {json.dumps(result)}", flush=True)
+        results.append(result)
+    print(json.dumps({"seconds": args.seconds, "tasks": args.tasks, "rate_mb": args.rate_mb, "settings": results}))
+    return 0 if all(not r["failed"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
