@@ -12,7 +12,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 
 
 def fence_earlier(target: ClusterConfig, target_admin: ClusterAdmin, writer: Writer, topic: str, partition: int,
-                  run_id: str, raw_target: bool) -> tuple[int, int]:
+                  run_id: str) -> tuple[int, int]:
     """Fence the run's earlier copiers of `topic[partition]` and abort what they left open; the
     target's (log start, end) after it. An earlier copier may have left a transaction open there, of
     its producer or of a marker alone: both ids are fenced and their transactions aborted (their
@@ -22,7 +22,7 @@ def fence_earlier(target: ClusterConfig, target_admin: ClusterAdmin, writer: Wri
     copier's, the target's end then past the source's). Over the raw connection that is an
     InitProducerId an id (a few ms), else librdkafka's transactional producer (about 50 ms). A
     transaction still open after that is another producer's: ForeignTarget."""
-    if raw_target:
+    if writer.raw:
         for fenced in (transactional_id, marker_transactional_id):
             txn_wire.fence(target, topic, partition, fenced(run_id, topic, partition))
     else:

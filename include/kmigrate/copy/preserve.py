@@ -32,7 +32,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    raw_target = transport.raw_capable(target)
+    raw_target = writer.raw
     high_water = leaders.settle(target, topic, partition, target_admin.client) if raw_target else None
     target_low, target_high = target_admin.watermarks(topic, partition)  # the log start, the last stable offset
     if high_water is None:
@@ -40,8 +40,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     continues = (options.continues_at is not None and target_high == options.continues_at == high_water
                  and target_high > source_low)
     if high_water > target_low and not continues:
-        target_low, target_high = fence_earlier(target, target_admin, writer, topic, partition, options.run_id,
-                                                raw_target)
+        target_low, target_high = fence_earlier(target, target_admin, writer, topic, partition, options.run_id)
     result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
     if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \
             invisible_run_at(source, source_admin, topic, partition, end) >= 1:
@@ -89,7 +88,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     copy = PreserveCopy(source, source_admin, writer, result, options)
     try:
         if target_high < end:
-            if options.raw_batches and transport.raw_capable(source) and transport.raw_capable(target):
+            if options.raw_batches and transport.raw_capable(source) and raw_target:
                 copy.by_batches(source, target, target_high, end)
             else:
                 copy.by_records(target_high, end)
@@ -299,14 +298,14 @@ def _render_leading_gap(writer: Writer, until: int, topic: str, partition: int) 
     records were sent leaves a marker alone), or a compaction gap at the seam. A gap of 1 is an abort
     marker alone; longer ones are aborted fillers and their marker, as everywhere."""
     if until - writer.next_offset == 1:
-        if not transport.raw_capable(writer.target, "a lone abort marker"):
+        if not writer.raw:
             raise TargetDiverged(
                 f"{topic}[{partition}]: source offset {writer.next_offset} is a transaction marker alone, right where "
                 "this copy resumes; rendering it needs a transaction without records, which the copier writes over "
                 "its own connection, and this target's security settings are ones that connection does not speak "
                 "(see the log). Nothing was written. Copy this topic in one round (pre_copy off) or in translate "
                 "mode (translate_topics)", topic=topic, partition=partition)
-        writer.lone_abort_marker()
+        writer.lone_marker(commit=False)
         return
     writer.abort_fillers(writer.next_offset, until)
 

@@ -3,6 +3,7 @@ gaps with transaction markers (§4.4). The copy's options are `kmigrate.copy.opt
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -110,6 +111,12 @@ class Writer:
         self.target = target
         self._txn: Producer | None = None
         self._txn_open = False  # between begin_transaction and its commit or abort
+
+    @functools.cached_property
+    def raw(self) -> bool:
+        """Whether the copier's raw connection reaches the target (fences, markers alone, whole
+        batches), decided once a copy: the check builds the connection's TLS context."""
+        return transport.raw_capable(self.target)
 
     @property
     def bulk(self) -> Producer:
@@ -250,7 +257,7 @@ class Writer:
         marker is. Only the librdkafka path puts the record inside the transaction, and a transaction
         cut off there is aborted by the next copy's fence, its record hidden for good where the
         source shows it (docs/DESIGN.md §4.4): that path commits once its record is in the log."""
-        if transport.raw_capable(self.target, "a lone commit marker"):
+        if self.raw:
             self.write_one(msg)
             self.flush_bulk()
             self.options.reached("commit-record-written")
@@ -314,11 +321,6 @@ class Writer:
             self._txn_open = False
         self.fillers += count
         self._after_marker()
-
-    def lone_abort_marker(self) -> None:
-        """Render a gap of exactly 1 at `next_offset` that follows no record of this copy: an abort
-        marker alone."""
-        self.lone_marker(commit=False)
 
     def lone_marker(self, commit: bool) -> None:
         """A marker alone at `next_offset`, from a transaction that registers the partition and writes
