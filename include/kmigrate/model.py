@@ -43,6 +43,7 @@ class PartitionResult:
     bytes: int = 0             # key + value bytes of records copied one by one, plus the wire size
                                # of record batches copied whole
     whole_batches: int = 0     # record batches copied byte for byte (the rest went record by record)
+    whole_records: int = 0     # the records of those batches
     fillers: int = 0           # alignment and gap fillers written
     markers: int = 0           # transaction markers written (commits + aborts)
     first_offset: int | None = None

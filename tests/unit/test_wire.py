@@ -74,3 +74,26 @@ def test_the_admin_retries_the_leadership_errors_of_a_restarted_broker():
     from kmigrate.kafka.admin import RETRIABLE
     leadership = {5, 6, 9, 74, 75, 78}  # LEADER_NOT_AVAILABLE .. OFFSET_NOT_AVAILABLE
     assert leadership <= {int(code) for code in RETRIABLE}
+
+
+def _batches(*shapes: tuple[int, int, int]) -> list[wire.Batch]:
+    """Fetched batches of (base offset, records, attributes)."""
+    return wire.parse_batches(b"".join(as_fetched(fastfill.filler_batch(n), base, attrs, 42) for base, n, attrs in shapes))
+
+
+def test_a_batch_that_ends_where_the_copy_ends_goes_whole_when_a_plain_batch_follows_it():
+    from kmigrate.copy.preserve import _copy_whole
+
+    # a live source: the copy ends at 20 (its stable offset when read), the fetch returned more after it
+    assert _copy_whole(_batches((10, 10, 0), (20, 5, 0)), 0, 10, 20, source_high=25)
+    # nothing fetched after it, though the source has more: what follows decides (the record path)
+    assert not _copy_whole(_batches((10, 10, 0)), 0, 10, 20, source_high=25)
+    # the source's end: nothing can follow
+    assert _copy_whole(_batches((10, 10, 0)), 0, 10, 20, source_high=20)
+    # a transaction's records or a marker at the copy's end: its last record may need a commit marker after it
+    assert not _copy_whole(_batches((10, 10, 0), (20, 5, 0x10)), 0, 10, 20, source_high=25)
+    assert not _copy_whole(_batches((10, 10, 0), (20, 1, 0x30)), 0, 10, 20, source_high=25)
+    # a gap after it (compaction) is not a record at the copy's end
+    assert not _copy_whole(_batches((10, 10, 0), (21, 5, 0)), 0, 10, 20, source_high=26)
+    # the batch past the copy's end never goes
+    assert not _copy_whole(_batches((10, 10, 0), (20, 5, 0), (25, 5, 0)), 1, 10, 20, source_high=30)

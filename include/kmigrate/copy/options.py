@@ -35,6 +35,17 @@ class CopyOptions:
     # where this copier's last copy of the partition left the target's end, committed (a mirror's task): a target
     # ending there holds nothing written since, so neither the fence nor the resume check is needed
     continues_at: int | None = None
+    # (source log start, source last stable offset, target log start, target high watermark) as the caller
+    # read them just before this copy (a mirror's pass, for all its partitions at once): not read again; the
+    # target's are taken only by a copy that continues at that high watermark
+    ends_read: tuple[int, int, int, int] | None = None
+    # a copier's raw producer (wire.Idempotence) kept from one copy of a partition to the next (a mirror's
+    # task): a one-item list, [None] until a copy has one; a copy takes it out and puts it back only when
+    # every batch it sent landed where expected, so an attempt that fails leaves the next a new producer id
+    raw_producer: list[Any] | None = None
+    # the record path's producer created with the copy's writer (its producer id comes in the background), or
+    # on first use: a copy expected to write whole batches only (a mirror's, whose last copy did) saves it
+    eager_producer: bool = True
 
     def may_write(self) -> None:
         if self.guard is not None:

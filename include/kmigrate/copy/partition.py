@@ -88,7 +88,7 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
             for cluster in (source, target):  # the next attempt looks the leaders up again
                 leaders.forget(cluster, [(unit.topic, unit.partition)])
             own_end = _own_end_after(target, unit, own_end, attempted[0])
-            options = dataclasses.replace(options, continues_at=None)  # what the attempt left is checked again
+            options = dataclasses.replace(options, continues_at=None, ends_read=None)  # what it left is checked again
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
             log.warning("%s[%d]: copy attempt %d interrupted (%s); resuming from the target's end in %.1f s",
                         unit.topic, unit.partition, attempt, exc, pause)
@@ -118,7 +118,10 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
     # a cluster not answering is waited for no longer than the copy keeps resuming (a mirror's: seconds)
     timeout_s = min(30.0, options.retry_for_s)
     with shared_admin(source, timeout_s) as source_admin, shared_admin(target, timeout_s) as target_admin:
-        source_low, source_stable = source_admin.watermarks(topic, partition)  # read_committed: the LSO
+        if options.ends_read is not None:
+            source_low, source_stable = options.ends_read[:2]
+        else:
+            source_low, source_stable = source_admin.watermarks(topic, partition)  # read_committed: the LSO
         if end > source_stable:
             _not_ready(source, source_admin, topic, partition, end, source_stable)
         if source_low > end and options.live:

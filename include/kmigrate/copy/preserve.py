@@ -33,10 +33,17 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     raw_target = writer.raw
-    high_water = leaders.settle(target, topic, partition, target_admin.client) if raw_target else None
-    target_low, target_high = target_admin.watermarks(topic, partition)  # the log start, the last stable offset
-    if high_water is None:
-        high_water = high_water_of(target_admin, topic, partition)
+    read = options.ends_read
+    if read is not None and options.continues_at == read[3]:
+        # the caller read the target's ends just now, where this copier's last copy committed them: the
+        # lease kept other copiers out since, so its end is settled and holds no open transaction
+        target_low, target_high = read[2], read[3]
+        high_water = target_high
+    else:
+        high_water = leaders.settle(target, topic, partition, target_admin.client) if raw_target else None
+        target_low, target_high = target_admin.watermarks(topic, partition)  # the log start, the last stable offset
+        if high_water is None:
+            high_water = high_water_of(target_admin, topic, partition)
     continues = (options.continues_at is not None and target_high == options.continues_at == high_water
                  and target_high > source_low)
     if high_water > target_low and not continues:
@@ -100,7 +107,10 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
 
     # The target may end one offset past `end`: a commit marker after the last record, where the
     # source has one too (`finish`), or after the alignment filler below a log start on a marker.
-    _, result.target_end = target_admin.watermarks(topic, partition)
+    if continues and writer.checked_each_write:  # each batch's response named its offsets; nothing else wrote
+        result.target_end = writer.next_offset
+    else:
+        _, result.target_end = target_admin.watermarks(topic, partition)
     if result.target_end != max(writer.next_offset, end):
         raise OffsetMismatch(topic, partition, max(writer.next_offset, end), result.target_end)
     result.fillers, result.markers = writer.fillers, writer.markers
@@ -196,7 +206,9 @@ class PreserveCopy:
         position = start
         with leaders.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
                 leaders.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
-            producer = sender.idempotence()  # one producer id for the raw batches of this attempt
+            kept = self.options.raw_producer
+            producer = kept.pop() if kept else None
+            producer = producer or sender.idempotence()  # one producer id for the raw batches of this attempt
             prefetched = None  # the offset a Fetch was sent for while the last batches were produced
             while position < end:
                 if prefetched != position:
@@ -210,7 +222,8 @@ class PreserveCopy:
                     raise failure(f"{topic}[{partition}]: fetching from the source at offset {position} failed: "
                                   f"{wire.error_name(error)}", topic=topic, partition=partition)
                 batches = [b for b in wire.parse_batches(blob) if b.last_offset >= position]
-                if len(batches) == 1 and batches[0].last_offset + 1 < end:
+                after = batches[0].last_offset + 1 if len(batches) == 1 else None
+                if after is not None and (after < end or after == end < source_high):
                     # one batch filled the fetch: peek at what follows it, to know whether it may go whole
                     _, _, more = fetcher.fetch(topic, partition, batches[0].last_offset + 1, 1)
                     batches += wire.parse_batches(more)[:1]
@@ -218,7 +231,7 @@ class PreserveCopy:
                     # nothing readable yet (the stable offset holds back, or only markers follow):
                     # the record path waits for it, with its idle timeout
                     self.by_records(position, end)
-                    return
+                    break
                 whole = 0
                 while whole < len(batches) and _copy_whole(batches, whole, position, end, source_high):
                     whole += 1
@@ -236,6 +249,8 @@ class PreserveCopy:
                     stop = min(stop, end)
                     self.by_records(position, stop)
                     position = stop
+            if kept is not None:
+                kept.append(producer)  # every batch landed: the next copy goes on with its sequence
 
     def _send_batches(self, sender: wire.BrokerConnection, producer: wire.Idempotence,
                       batches: list[wire.Batch]) -> None:
@@ -248,6 +263,7 @@ class PreserveCopy:
                         "a copied record batch", producer=producer)
         writer.next_offset = batches[-1].last_offset + 1
         self.result.whole_batches += len(batches)
+        self.result.whole_records += sum(b.records for b in batches)
         self._progress(batches[0].base_offset, batches[-1].last_offset, sum(b.records for b in batches),
                        sum(len(b.data) for b in batches))
 
@@ -277,13 +293,15 @@ def _copy_whole(batches: list[wire.Batch], index: int, position: int, end: int, 
     """Whether batches[index] can be copied byte for byte: a plain batch (not transactional, not
     a marker, no record removed by compaction, no delete horizon, CreateTime) entirely inside [position, end), whose
     next offset is known to hold a visible record or is the source's end. (A gap of exactly 1
-    after it would need its last record inside a transaction.)"""
+    after it would need its last record inside a transaction.) The next offset may lie at `end`
+    or past it: a live source's fetch returns what was written since the copy's end was read, and
+    a plain batch there tells that the offset after the copy's last holds a record."""
     batch = batches[index]
     if (batch.legacy or batch.base_offset < position or batch.last_offset >= end or batch.transactional
             or batch.control or not batch.dense or batch.log_append_time or batch.delete_horizon):
         return False
-    if batch.last_offset + 1 == end:
-        return source_high <= end  # else what follows `end` decides (the record path's `finish`)
+    if batch.last_offset + 1 == end and source_high <= end:
+        return True
     if index + 1 == len(batches):
         return False
     following = batches[index + 1]

@@ -81,9 +81,10 @@ def copy_whole(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wor
         end = p.unit.end_offset
         if ends[_key(p.unit)] != (0, end):
             continue  # not what was written: copy_partition looks again, with its checks
+        records = sum(b.records for b in p.batches)
         results[_key(p.unit)] = PartitionResult(
-            p.unit.topic, p.unit.partition, PRESERVE, 0, end, 0, end, records=sum(b.records for b in p.batches),
-            bytes=sum(len(b.data) for b in p.batches), whole_batches=len(p.batches), first_offset=0,
+            p.unit.topic, p.unit.partition, PRESERVE, 0, end, 0, end, records=records,
+            bytes=sum(len(b.data) for b in p.batches), whole_batches=len(p.batches), whole_records=records, first_offset=0,
             last_offset=end - 1, offset_map=[OffsetRun(0, 0, end)], copy_seconds=round(seconds, 4))
     return results
 

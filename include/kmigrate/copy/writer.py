@@ -98,9 +98,9 @@ class Writer:
         }
         # Created now, though a copy of whole batches never writes through it: librdkafka gets an
         # idempotent producer's id in the background, and when its first try races the bootstrap
-        # connection (most times here) the next comes 500 ms later. A copy on the record path then
-        # finds it ready; one that is not pays about 2 ms of CPU for it.
-        self._bulk = target.client(Producer, target.producer(**self._bulk_config))
+        # connection (most times here) the next comes 500 ms later. A copy on the record path finds it
+        # ready; one that is not pays about 2 ms of CPU for it (`eager_producer` off: on first use).
+        self._bulk = target.client(Producer, target.producer(**self._bulk_config)) if options.eager_producer else None
         self._bulk_used = False
         self._txn_config = {
             **common,
@@ -119,9 +119,16 @@ class Writer:
         return transport.raw_capable(self.target)
 
     @property
+    def checked_each_write(self) -> bool:
+        """Whether this copy wrote only whole batches (each checked by its Produce response's offset)."""
+        return not self._bulk_used and self._txn is None and self.markers == self.fillers == 0
+
+    @property
     def bulk(self) -> Producer:
         """The idempotent producer for records copied one by one."""
         self._bulk_used = True
+        if self._bulk is None:
+            self._bulk = self.target.client(Producer, self.target.producer(**self._bulk_config))
         return self._bulk
 
     @property
@@ -363,10 +370,11 @@ class Writer:
         copying partition after partition may be many partitions later. A producer still holding
         records or an open transaction (a copy that failed) is left to the collector, as close()
         would wait for a broker that may not answer (measured: it hangs on a queued record)."""
-        if self._bulk_used:
-            self._bulk.flush(30)
-        if len(self._bulk) == 0:
-            self._bulk.close()
+        if self._bulk is not None:
+            if self._bulk_used:
+                self._bulk.flush(30)
+            if len(self._bulk) == 0:
+                self._bulk.close()
         if self._txn is not None:
             self._txn.flush(30)
             if len(self._txn) == 0 and not self._txn_open:

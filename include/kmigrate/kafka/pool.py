@@ -4,7 +4,9 @@ a worker copying partition after partition would pay them for each. A pooled cli
 at a time, goes back to the pool when its block ends normally, is closed when the block raises
 (it may be in any state) and when it has been idle for `idle_s`. Up to `per_key` idle clients a key
 are kept: a mirror's task copies 8 partitions at once, and with 4 kept the others made and closed
-a client each copy (the mirror's lag p50 0.42 s against 0.24 s with 8, measured side by side)."""
+a client each copy (the mirror's lag p50 0.42 s against 0.24 s with 8, measured side by side); 10,
+as the task reads its partitions' ends while its 8 copies run (with 8 kept, one read in 20 made a
+new client: 55 ms at the 99th percentile against 1.3 ms at the median)."""
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +22,7 @@ T = TypeVar("T")
 
 
 class Pool(Generic[T]):
-    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 8) -> None:
+    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 10) -> None:
         self._close, self.idle_s, self.per_key = close, idle_s, per_key
         self._idle: dict[Hashable, list[tuple[float, T]]] = {}
         self._lock = threading.Lock()

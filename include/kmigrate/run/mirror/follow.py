@@ -1,25 +1,29 @@
 """The mirror's copy on an executor (docs/DESIGN.md §12): one Spark task follows its partitions
 for a term, holding their leases the whole time, instead of copying them once and ending. It
-reads its partitions' log starts and last stable offsets on the source and ends on the DR
-cluster (one ListOffsets request a kind and cluster), copies the partitions behind side by side
-(`COPIES_AT_ONCE` threads) with the copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
+reads the log starts and last stable offsets on the source and the ends on the DR cluster of its
+partitions not being copied (one ListOffsets request a kind and cluster, at most every
+`READ_EVERY_S`), and starts a copy of each partition behind (`COPIES_AT_ONCE` threads) with the
+copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
 source; every resume check, which a copy continuing where the task's last one committed skips, as
-nothing was written there since), and goes round again at once, pausing `poll_s` only when nothing
-was behind. Every `verify_every_s` it verifies what it copied while the source is live, one
-partition after each pass (a verification of all at once held every copy of the task back).
+nothing was written there since). A partition is read and copied again as soon as its copy is done:
+none waits for the copies of the others (a transactional partition's markers, a compacted one's
+record path). It pauses `poll_s` only when nothing was behind. Every `verify_every_s` it verifies
+what it copied while the source is live, one partition at a time while the others copy.
 
 A term ends at its deadline, when the run's mirror is asked to stop, or when the driver ends it
 (the run manifest's `mirror-term` part says so, or names another term: the selection changed, a
-driver started again); the task then returns a row a partition. A term `once` makes one pass (a round: each partition copied up to the
-source's last stable offset when the pass began). A partition that fails is named in its row and
-tried again after a pause that doubles, up to `MAX_PAUSE_S`; the others go on. Pure Python."""
+driver started again); the task then returns a row a partition. A term `once` makes one round (each
+partition copied up to the source's last stable offset when it began). A partition that fails is
+named in its row and tried again after a pause that doubles, up to `MAX_PAUSE_S`; the others go
+on. Pure Python."""
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kmigrate import leases
@@ -42,9 +46,10 @@ STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mi
 MAX_PAUSE_S = 10.0
 RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
 # a task's partitions behind copied side by side: a copy waits on the clusters most of its time (a
-# fetch, a produce, the ends read), so one after another a pass took the sum of its copies
+# fetch, a produce), so one after another each partition waited for the sum of the others' copies
 COPIES_AT_ONCE = 8
-OFFSETS_TIMEOUT_S = 10.0  # a pass's offsets: a source gone ends the pass (and lets a stop be seen) in this long
+READ_EVERY_S = 0.01  # the ends of the partitions not being copied read at most this often
+OFFSETS_TIMEOUT_S = 10.0  # a read of the ends: a source gone fails it (and lets a stop be seen) in this long
 
 
 class TermEnded(KmigrateError):
@@ -53,7 +58,7 @@ class TermEnded(KmigrateError):
 
 @dataclasses.dataclass(frozen=True)
 class Term:
-    """A term of the mirror's copy: its number, at most `seconds` long, one pass when `once`; the run
+    """A term of the mirror's copy: its number, at most `seconds` long, one round when `once`; the run
     manifest at `state_location` (None: not readable from here) tells it to end early."""
 
     number: int
@@ -80,6 +85,8 @@ class _Followed:
     verified_to: int = -1
     committed: int | None = None  # the DR end this task's last copy left, committed
     checked: Mapping[str, Any] | None = None   # its last verification's row, equal or not
+    producer: list[Any] = dataclasses.field(default_factory=list)  # CopyOptions.raw_producer, kept across copies
+    whole_only: bool = False  # its last copy wrote whole batches only (CopyOptions.eager_producer off)
 
     def row(self) -> dict[str, Any]:
         return {"ok": self.error is None, "topic": self.unit.topic, "partition": self.unit.partition,
@@ -113,9 +120,6 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
                           idle_timeout_s=RETRY_FOR_S,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
-    deadline = time.monotonic() + term.seconds
-    verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
-    due: list[_Followed] = []  # partitions whose verification is due
     copies = ThreadPoolExecutor(min(COPIES_AT_ONCE, len(keys)), "mirror-copy") if len(keys) > 1 else None
     try:
         try:
@@ -124,19 +128,13 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
                 leaders.remember(cluster, keys)
         except KmigrateError as exc:  # each copy takes its lease on its own
             log.info("mirror: taking the term's leases at once failed (%s)", exc)
-        while True:
-            copied = _pass(source, target, followed, held, options, (lambda: False) if term.once else ended, copies)
-            if term.once or ended() or time.monotonic() >= deadline:
-                break
-            if not due and time.monotonic() >= verify_at:
-                due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
-                verify_at = time.monotonic() + term.verify_every_s
-            if due:  # one partition a pass: a task's copies wait for one verification at a time, not all
-                _verify(source, target, [due.pop(0)])
-            if not copied:
-                time.sleep(term.poll_s)
-        if term.once and term.verify_every_s is not None:
-            _verify(source, target, followed.values())
+        if term.once:  # a round: each partition behind copied up to the source's last stable offset now
+            wait_all([_start(copies, _copy, source, target, followed[key], held[key], copy_options, lambda: False)
+                      for key, copy_options in _behind(source, target, followed, keys, options).items()])
+            if term.verify_every_s is not None:
+                _verify(source, target, followed.values())
+        else:
+            _follow(source, target, followed, held, options, term, ended, copies)
     finally:
         if copies is not None:
             copies.shutdown(wait=True)
@@ -149,50 +147,66 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
 follow_task.per_bin = follow_bin  # type: ignore[attr-defined] - adapters.run_bin hands it a task's units
 
 
-def _pass(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed],
-          held: Mapping[Key, PartitionLease], options: CopyOptions, ended: Callable[[], bool],
-          copies: ThreadPoolExecutor | None = None) -> int:
-    """One pass: every partition behind copied up to the source's last stable offset read at the
-    pass's start, side by side on `copies`' threads, until the term is `ended()`; the records copied."""
-    now = time.monotonic()
-    keys = [k for k, f in followed.items() if f.pause_until <= now]
-    if not keys:
-        return 0
+def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed],
+            held: Mapping[Key, PartitionLease], options: CopyOptions, term: Term, ended: Callable[[], bool],
+            copies: ThreadPoolExecutor | None) -> None:
+    """The term's copies until it ends: each partition copied again as soon as its last copy is done
+    and the source has more (no partition waits for the others' copies); the ends of the partitions
+    not being copied read together, at most every READ_EVERY_S; one verification at a time when due."""
+    deadline = time.monotonic() + term.seconds
+    verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
+    due: list[_Followed] = []  # partitions whose verification is due
+    running: dict[Key, Future[int]] = {}
     try:
-        with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
-            starts, stable = admin.start_offsets(keys, retry=True), admin.stable_ends(keys, retry=True)
-        with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
-            dr_starts, dr_ends = admin.start_offsets(keys, retry=True), admin.end_offsets(keys, retry=True)
-    except KmigrateError as exc:  # a cluster away for now: every partition waits, named
-        for f in followed.values():
-            _failed(f, f"reading the partitions' offsets: {exc}")
-        return 0
-    behind = []
-    for key in keys:
-        if dr_ends[key] >= stable[key] and dr_starts[key] >= starts[key]:
-            followed[key].error, followed[key].failures = None, 0
-        else:
-            behind.append(key)
+        while not ended() and time.monotonic() < deadline:
+            for key in [k for k, r in running.items() if r.done()]:
+                running.pop(key).result()  # a copy's own failures are its partition's row; anything else is raised
+            now = time.monotonic()
+            idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
+            read_at = now
+            for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
+                running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
+            if not due and time.monotonic() >= verify_at:
+                due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
+                verify_at = time.monotonic() + term.verify_every_s
+            resting = [f for f in due if (f.unit.topic, f.unit.partition) not in running]
+            if resting:  # one partition at a time, while the others copy
+                due.remove(resting[0])
+                _verify(source, target, resting[:1])
+            if running:
+                futures.wait(list(running.values()), term.poll_s, futures.FIRST_COMPLETED)
+                time.sleep(max(0.0, read_at + READ_EVERY_S - time.monotonic()))
+            else:
+                time.sleep(term.poll_s)
+    finally:
+        wait_all(running.values())
 
-    def copy(key: Key) -> int:
-        return _copy(source, target, followed[key], held[key], stable[key], options, ended)
 
-    if copies is None or len(behind) < 2:
-        return sum(map(copy, behind))
-    return sum(copies.map(copy, behind))
+def wait_all(running: Iterable[Future[int]]) -> None:
+    for copy in list(running):
+        copy.result()
 
 
-def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: PartitionLease, end: int,
-          options: CopyOptions, ended: Callable[[], bool]) -> int:
-    """One partition copied up to `end` (its source's last stable offset when the pass began), unless
-    the term has ended; the records copied."""
+def _start(copies: ThreadPoolExecutor | None, copy: Callable[..., int], *arguments: Any) -> Future[int]:
+    """`copy(*arguments)` on one of `copies`' threads, or here and now when the task has one partition."""
+    if copies is not None:
+        return copies.submit(copy, *arguments)
+    done: Future[int] = Future()
+    done.set_result(copy(*arguments))
+    return done
+
+
+def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: PartitionLease, options: CopyOptions,
+          ended: Callable[[], bool]) -> int:
+    """One partition copied up to its source's last stable offset as last read (`options.ends_read`),
+    unless the term has ended; the records copied."""
     if ended():
         return 0
     try:
         if not lease.held():
             lease.acquire(wait_s=0)  # held by another copier: named, tried again later
-        result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=end),
-                                dataclasses.replace(options, continues_at=f.committed), (), f.own_end, lease)
+        result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=options.ends_read[1]),
+                                options, (), f.own_end, lease)
     except TermEnded:
         f.committed = None
         return 0
@@ -201,10 +215,39 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
         _failed(f, str(exc))
         return 0
     f.own_end = f.committed = result.target_end
+    f.whole_only = result.records > 0 and result.records == result.whole_records
     f.error, f.failures = None, 0
     f.records += result.records
     f.copies += 1
     return result.records
+
+
+def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed], keys: Sequence[Key],
+            options: CopyOptions) -> dict[Key, CopyOptions]:
+    """The partitions of `keys` behind the source, each with the options of its next copy: its ends
+    as read now (`CopyOptions.ends_read`; a copy goes up to the source's last stable offset), the
+    target topics' configs; every partition waits, named, when a cluster does not answer."""
+    try:
+        with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
+            starts, stable = admin.start_offsets(keys, retry=True), admin.stable_ends(keys, retry=True)
+        with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
+            dr_starts, dr_ends = admin.start_offsets(keys, retry=True), admin.end_offsets(keys, retry=True)
+            configs = admin.topics_configs({topic for topic, _ in keys})  # once a read, not once a copy
+    except KmigrateError as exc:  # a cluster away for now: every partition read waits, named
+        for key in keys:
+            _failed(followed[key], f"reading the partitions' offsets: {exc}")
+        return {}
+    behind = {}
+    for key in keys:
+        f = followed[key]
+        if dr_ends[key] >= stable[key] and dr_starts[key] >= starts[key]:
+            f.error, f.failures = None, 0
+        else:
+            behind[key] = dataclasses.replace(
+                options, target_configs=configs, continues_at=f.committed, raw_producer=f.producer,
+                eager_producer=not f.whole_only,
+                ends_read=(starts[key], stable[key], dr_starts[key], dr_ends[key]))
+    return behind
 
 
 def _failed(f: _Followed, error: str) -> None:
