@@ -17,11 +17,14 @@ BROKERS ?= 1
 ifneq ($(BROKERS),1)
 STACK := $(PYTHON) stack/stack.py --brokers $(BROKERS)
 endif
-# SOURCE_VERSION=3.9.1 (or 2.8.2): the stack targets act on the compat profile, the source that Kafka
-# version with ZooKeeper and a Connect worker of that version, the target 4.3.1 KRaft (.stack-compat-V/)
+# SOURCE_VERSION=3.9.1 (or 2.8.2, 4.3.1, 4.4.0) and/or TARGET_VERSION=4.4.0 (or 4.3.1): the stack targets
+# act on the compat profile, the source that Kafka version (with ZooKeeper before 4.0) and a Connect worker
+# of that version, the target that version on KRaft; each unset one is 4.3.1 (.stack-compat-V[-to-T]/)
 SOURCE_VERSION ?=
-ifneq ($(SOURCE_VERSION),)
-STACK := $(PYTHON) stack/stack.py --source-version $(SOURCE_VERSION)
+TARGET_VERSION ?=
+ifneq ($(SOURCE_VERSION)$(TARGET_VERSION),)
+STACK := $(PYTHON) stack/stack.py $(if $(SOURCE_VERSION),--source-version $(SOURCE_VERSION)) \
+  $(if $(TARGET_VERSION),--target-version $(TARGET_VERSION))
 endif
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 PYTEST_ARGS ?=
@@ -122,10 +125,11 @@ test-secure: install
 	  tests/dags/test_secure_migration.py $(PYTEST_ARGS); status=$$?; \
 	  $(VPY) -m tests.secure.summary test-artifacts/secure-results.jsonl || status=1; exit $$status
 
-# Whole migrations through the kafka_migration DAG from older sources (tests/dags/test_compat_migration.py):
-# the compat profile for each of COMPAT_VERSIONS in turn (what it starts, it stops); the last line is one
-# JSON object with each source version's partitions, groups and connectors, equal, exact and resumed.
-COMPAT_VERSIONS ?= 2.8.2,3.9.1,4.3.1
+# Whole migrations through the kafka_migration DAG between Kafka versions (tests/dags/test_compat_migration.py):
+# the compat profile for each of COMPAT_VERSIONS in turn (SOURCE, to a 4.3.1 target, or SOURCE:TARGET; what
+# it starts, it stops); a JSON line a pair, then one JSON object with each pair's partitions, groups and
+# connectors, equal, exact and resumed.
+COMPAT_VERSIONS ?= 2.8.2,3.9.1,4.3.1,4.4.0,4.3.1:4.4.0
 test-compat: install
 	@rm -f test-artifacts/compat-results.jsonl
 	@KMIGRATE_COMPAT_VERSIONS=$(COMPAT_VERSIONS) KMIGRATE_COMPAT_RESULTS=$(CURDIR)/test-artifacts/compat-results.jsonl \

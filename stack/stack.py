@@ -24,11 +24,11 @@ if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path (test
 from stack_cli import down, main, run_with_stack, status, up  # noqa: E402, F401
 from stack_common import PROJECT_DIR, StackError, poll_until  # noqa: E402, F401
 from stack_install import (BASIC_AUTH_EXTENSION, CACHE_DIR, DEPENDENCY_PLUGIN, KAFKA_HOME,  # noqa: E402, F401
-                           KAFKA_VERSION, POM, SOURCE_VERSIONS, check_java, ensure_basic_auth_extension, install,
-                           installed_marker, java_binary, kafka_home, maven_settings_args, mvn_binary)
+                           KAFKA_VERSION, POM, SOURCE_VERSIONS, TARGET_VERSIONS, check_java, ensure_basic_auth_extension,
+                           install, installed_marker, java_binary, kafka_home, maven_settings_args, mvn_binary)
 from stack_profiles import (BROKER_PORT_STEP, COMPAT_STATE_DIR, DEFAULT_CLUSTERS, DEFAULT_STATE_DIR,  # noqa: E402, F401
                             MULTI_STATE_DIR, SECURE_CLUSTERS, SECURE_STATE_DIR, Cluster, broker_name, compat_clusters,
-                            multi_clusters, parse_cluster)
+                            compat_state_dir, multi_clusters, parse_cluster)
 from stack_security import (CLIENT_METHODS, CONNECT_REST_USER, KAFKA_USERS, MIGRATOR,  # noqa: E402, F401
                             SCRAM_MECHANISMS, SUPER_USERS, Security, acl_binding, connect_jaas_file, migrator_acls,
                             prepare_security, provision_acls, secure_broker_settings, secure_connect_settings)

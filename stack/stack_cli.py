@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 from stack_common import StackError
-from stack_install import (KAFKA_VERSION, SOURCE_VERSIONS, check_java, ensure_basic_auth_extension, install,
+from stack_install import (KAFKA_VERSION, SOURCE_VERSIONS, TARGET_VERSIONS, check_java, ensure_basic_auth_extension, install,
                            installed_marker, kafka_home)
-from stack_profiles import (COMPAT_STATE_DIR, DEFAULT_CLUSTERS, DEFAULT_STATE_DIR, MULTI_STATE_DIR, SECURE_CLUSTERS,
-                            SECURE_STATE_DIR, Cluster, compat_clusters, multi_clusters, parse_cluster)
+from stack_profiles import (DEFAULT_CLUSTERS, DEFAULT_STATE_DIR, MULTI_STATE_DIR, SECURE_CLUSTERS,
+                            SECURE_STATE_DIR, Cluster, compat_clusters, compat_state_dir, multi_clusters, parse_cluster)
 from stack_security import owner_only_dir, prepare_security, provision_acls
 from stack_services import Service, services, stop, stop_all, wait_until_answering
 from stack_settings import launch
@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the compat profile: the source as this Kafka version (with ZooKeeper before 4.0, and a "
                              f"Connect worker of that version), the target {KAFKA_VERSION} on KRaft (default state dir "
                              ".stack-compat-VERSION/, ports 19392-19393/18383 and 29392-29393/28383)")
+    parser.add_argument("--target-version", choices=TARGET_VERSIONS, default=None,
+                        help=f"the compat profile's target as this Kafka version (default {KAFKA_VERSION}; state dir "
+                             ".stack-compat-SOURCE-to-TARGET/); alone, the source is {KAFKA_VERSION} too")
     parser.add_argument("--wipe", action="store_true", help="with down: delete data and logs too")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for each group of services")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -143,14 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     secure = args.secure or os.environ.get("KMIGRATE_STACK_SECURE", "") == "1"
     multi = args.brokers > 1
-    compat = args.source_version is not None
+    compat = args.source_version is not None or args.target_version is not None
+    source_version, target_version = args.source_version or KAFKA_VERSION, args.target_version or KAFKA_VERSION
     clusters = tuple(args.clusters or (SECURE_CLUSTERS if secure else multi_clusters(args.brokers) if multi
-                                       else compat_clusters(args.source_version) if compat else DEFAULT_CLUSTERS))
+                                       else compat_clusters(source_version, target_version) if compat else DEFAULT_CLUSTERS))
     if args.clusters and multi:
         clusters = tuple(dataclasses.replace(c, brokers=args.brokers) for c in clusters)
     default_dir = os.environ.get("KMIGRATE_SECURE_STACK_DIR", SECURE_STATE_DIR) if secure else \
         os.environ.get("KMIGRATE_MULTI_STACK_DIR", MULTI_STATE_DIR) if multi else \
-        Path(f"{COMPAT_STATE_DIR}-{args.source_version}") if compat else \
+        compat_state_dir(source_version, target_version) if compat else \
         os.environ.get("KMIGRATE_STACK_DIR", DEFAULT_STATE_DIR)
     state_dir = Path(args.state_dir or default_dir).resolve()
     try:

@@ -14,9 +14,17 @@ POM = PROJECT_DIR / "stack" / "pom.xml"
 KAFKA_VERSION = "4.3.1"
 CACHE_DIR = Path(os.environ.get("KMIGRATE_CACHE_DIR", PROJECT_DIR / ".cache"))
 KAFKA_HOME = CACHE_DIR / f"kafka-{KAFKA_VERSION}"
-# Older sources the compat profile starts (`--source-version`): ZooKeeper-era brokers and Connect of
-# that version, from Maven Central like the rest; the target stays KAFKA_VERSION on KRaft.
-SOURCE_VERSIONS = ("4.3.1", "3.9.1", "2.8.2")
+# The sources the compat profile starts (`--source-version`): brokers (ZooKeeper-era before 4.0) and
+# Connect of that version, from Maven Central like the rest; its target is KAFKA_VERSION on KRaft, or
+# one of TARGET_VERSIONS (`--target-version`).
+SOURCE_VERSIONS = ("4.4.0", "4.3.1", "3.9.1", "2.8.2")
+TARGET_VERSIONS = ("4.3.1", "4.4.0")
+# Connect plugins (connect-file, connect-mirror) of a release that Maven Central did not serve here when
+# the release was added (2026-11-26: 4.4.0's broker and Connect runtime resolved, its plugins did not):
+# the nearest earlier release's. The file connectors of 4.3.1 ask the clients' AppInfoParser for their
+# version, which 4.4.0 moved (to common.utils.internals): their plugin directory gets that release's
+# kafka-clients too, from which the worker's plugin loader takes what its own clients lack.
+PLUGIN_VERSIONS = {"4.4.0": "4.3.1"}
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 BASIC_AUTH_EXTENSION = "connect-basic-auth-extension"
 
@@ -90,15 +98,19 @@ def install(home: Path = KAFKA_HOME, version: str = KAFKA_VERSION) -> Path:
     print(f"stack: resolving Apache Kafka {version} from Maven Central into {home} ...", flush=True)
     base = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={repo}", f"-Dkafka.version={version}",
             *maven_settings_args(partial)]
+    plugins = PLUGIN_VERSIONS.get(version, version)
     steps = [
         [*base, f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={partial / 'libs'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-file:{version}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-file:{plugins}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-file'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{version}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror:{plugins}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
-        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{version}",
+        [*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:connect-mirror-client:{plugins}",
          f"-DoutputDirectory={partial / 'plugins' / 'connect-mirror'}"],
     ]
+    if plugins != version:
+        steps.append([*base, f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:kafka-clients:{plugins}",
+                      f"-DoutputDirectory={partial / 'plugins' / 'connect-file'}"])
     for step in steps:
         result = subprocess.run(step, capture_output=True, text=True)
         if result.returncode != 0:

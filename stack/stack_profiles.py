@@ -2,8 +2,8 @@
 where its state lives. The default profile (.stack/): a source and a target KRaft cluster with a
 Connect worker each; secure (--secure, .stack-secure/): the same with SASL_SSL, mutual TLS and ACLs
 (stack_security.py); multi-broker (--brokers N, .stack-multi/): N nodes a cluster, replicated like
-production; compat (--source-version V, .stack-compat-V/): an older source, with ZooKeeper before
-4.0. What each service of a cluster is started with: stack_settings.py. Standard library only."""
+production; compat (--source-version V, .stack-compat-V/; with --target-version T other than
+the default, .stack-compat-V-to-T/): a source of another version, with ZooKeeper before 4.0. What each service of a cluster is started with: stack_settings.py. Standard library only."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,7 @@ from stack_install import KAFKA_VERSION, kafka_home
 DEFAULT_STATE_DIR = PROJECT_DIR / ".stack"
 SECURE_STATE_DIR = PROJECT_DIR / ".stack-secure"
 MULTI_STATE_DIR = PROJECT_DIR / ".stack-multi"
-COMPAT_STATE_DIR = PROJECT_DIR / ".stack-compat"  # + "-<version>"
+COMPAT_STATE_DIR = PROJECT_DIR / ".stack-compat"  # + "-<version>", compat_state_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +67,18 @@ SECURE_CLUSTERS = (
 BROKER_PORT_STEP = 10
 
 
-def compat_clusters(version: str) -> tuple[Cluster, Cluster]:
+def compat_clusters(version: str, target_version: str = KAFKA_VERSION) -> tuple[Cluster, Cluster]:
     """The compat profile (`--source-version V`): a source of Kafka V (with ZooKeeper before 4.0) on
-    19392 (ZooKeeper 19393, Connect 18383) and a KAFKA_VERSION KRaft target on 29392 (Connect 28383)."""
-    return (Cluster("source", 19392, 19393, 18383, version=version), Cluster("target", 29392, 29393, 28383))
+    19392 (ZooKeeper 19393, Connect 18383) and a KRaft target of `target_version` on 29392 (Connect 28383)."""
+    return (Cluster("source", 19392, 19393, 18383, version=version),
+            Cluster("target", 29392, 29393, 28383, version=target_version))
+
+
+def compat_state_dir(version: str, target_version: str = KAFKA_VERSION) -> Path:
+    """Where the compat profile of a source and target version keeps its state: a cluster formatted
+    by one Kafka version may not start under another, so each pair has its own."""
+    suffix = version if target_version == KAFKA_VERSION else f"{version}-to-{target_version}"
+    return Path(f"{COMPAT_STATE_DIR}-{suffix}")
 
 
 def multi_clusters(brokers: int) -> tuple[Cluster, Cluster]:

@@ -1,9 +1,10 @@
-"""A whole migration through the kafka_migration DAG from an older source to a 4.3.1 KRaft target:
+"""A whole migration through the kafka_migration DAG between Kafka versions, to a KRaft target:
 the mixed workload (plain, compacted with deletes, transactional with aborts, a log start above 0,
 two groups, a FileStreamSource and a FileStreamSink connector) on the compat profile of the stack
-(`stack.py --source-version V`: ZooKeeper-era brokers and Connect of that version). The versions
-come from $KMIGRATE_COMPAT_VERSIONS (default 3.9.1; `make test-compat` runs 2.8.2, 3.9.1 and 4.3.1);
-each records its figures to $KMIGRATE_COMPAT_RESULTS for the make target's last line."""
+(`stack.py --source-version V [--target-version T]`: brokers, ZooKeeper-era before 4.0, and Connect
+of that version). The pairs come from $KMIGRATE_COMPAT_VERSIONS, each SOURCE (to a 4.3.1 target) or
+SOURCE:TARGET (default 3.9.1; `make test-compat` runs 2.8.2, 3.9.1, 4.3.1 and 4.4.0 to 4.3.1, and
+4.3.1 to 4.4.0); each records its figures to $KMIGRATE_COMPAT_RESULTS for the make target's lines."""
 from __future__ import annotations
 
 import json
@@ -37,12 +38,12 @@ CONNECTIONS = {"source_kafka_conn_id": "compat_kafka_source", "target_kafka_conn
 
 @pytest.fixture(scope="module", params=VERSIONS)
 def compat_stack(request) -> Iterator[Stack]:
-    """The compat profile for one source version: used if running, started otherwise; what it starts
-    it stops again, by pid, after that version's tests."""
+    """The compat profile for one pair of versions: used if running, started otherwise; what it starts
+    it stops again, by pid, after that pair's tests."""
     stack_mod = load_stack_module()
-    version = request.param
-    clusters = stack_mod.compat_clusters(version)
-    state_dir = Path(f"{stack_mod.COMPAT_STATE_DIR}-{version}").resolve()
+    source_version, target_version = _versions(request.param, stack_mod.KAFKA_VERSION)
+    clusters = stack_mod.compat_clusters(source_version, target_version)
+    state_dir = stack_mod.compat_state_dir(source_version, target_version).resolve()
     started = stack_mod.up(clusters, state_dir, timeout_s=240)
     source, target = clusters
     try:
@@ -50,8 +51,20 @@ def compat_stack(request) -> Iterator[Stack]:
                     ClusterConfig.from_bootstrap("target", target.bootstrap),
                     ConnectClient(source.connect_url), ConnectClient(target.connect_url), state_dir)
     finally:
-        close_pooled_clients()  # the next version's stack takes the same ports
+        close_pooled_clients()  # the next pair's stack takes the same ports
         stack_mod.stop_all(started)
+
+
+def _versions(param: str, default_target: str) -> tuple[str, str]:
+    """(source version, target version) of a KMIGRATE_COMPAT_VERSIONS item: SOURCE or SOURCE:TARGET."""
+    source, _, target = param.partition(":")
+    return source, target or default_target
+
+
+def _pair(request) -> tuple[str, str, str]:  # noqa: ANN001 - pytest's request
+    """The test's source version, target version, and their name in the results ("S -> T")."""
+    source, target = _versions(request.node.callspec.params["compat_stack"], load_stack_module().KAFKA_VERSION)
+    return source, target, f"{source} -> {target}"
 
 
 def connector_offsets_equal(stack: Stack, connectors: dict) -> bool:
@@ -67,7 +80,7 @@ def connector_offsets_equal(stack: Stack, connectors: dict) -> bool:
 
 def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tmp_path, request):
     stack = compat_stack
-    version = request.node.callspec.params["compat_stack"]
+    version, target_version, pair = _pair(request)
     prefix = f"compat{version.replace('.', '')}x{os.urandom(3).hex()}"
     w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=300)
     state = tmp_path / "state"
@@ -84,7 +97,8 @@ def test_a_mixed_workload_migrates_from_an_older_source(compat_stack, dagbag, tm
                                                 "connectors", "connectors_resumed")}
         connectors = summary["_snapshot"]["connectors"]
         offsets_equal = run.state == "success" and connector_offsets_equal(stack, connectors)
-        results.record(RESULTS_ENV, source_version=version, run_state=str(run.state), **figures,
+        results.record(RESULTS_ENV, pair=pair, source_version=version, target_version=target_version,
+                       run_state=str(run.state), **figures,
                        connector_offsets_equal=offsets_equal,
                        stopped_by=sorted({c["stopped_by"] for c in connectors.values()}))
         assert str(run.state) == "success", task_states(run)
@@ -145,7 +159,7 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
     (message.format.version, message.downconversion.enable, message.timestamp.difference.max.ms).
     Every partition migrates equal through the DAG; the removed configs are mapped or dropped and the
     report names each. Formats below v2 exist only on sources before 3.0 (KIP-724)."""
-    version = request.node.callspec.params["compat_stack"]
+    version, target_version, pair = _pair(request)
     if tuple(int(x) for x in version.split(".")[:2]) >= (3, 0):
         pytest.skip(f"Kafka {version} writes every batch in format v2")
     stack = compat_stack
@@ -169,7 +183,8 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
     run = run_dag(dagbag, **{**CONNECTIONS, "topics_include": rf"{prefix}\..*", "quiesce_seconds": 2,
                              "state_location": str(state), "run_name": prefix})
     summary = summarize(Manifest(str(state), prefix))
-    results.record(RESULTS_ENV, source_version=f"{version} v0/v1 formats", run_state=str(run.state),
+    results.record(RESULTS_ENV, pair=f"{pair} v0/v1 formats", source_version=version, target_version=target_version,
+                   run_state=str(run.state),
                    partitions=summary["partitions"], partitions_equal=summary["partitions_equal"], groups=0,
                    groups_exact=0, connectors=0, connectors_resumed=0, connector_offsets_equal=True, stopped_by=[],
                    configs_mapped=sorted({n for c in summary["config_versions"].values() for n in c}))

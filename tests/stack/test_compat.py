@@ -36,3 +36,12 @@ def test_a_4x_source_in_the_compat_profile_is_kraft():
 def test_the_compat_profile_is_not_mixed_with_others(capsys):
     assert stack.main(["status", "--source-version", "2.8.2", "--brokers", "3"]) == 2
     assert "separate profiles" in capsys.readouterr().err
+
+
+def test_a_target_version_gets_its_own_home_and_state_dir():
+    source, target = stack.compat_clusters("4.3.1", "4.4.0")
+    assert (source.home.name, target.home.name) == ("kafka-4.3.1", "kafka-4.4.0") and not target.zookeeper
+    # a cluster formatted by one Kafka version may not start under an older one: each pair its own state
+    assert stack.compat_state_dir("4.3.1", "4.4.0").name == ".stack-compat-4.3.1-to-4.4.0"
+    assert stack.compat_state_dir("4.4.0").name == ".stack-compat-4.4.0"
+    assert "4.4.0" in stack.SOURCE_VERSIONS and "4.4.0" in stack.TARGET_VERSIONS

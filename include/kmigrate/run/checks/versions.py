@@ -96,7 +96,7 @@ def check_apis(cluster: ClusterConfig, role: str) -> None:
             f"the {role} cluster ({cluster.bootstrap_servers}) does not answer "
             + "; ".join(f"{what}, which Kafka {release} added" for what, release in missing)
             + f". Its brokers are older than this project supports as a {role} (Kafka 2.8 or later as a source, "
-            "the target tested on 4.3.1); nothing was stopped or written")
+            "the target tested on 4.3.1 and 4.4.0); nothing was stopped or written")
 
 
 def check_workers(source_connect: ConnectClient, target_connect: ConnectClient, infos: Mapping[str, Mapping[str, Any]],
