@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import re
 
+from kmigrate.copy.options import CopyOptions
+from kmigrate.copy.partition import copy_partition
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec
 
@@ -96,4 +99,30 @@ def test_records_a_copy_wrote_without_reporting_them_count_as_the_mirrors_own_ac
     again = mirror_of(stack, manifest, topic)  # a restart: what was asked of the copy, from the run's status
     status = again.round()
     assert status["failed_partitions"] == 0 and watermarks(stack.target, topic) == (160, 170)
+    assert_same_partition(stack, topic, 0)
+
+
+def test_records_a_copy_of_the_term_before_wrote_after_the_driver_read_the_dr_ends_are_the_mirrors_own(
+        stack, unique_name, tmp_path):
+    """A task of the term before (its driver killed, or not yet told that the term ended) copies after
+    the driver read the DR ends for the next term: the next term's copy, holding the partition's lease,
+    knows those records as the mirror's own when the source has since deleted past them."""
+    topic = unique_name
+    manifest, mirror = mirrored_once(stack, topic, tmp_path)
+    produce(stack.source, topic, records(50, "second"), 0)
+    follow = mirror.follow
+
+    def copied_late_by_the_term_before(units, extras, term):
+        late = copy_partition(stack.source, stack.target, WorkUnit(topic, 0, 150),
+                              CopyOptions(run_id=manifest.run_id, verify=False, live=True))
+        assert late.target_end == 150 and extras[(topic, 0)]["own_end"] == 100  # the driver knows none of it
+        produce(stack.source, topic, records(20, "third"), 0)
+        with ClusterAdmin(stack.source) as admin:
+            admin.delete_records(topic, 0, 160)  # past what the late copy wrote
+        return follow(units, extras, term)
+
+    mirror.follow = copied_late_by_the_term_before
+    status = mirror.round()
+    assert status["failed_partitions"] == 0, status["partitions"]
+    assert watermarks(stack.target, topic) == (160, 170)
     assert_same_partition(stack, topic, 0)

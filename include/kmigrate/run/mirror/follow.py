@@ -77,6 +77,7 @@ class _Followed:
     own_end: int | None
     previous: Mapping[str, Any] | None = None  # its last equal verification while live
     compacted: bool = False
+    began: int | None = None  # the DR end when the driver asked the mirror's copies to begin (its `asked`)
     records: int = 0
     copies: int = 0
     error: str | None = None
@@ -96,7 +97,7 @@ class _Followed:
 
 def follow_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
     """follow_bin of one unit (its extras in `keywords`)."""
-    extras = {k: keywords.pop(k) for k in ("own_end", "previous", "compacted") if k in keywords}
+    extras = {k: keywords.pop(k) for k in ("own_end", "previous", "compacted", "began") if k in keywords}
     return follow_bin([(unit, extras)], **keywords)[0]
 
 
@@ -108,7 +109,8 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     term = term if isinstance(term, Term) else Term(**term)
     source, target = clients
     followed = {(u.topic, u.partition): _Followed(u, extras.get("own_end"), extras.get("previous"),
-                                                  bool(extras.get("compacted"))) for u, extras in items}
+                                                  bool(extras.get("compacted")), extras.get("began"))
+                for u, extras in items}
     keys = list(followed)
     ended = _signal(term)
 
@@ -205,6 +207,8 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
     try:
         if not lease.held():
             lease.acquire(wait_s=0)  # held by another copier: named, tried again later
+        if f.committed is None:
+            f.own_end = _own_end_now(source, target, f)
         result = copy_partition(source, target, dataclasses.replace(f.unit, end_offset=options.ends_read[1]),
                                 options, (), f.own_end, lease)
     except TermEnded:
@@ -250,11 +254,28 @@ def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     return behind
 
 
+def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> int | None:
+    """Where the mirror's copies left the partition's DR end, read with its lease held: the DR end
+    when it lies above where the driver asked them to begin and at most one past the source's last
+    stable offset (read after it), else `f.own_end`. A copy of the term before (its driver killed,
+    or its task not yet told that the term ended) may write after the driver read the DR ends for
+    this term; the DR end it leaves is the mirror's own, which matters once the source's log start
+    moves past it (as the driver's own count of what was written unreported, `written_unreported`)."""
+    if f.began is None:
+        return f.own_end
+    key = (f.unit.topic, f.unit.partition)
+    with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
+        dr_end = admin.end_offsets([key], retry=True)[key]
+    with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
+        source_end = admin.stable_ends([key], retry=True)[key]
+    return dr_end if f.began < dr_end <= source_end + 1 else f.own_end
+
+
 def _failed(f: _Followed, error: str) -> None:
     f.error = error
     f.failures += 1
     f.pause_until = time.monotonic() + min(MAX_PAUSE_S, 0.25 * 2 ** f.failures)
-    log.info("mirror %s[%d]: %s; tried again in %.1f s", f.unit.topic, f.unit.partition, error,
+    log.warning("mirror %s[%d]: %s; tried again in %.1f s", f.unit.topic, f.unit.partition, error,
              f.pause_until - time.monotonic())
 
 

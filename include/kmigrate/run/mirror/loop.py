@@ -235,7 +235,8 @@ class Mirror:
         self.manifest.replace(TERM, {"term": term.number, "ended": False})
         units = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys]
         extras = {k: {"own_end": self.own_ends.get(k), "previous": self.verified.get(k) if
-                      self.verified.get(k, {}).get("equal") else None, "compacted": k[0] in self.compacted} for k in keys}
+                      self.verified.get(k, {}).get("equal") else None, "compacted": k[0] in self.compacted,
+                      "began": self.asked[k][0]} for k in keys}
         if once:
             self.taken_in(self.follow(units, extras, term) if units else [])
             return self.status(keys)
