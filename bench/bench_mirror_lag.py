@@ -8,10 +8,10 @@ created first. Each setting runs --tasks processes (as many Spark tasks), each f
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
 every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL` (copies side by side in a task,
-idle clients kept a key in the process's pools); the default compares one after another with the
-shipped settings. Last line: one JSON object, p50/p90/p99 seconds a setting.
+idle clients kept a key in the process's pools); the default compares one after another, the
+pools of before, and the shipped settings (8:10). Last line: one JSON object, p50/p90/p99 seconds a setting.
 
-    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 1:8,8:4,8:8]
+    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 1:8,8:8,8:10]
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--rate-mb", type=float, default=5.0)
-    parser.add_argument("--settings", default="1:8,8:4,8:8")
+    parser.add_argument("--settings", default="1:8,8:8,8:10")
     args = parser.parse_args()
     results = []
     for setting in args.settings.split(","):
