@@ -6,16 +6,21 @@ the same records, read into memory first). Then alignment speed: a source partit
 start is at several million is aligned on the target, in offsets/s. All measured in one run, side
 by side. Last, the same copy on the secure stack (`stack.py --secure`: SASL_SSL with
 SCRAM-SHA-512, ACLs, read as the `migrator` principal) beside the PLAINTEXT stack, the two
-alternating, five rounds each: `secure_vs_plaintext` is the ratio of the median records/s. The
-last line is one JSON object.
+alternating, five rounds each, by whole batches and by the record path: `secure_vs_plaintext` is
+the ratio of the median records/s. During each of those copies the CPU seconds of the copier's
+process and of the source's and the target's broker are read (/proc): the side that used the most
+of a core, in the median secure round, is named as the one that limits. The last line is one JSON
+object.
 
     python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000] [--secure-rounds 5]
+                               [--secure-only]
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import random
 import statistics
@@ -94,15 +99,39 @@ def ceiling(topic: str, rows_by_partition: list[list[tuple]]) -> float:
         return time.monotonic() - started
 
 
-def copy(topic: str, partitions: int, source: ClusterConfig = SOURCE, target: ClusterConfig = TARGET) -> float:
+def copy(topic: str, partitions: int, source: ClusterConfig = SOURCE, target: ClusterConfig = TARGET,
+         raw_batches: bool = True, cpu: dict | None = None) -> float:
+    """Seconds to copy the topic; with `cpu` ({"pids": {side: pid, or None for this process}}), each
+    side's share of a core while it copied is appended to cpu["shares"][side]."""
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         prepare_target_topic(source_admin, target_admin, topic)
         ends = [source_admin.watermarks(topic, p)[1] for p in range(partitions)]
+    pids = (cpu or {}).get("pids", {})
+    before = {side: _cpu_s(pid) for side, pid in pids.items()}
     started = time.monotonic()
     for p, end in enumerate(ends):
-        result = copy_partition(source, target, WorkUnit(topic, p, end), CopyOptions(verify=False, run_id="bench"))
-        assert result.whole_batches > 0 or end < 100, "the copy took the record path"
-    return time.monotonic() - started
+        result = copy_partition(source, target, WorkUnit(topic, p, end),
+                                CopyOptions(verify=False, run_id="bench", raw_batches=raw_batches))
+        assert (result.whole_batches > 0) == raw_batches or end < 100, "the copy took another path"
+    seconds = time.monotonic() - started
+    for side, pid in pids.items():
+        cpu.setdefault("shares", {}).setdefault(side, []).append(round((_cpu_s(pid) - before[side]) / seconds, 3))
+    return seconds
+
+
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user and system) of a process so far: this one's for None, else from /proc."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pids(state_dir: Path) -> dict[str, int]:
+    """The source's and the target's broker process of a stack state directory."""
+    return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
+            for side in ("source", "target")}
 
 
 def secure_clusters() -> tuple[ClusterConfig, ClusterConfig, ClusterConfig]:
@@ -131,26 +160,31 @@ def setup_ms(rounds: int = 5) -> dict:
     return {f"{side}_ms": round(statistics.median(values) * 1000, 1) for side, values in times.items()}
 
 
-def secure_vs_plaintext(records: int, value_size: int, rounds: int) -> dict:
+def secure_vs_plaintext(records: int, value_size: int, rounds: int, raw_batches: bool = True) -> dict:
     """The copier's records/s on both stacks, alternating which goes first, `rounds` each, values
-    incompressible (TLS then encrypts as many bytes as the data has)."""
+    incompressible (TLS then encrypts as many bytes as the data has), by whole batches or by the
+    record path; each side's share of a core in each round, and the side that limits."""
     seed_as, source, target = secure_clusters()
+    stack_dir = Path(__file__).resolve().parents[1]
+    pids = {"plaintext": broker_pids(stack_dir / ".stack"), "secure": broker_pids(stack_dir / ".stack-secure")}
     rates: dict[str, list[float]] = {"plaintext": [], "secure": []}
+    cpu: dict[str, dict] = {side: {"pids": {"copier": None, **pids[side]}} for side in rates}
     for round_ in range(rounds):
         order = ("plaintext", "secure") if round_ % 2 == 0 else ("secure", "plaintext")
         for side in order:
             topic = f"bench.secure.{side}.{value_size}b.{uuid.uuid4().hex[:6]}"
-            if side == "plaintext":
-                seed(topic, 1, records, value_size, incompressible=True)
-                rates[side].append(records / copy(topic, 1))
-            else:
-                seed(topic, 1, records, value_size, seed_as, incompressible=True)
-                rates[side].append(records / copy(topic, 1, source, target))
+            clusters = (SOURCE, SOURCE, TARGET) if side == "plaintext" else (seed_as, source, target)
+            seed(topic, 1, records, value_size, clusters[0], incompressible=True)
+            rates[side].append(records / copy(topic, 1, *clusters[1:], raw_batches=raw_batches, cpu=cpu[side]))
     plain, secure = statistics.median(rates["plaintext"]), statistics.median(rates["secure"])
-    return {"value_bytes": value_size, "records": records, "rounds": rounds, "mb": round(records * value_size / 1e6),
+    shares = {side: cpu[side]["shares"] for side in rates}
+    median_round = sorted(range(rounds), key=lambda i: rates["secure"][i])[rounds // 2]
+    limits = max(shares["secure"], key=lambda name: shares["secure"][name][median_round])
+    return {"path": "whole batches" if raw_batches else "record path", "value_bytes": value_size, "records": records,
+            "rounds": rounds, "mb": round(records * value_size / 1e6),
             "plaintext_records_per_s": round(plain), "secure_records_per_s": round(secure),
-            "secure_vs_plaintext": round(secure / plain, 3),
-            "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}}
+            "secure_vs_plaintext": round(secure / plain, 3), "secure_limited_by": limits,
+            "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}, "core_shares": shares}
 
 
 def align(offsets: int) -> dict:
@@ -180,11 +214,12 @@ def main() -> None:
     parser.add_argument("--records-1k", type=int, default=100_000)
     parser.add_argument("--align", type=int, default=5_000_000)
     parser.add_argument("--secure-rounds", type=int, default=5, help="0 leaves the secure stack out")
+    parser.add_argument("--secure-only", action="store_true", help="only the secure stack beside the PLAINTEXT one")
     args = parser.parse_args()
 
     cases = []
     for value_size, records in ((100, args.records_100b), (1024, args.records_1k)):
-        for partitions in (1, 6):
+        for partitions in (() if args.secure_only else (1, 6)):
             topic = f"bench.copy.{value_size}b.{partitions}p.{uuid.uuid4().hex[:6]}"
             seed(topic, partitions, records, value_size)
             rows = read_all(topic, partitions)
@@ -201,26 +236,35 @@ def main() -> None:
             print(f"{value_size:>5} B x {partitions} partition(s), {records} records: copy {case['copy_records_per_s']:>8} rec/s "
                   f"{case['copy_mb_per_s']:>6} MB/s | ceiling {case['ceiling_records_per_s']:>8} rec/s "
                   f"{case['ceiling_mb_per_s']:>6} MB/s | copy/ceiling {case['copy_vs_ceiling']}", flush=True)
-    alignment = align(args.align)
-    print(f"alignment: {alignment['offsets']} offsets in {alignment['seconds']} s = {alignment['offsets_per_s']} offsets/s")
+    alignment = {} if args.secure_only else align(args.align)
+    if alignment:
+        print(f"alignment: {alignment['offsets']} offsets in {alignment['seconds']} s = {alignment['offsets_per_s']} "
+              "offsets/s")
     secure, setup = [], {}
     if args.secure_rounds:
         setup = setup_ms()
         print(f"a partition's fixed cost (10 records): SASL_SSL {setup['secure_ms']} ms, PLAINTEXT {setup['plaintext_ms']} ms",
               flush=True)
-        for value_size, records in ((100, args.records_100b), (1024, args.records_1k)):
-            case = secure_vs_plaintext(records, value_size, args.secure_rounds)
-            secure.append(case)
-            print(f"{value_size:>5} B x 1 partition, {records} records: SASL_SSL/SCRAM-SHA-512 "
-                  f"{case['secure_records_per_s']:>8} rec/s | PLAINTEXT {case['plaintext_records_per_s']:>8} rec/s | "
-                  f"secure/plaintext {case['secure_vs_plaintext']} (medians of {case['rounds']})", flush=True)
-    headline = min(cases, key=lambda c: c["copy_vs_ceiling"])
+        for raw_batches in (True, False):
+            for value_size, records in ((100, args.records_100b), (1024, args.records_1k)):
+                records = records if raw_batches else records // 3  # the record path is several times slower
+                case = secure_vs_plaintext(records, value_size, args.secure_rounds, raw_batches)
+                secure.append(case)
+                print(f"{case['path']}, {value_size:>5} B x 1 partition, {records} records: SASL_SSL/SCRAM-SHA-512 "
+                      f"{case['secure_records_per_s']:>8} rec/s | PLAINTEXT {case['plaintext_records_per_s']:>8} rec/s"
+                      f" | secure/plaintext {case['secure_vs_plaintext']} (medians of {case['rounds']}), limited by "
+                      f"{case['secure_limited_by']} (shares of a core: {case['core_shares']['secure']})", flush=True)
+    headline = min(cases, key=lambda c: c["copy_vs_ceiling"]) if cases else {}
+    whole = [c for c in secure if c["path"] == "whole batches"]
+    by_records = [c for c in secure if c["path"] == "record path"]
     print(json.dumps({
-        "copy_records_per_s": cases[0]["copy_records_per_s"],       # 100 B, 1 partition
-        "ceiling_records_per_s": cases[0]["ceiling_records_per_s"],
-        "copy_vs_ceiling": headline["copy_vs_ceiling"],             # the worst case of the four
-        "align_offsets_per_s": alignment["offsets_per_s"],
-        **({"secure_vs_plaintext": min(c["secure_vs_plaintext"] for c in secure)} if secure else {}),  # the worse case
+        "copy_records_per_s": cases[0]["copy_records_per_s"] if cases else None,       # 100 B, 1 partition
+        "ceiling_records_per_s": cases[0]["ceiling_records_per_s"] if cases else None,
+        "copy_vs_ceiling": headline.get("copy_vs_ceiling"),             # the worst case of the four
+        "align_offsets_per_s": alignment.get("offsets_per_s"),
+        **({"secure_vs_plaintext": min(c["secure_vs_plaintext"] for c in whole),  # the worse case
+            "secure_vs_plaintext_record_path": min(c["secure_vs_plaintext"] for c in by_records),
+            "secure_limited_by": sorted({c["secure_limited_by"] for c in secure})} if secure else {}),
         "cases": cases,
         "secure_cases": secure,
         "partition_setup_ms": setup,
