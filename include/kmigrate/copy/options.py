@@ -40,7 +40,7 @@ class CopyOptions:
     # target's are taken only by a copy that continues at that high watermark
     ends_read: tuple[int, int, int, int] | None = None
     # a copier's raw producer (wire.Idempotence) kept from one copy of a partition to the next (a mirror's
-    # task): a one-item list, [None] until a copy has one; a copy takes it out and puts it back only when
+    # task): a list of at most one, empty until a copy has one; a copy takes it out and puts it back only when
     # every batch it sent landed where expected, so an attempt that fails leaves the next a new producer id
     raw_producer: list[Any] | None = None
     # the record path's producer created with the copy's writer (its producer id comes in the background), or

@@ -268,7 +268,15 @@ def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> 
         dr_end = admin.end_offsets([key], retry=True)[key]
     with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
         source_end = admin.stable_ends([key], retry=True)[key]
-    return dr_end if f.began < dr_end <= source_end + 1 else f.own_end
+    return dr_end if written_by_the_mirror(f.began, dr_end, source_end) else f.own_end
+
+
+def written_by_the_mirror(began: int, dr_end: int, source_end: int) -> bool:
+    """Whether a DR end can only be the mirror's copies' doing: above where they were asked to begin
+    (the partition's lease kept other copiers out, and each copy checked what lay below its start
+    before it wrote) and at most one past what the source held since (a commit marker may follow
+    the last record). The driver's `written_unreported` and a task's first copy both decide so."""
+    return began < dr_end <= source_end + 1
 
 
 def _failed(f: _Followed, error: str) -> None:

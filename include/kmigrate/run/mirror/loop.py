@@ -35,7 +35,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
-from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin
+from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
@@ -336,7 +336,8 @@ class Mirror:
         out, and the copy checked what lay below its start before it wrote). As `own_end` the copy after
         it takes those records for the mirror's own when the source's log start has moved past them."""
         return {k: target[k][1] for k, (began, end) in self.asked.items()
-                if k in target and began < target[k][1] <= end + 1 and target[k][1] != self.own_ends.get(k)}
+                if k in target and written_by_the_mirror(began, target[k][1], end)
+                and target[k][1] != self.own_ends.get(k)}
 
 
 def follow_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[WorkUnit],
