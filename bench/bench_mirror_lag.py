@@ -7,11 +7,12 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL` (copies side by side in a task,
-idle clients kept a key in the process's pools); the default compares one after another, the
-pools of before, and the shipped settings (8:10). Last line: one JSON object, p50/p90/p99 seconds a setting.
+every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL[:IN_STEP]` (copies side by side in
+a task, idle clients kept a key in the process's pools, partitions followed in step with the
+source once their copies allow: 1, or copied only: 0); the default compares the copies alone with
+the shipped settings (8:10:1). Last line: one JSON object, p50/p90/p99 seconds a setting.
 
-    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 1:8,8:8,8:10]
+    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1]
 """
 from __future__ import annotations
 
@@ -31,12 +32,14 @@ from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.model import WorkUnit  # noqa: E402
 
 
-def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, rows) -> None:  # noqa: ANN001
+def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool,
+           rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
     from kmigrate.run.mirror import follow as follower
 
     follower.COPIES_AT_ONCE = copies_at_once
+    follower.IN_STEP = in_step
     for kept in (pools.admins, leaders.connections, records.readers):
         kept.per_key = pool
     term = follower.Term(1, f"lag-{units[0].topic}", seconds)
@@ -44,7 +47,7 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float) -> dict:
-    copies_at_once, pool = (int(x) for x in setting.split(":"))
+    copies_at_once, pool, in_step = (int(x) for x in (setting + ":1").split(":")[:3])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()
@@ -57,7 +60,8 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float) -> dict:
     watcher = Watcher({"ours": load.plain})
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
-    workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, rows))
+    workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
+                                                         rows))
                for i in range(tasks)]
     try:
         watcher.start()
@@ -89,7 +93,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--rate-mb", type=float, default=5.0)
-    parser.add_argument("--settings", default="1:8,8:8,8:10")
+    parser.add_argument("--settings", default="8:10:0,8:10:1")
     args = parser.parse_args()
     results = []
     for setting in args.settings.split(","):

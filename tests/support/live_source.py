@@ -12,7 +12,9 @@ The actors, each a thread with its own generator derived from the seed:
 - an idempotent producer and a plain one (acks=1, no idempotence) on the same and another topic;
 - a plain producer on a compacted topic (few keys, tombstones) whose segments roll every 100 ms, so
   that the cleaner removes records between rounds;
-- records deleted on the source (DeleteRecords) at random offsets, transaction markers included.
+- records deleted on the source (DeleteRecords) at random offsets, transaction markers included;
+- with `quiet_spells`, spells of 0.3-1.5 s in which no transaction begins: the transactional topic's
+  partitions see plain batches only for a while, then transactions again.
 At the cutover every actor stops; one transactional producer keeps its last transaction open a
 while longer and then commits it, inside the quiesce window.
 """
@@ -62,8 +64,11 @@ class Model:
 class LiveSource:
     """The topics and actors of one seed; `start()`, then `stop()` at the cutover."""
 
-    def __init__(self, cluster: ClusterConfig, prefix: str, seed: int) -> None:
+    def __init__(self, cluster: ClusterConfig, prefix: str, seed: int, quiet_spells: bool = False) -> None:
         self.cluster = cluster
+        self.quiet_spells = quiet_spells
+        self._loud = threading.Event()  # cleared during a quiet spell
+        self._loud.set()
         self.prefix = prefix
         self.rng = random.Random(seed)
         self.model = Model()
@@ -89,7 +94,7 @@ class LiveSource:
     def start(self) -> None:
         actors = [(self._transactional, i) for i in range(self.transactional_ids)]
         actors += [(self._lone_aborts, None), (self._idempotent, None), (self._plain, None), (self._compacting, None),
-                   (self._deleter, None)]
+                   (self._deleter, None)] + ([(self._quiet, None)] if self.quiet_spells else [])
         for target, arg in actors:
             rng = random.Random(self.rng.random())
             thread = threading.Thread(target=self._guard, args=(target, rng, arg), daemon=True)
@@ -103,6 +108,7 @@ class LiveSource:
     def stop(self, timeout_s: float = 60.0) -> None:
         """Stop every actor and wait for it; raises what one of them met."""
         self._stop.set()
+        self._loud.set()
         for thread in self._threads:
             thread.join(timeout_s)
         assert not any(t.is_alive() for t in self._threads), "a producer of the live source did not stop"
@@ -128,6 +134,7 @@ class LiveSource:
         headers = (("producer", str(index).encode()),)
         serial = 0
         while True:
+            self._loud.wait()
             stopping = self._stop.is_set()
             holding = stopping and index == self.holder
             if stopping and not holding:
@@ -164,6 +171,12 @@ class LiveSource:
             if holding:
                 break
         producer.flush(30)
+
+    def _quiet(self, rng: random.Random) -> None:
+        while not self._stop.wait(rng.uniform(1.0, 3.0)):
+            self._loud.clear()  # the transactions under way end; no new one begins
+            self._stop.wait(rng.uniform(0.3, 1.5))
+            self._loud.set()
 
     def _lone_aborts(self, rng: random.Random) -> None:
         """Transactions aborted before their one record was sent (it lingers): the coordinator has

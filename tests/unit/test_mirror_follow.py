@@ -1,14 +1,20 @@
 """How a mirror task schedules its partitions' copies (the loop of kmigrate.run.mirror.follow alone:
-the reads of the ends and the copies are stand-ins, the clusters play no part in this logic)."""
+the reads of the ends and the copies are stand-ins, the clusters play no part in this logic), and
+which fetched batches a partition followed in step with the source writes (pure logic)."""
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from kmigrate.copy import fastfill
 from kmigrate.copy.options import CopyOptions
+from kmigrate.kafka import multi
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import follow
+from kmigrate.run.mirror.stream import _writable
+
+from tests.support.wire import as_fetched
 
 
 def _followed(*names: str) -> dict:
@@ -61,3 +67,46 @@ def test_partitions_in_their_pause_are_not_read(monkeypatch):
     follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), follow.Term(1, "r", seconds=0.2, poll_s=0.01),
                    lambda: False, None)
     assert read and all(keys == [("ok", 0)] for keys in read)
+
+
+def _fetched(*shapes: tuple[int, int, int], stable: int, high: int | None = None, log_start: int = 0):
+    """A Fetch answer of batches (base offset, records, attributes)."""
+    blob = b"".join(as_fetched(fastfill.filler_batch(n), base, attrs, 42) for base, n, attrs in shapes)
+    return multi.Fetched(0, stable if high is None else high, memoryview(blob), stable, log_start)
+
+
+def _in_step_at(committed: int, source_start: int = 0) -> follow._Followed:
+    f = follow._Followed(WorkUnit("t", 0, 0), committed)
+    f.committed, f.source_start = committed, source_start
+    return f
+
+
+def test_in_step_a_batch_goes_whole_only_where_a_copy_would_send_it_whole():
+    def offsets(fetched, committed=10):  # noqa: ANN001
+        batches, why = _writable(_in_step_at(committed), fetched)
+        return [(b.base_offset, b.last_offset) for b in batches], why
+
+    # plain batches up to where the source ends: all of them
+    assert offsets(_fetched((10, 5, 0), (15, 5, 0), stable=20)) == ([(10, 14), (15, 19)], None)
+    # nothing new: nothing written, the partition stays
+    assert offsets(_fetched(stable=10)) == ([], None)
+    # the last batch ends below the source's end and nothing fetched follows it: it waits
+    assert offsets(_fetched((10, 5, 0), (15, 5, 0), stable=25)) == ([(10, 14)], None)
+    # a transaction's records, decided or not, or a marker: handed back to the copy
+    for attributes in (0x10, 0x30):
+        batches, why = offsets(_fetched((10, 5, attributes), (15, 5, 0), stable=20))
+        assert batches == [] and "not a plain batch" in why
+    # a plain batch before a transaction's records: a commit marker may have to follow its last record
+    assert offsets(_fetched((10, 5, 0), (15, 5, 0x10), stable=20))[0] == []
+    # what lies past the last stable offset (an open transaction before it) is not written
+    assert offsets(_fetched((10, 5, 0), (15, 5, 0), stable=12, high=20))[0] == []
+    # a gap (records compacted away, or not where the DR end is): handed back
+    assert offsets(_fetched((11, 5, 0), stable=16))[1] is not None
+    assert offsets(_fetched((10, 5, 0), (16, 5, 0), stable=21))[0] == []
+    # a LogAppendTime batch: handed back (the DR broker would stamp its own time)
+    assert offsets(_fetched((10, 5, 0x08), stable=15))[0] == []
+    # the source's log start moved: the copy aligns the DR log start first
+    batches, why = _writable(_in_step_at(10, source_start=3), _fetched((10, 5, 0), stable=15, log_start=7))
+    assert batches == [] and "log start moved to 7" in why
+    # an error from the source: handed back
+    assert "NOT_LEADER" in _writable(_in_step_at(10), multi.Fetched(6, -1, memoryview(b"")))[1]

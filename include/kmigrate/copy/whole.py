@@ -37,7 +37,7 @@ MAX_IN_FLIGHT = 5
 
 
 @dataclasses.dataclass
-class _Partition:
+class WholePartition:
     unit: WorkUnit
     target_leader: tuple[str, int]  # where it was found settled, and is written
     batches: list[wire.Batch] = dataclasses.field(default_factory=list)
@@ -65,7 +65,7 @@ def copy_whole(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wor
         parts = _qualifying(source, target, units)
         if parts:
             _read(source, parts)
-            _write(target, parts, check_lease)
+            write_all(target, parts, check_lease)
     except Exception as exc:  # noqa: BLE001 - the per-partition path copies, with its checks, what is left
         log.warning("copying whole partitions together stopped (%s: %s); each partition left is copied on its own",
                     type(exc).__name__, exc)
@@ -93,7 +93,7 @@ def _key(unit: WorkUnit) -> TopicPartition:
     return unit.topic, unit.partition
 
 
-def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit]) -> dict[TopicPartition, _Partition]:
+def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit]) -> dict[TopicPartition, WholePartition]:
     """The units whose source log is [0, end) and whose target partition is empty and settled."""
     wanted = [_key(u) for u in units if u.mode == PRESERVE and u.end_offset > 0]
     if not wanted:
@@ -116,10 +116,10 @@ def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wo
             settled |= {tp: address for tp, (error, offset) in multi.receive_list_offsets(conn).items()
                         if not error and offset == 0}
     by_key = {_key(u): u for u in units}
-    return {tp: _Partition(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
+    return {tp: WholePartition(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
 
 
-def _read(source: ClusterConfig, parts: dict[TopicPartition, _Partition]) -> None:
+def _read(source: ClusterConfig, parts: dict[TopicPartition, WholePartition]) -> None:
     """Each partition's batches up to its end, or `failed` saying why not."""
     places = leaders.look_up(source, parts)
     reading = {tp for tp in parts if tp in places}
@@ -134,7 +134,7 @@ def _read(source: ClusterConfig, parts: dict[TopicPartition, _Partition]) -> Non
                 multi.send_fetch(conn, {tp: parts[tp].end for tp in tps}, partition_max_bytes=PARTITION_FETCH_BYTES)
                 fetched = multi.receive_fetch(conn)
             for tp in tps:
-                error, _, blob = fetched.get(tp, (-1, -1, memoryview(b"")))
+                error, _, blob = fetched.get(tp, multi.MISSING)[:3]
                 part = parts[tp]
                 batches = [b for b in wire.parse_batches(blob) if b.last_offset >= part.end]
                 expected = part.end
@@ -159,21 +159,23 @@ def _read(source: ClusterConfig, parts: dict[TopicPartition, _Partition]) -> Non
         parts[tp].failed = f"not read whole in {FETCH_ROUNDS} fetches"
 
 
-def _write(target: ClusterConfig, parts: dict[TopicPartition, _Partition],
-           check_lease: Mapping[TopicPartition, object]) -> None:
+def write_all(target: ClusterConfig, parts: dict[TopicPartition, WholePartition],
+              check_lease: Mapping[TopicPartition, object]) -> None:
     """The batches of every partition read whole, in order, at their offsets, to the leader its
-    settled end was read from (a leader moved since refuses the writes: the partition falls back)."""
+    settled end was read from (a leader moved since refuses the writes: the partition falls back),
+    each as its `producer` (one new producer id a leader for those without)."""
     ready = {tp: p for tp, p in parts.items() if not p.failed}
     for address, tps in multi.by_leader({tp: p.target_leader for tp, p in ready.items()}).items():
         with leaders.connection(target, address) as conn:
             _write_to(conn, {tp: ready[tp] for tp in tps}, check_lease)
 
 
-def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, _Partition],
+def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, WholePartition],
               check_lease: Mapping[TopicPartition, object]) -> None:
-    producer = _producer_id(conn)  # one producer id for this leader's partitions, sequences per partition
-    for part in parts.values():
-        part.producer = wire.Idempotence(producer.producer_id, producer.epoch)
+    if any(part.producer is None for part in parts.values()):
+        producer = _producer_id(conn)  # one producer id for this leader's partitions, sequences per partition
+        for part in parts.values():
+            part.producer = part.producer or wire.Idempotence(producer.producer_id, producer.epoch)
     pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {tp: expected base offset}
     rounds = iter(_requests(parts, check_lease))
     request = next(rounds, None)
@@ -206,7 +208,7 @@ def _producer_id(conn: wire.BrokerConnection, timeout_s: float = 30.0) -> wire.I
             time.sleep(0.2)
 
 
-def _requests(parts: dict[TopicPartition, _Partition], check_lease: Mapping[TopicPartition, object]):
+def _requests(parts: dict[TopicPartition, WholePartition], check_lease: Mapping[TopicPartition, object]):
     """The Produce requests in order: round k holds the k-th batch of each partition (none of a
     partition that failed since, or whose lease is not held), cut at REQUEST_BYTES."""
     rounds = max(len(p.batches) for p in parts.values())

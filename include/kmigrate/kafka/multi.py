@@ -8,11 +8,24 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from kmigrate.kafka import throttle, wire
 
 TopicPartition = tuple[str, int]
-Fetched = tuple[int, int, memoryview]  # (error code, high watermark, records)
+
+
+class Fetched(NamedTuple):
+    """One partition of a Fetch response; `records` a view into the response."""
+
+    error: int
+    high: int  # the high watermark
+    records: memoryview
+    stable: int = -1  # the last stable offset
+    log_start: int = -1
+
+
+MISSING = Fetched(-1, -1, memoryview(b""))  # a partition the answer left out
 
 
 def _topics(partitions: Mapping[TopicPartition, object]) -> dict[str, list[tuple[int, object]]]:
@@ -30,11 +43,12 @@ def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[st
 
 
 def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], partition_max_bytes: int = 1 << 20,
-               max_bytes: int = 64 << 20, isolation: int = 0) -> int:
+               max_bytes: int = 64 << 20, isolation: int = 0, max_wait_ms: int = 0) -> int:
     """Send one Fetch for every partition of `positions` from its offset, not waiting for data
-    (max wait 0); read_uncommitted by default (the caller bounds what it reads by offsets)."""
+    (max wait 0) unless told (the broker answers once any partition has data, or after
+    `max_wait_ms`); read_uncommitted by default (the caller bounds what it reads by offsets)."""
     topics = _topics(positions)
-    parts = [struct.pack(">iiiibii", -1, 0, 1, max_bytes, isolation, 0, -1), struct.pack(">i", len(topics))]
+    parts = [struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, isolation, 0, -1), struct.pack(">i", len(topics))]
     for topic, wanted in topics.items():
         parts += [wire._string(topic), struct.pack(">i", len(wanted))]
         parts += [struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes) for partition, offset in wanted]
@@ -43,9 +57,8 @@ def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, i
 
 
 def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
-    """The answer to `send_fetch`: (error code, high watermark, records) a partition, the records a
-    view into the response. A request-level error is given to every partition of the answer as
-    an empty one with that code."""
+    """The answer to `send_fetch`: a `Fetched` a partition. A request-level error is given to every
+    partition of the answer as an empty one with that code."""
     _, data = conn.receive()
     throttle.note(conn, data, 0)
     _throttle, error_code, _session, topic_count = struct.unpack_from(">ihii", data, 0)
@@ -58,11 +71,11 @@ def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
         (count,) = struct.unpack_from(">i", data, pos)
         pos += 4
         for _ in range(count):
-            partition, code, high, _lso, _start, aborted = struct.unpack_from(">ihqqqi", data, pos)
+            partition, code, high, stable, start, aborted = struct.unpack_from(">ihqqqi", data, pos)
             pos += 34 + max(aborted, 0) * 16 + 4  # aborted transactions, preferred read replica
             (length,) = struct.unpack_from(">i", data, pos)
             pos += 4
-            out[(topic, partition)] = (code or error_code, high, data[pos:pos + max(length, 0)])
+            out[(topic, partition)] = Fetched(code or error_code, high, data[pos:pos + max(length, 0)], stable, start)
             pos += max(length, 0)
     return out
 

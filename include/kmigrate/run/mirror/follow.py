@@ -36,6 +36,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
+from kmigrate.run.mirror.stream import Streams
 from kmigrate.run.verify.partition import verify_live
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on 
 # fetch, a produce), so one after another each partition waited for the sum of the others' copies
 COPIES_AT_ONCE = 8
 READ_EVERY_S = 0.01  # the ends of the partitions not being copied read at most this often
+IN_STEP = True  # partitions followed in step with the source once their copies allow (`in_step`); else copied only
 OFFSETS_TIMEOUT_S = 10.0  # a read of the ends: a source gone fails it (and lets a stop be seen) in this long
 
 
@@ -79,6 +81,7 @@ class _Followed:
     compacted: bool = False
     began: int | None = None  # the DR end when the driver asked the mirror's copies to begin (its `asked`)
     records: int = 0
+    in_step: int = 0  # of `records`, those written in step with the source (`stream.Streams`)
     copies: int = 0
     error: str | None = None
     failures: int = 0
@@ -88,11 +91,12 @@ class _Followed:
     checked: Mapping[str, Any] | None = None   # its last verification's row, equal or not
     producer: list[Any] = dataclasses.field(default_factory=list)  # CopyOptions.raw_producer, kept across copies
     whole_only: bool = False  # its last copy wrote whole batches only (CopyOptions.eager_producer off)
+    source_start: int | None = None  # the source's log start its last copy aligned the DR log start to
 
     def row(self) -> dict[str, Any]:
         return {"ok": self.error is None, "topic": self.unit.topic, "partition": self.unit.partition,
-                "records": self.records, "copies": self.copies, "own_end": self.own_end, "error": self.error,
-                "verified": self.checked}
+                "records": self.records, "in_step": self.in_step, "copies": self.copies, "own_end": self.own_end,
+                "error": self.error, "verified": self.checked}
 
 
 def follow_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
@@ -153,35 +157,51 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
             held: Mapping[Key, PartitionLease], options: CopyOptions, term: Term, ended: Callable[[], bool],
             copies: ThreadPoolExecutor | None) -> None:
     """The term's copies until it ends: each partition copied again as soon as its last copy is done
-    and the source has more (no partition waits for the others' copies); the ends of the partitions
-    not being copied read together, at most every READ_EVERY_S; one verification at a time when due."""
+    and the source has more (no partition waits for the others' copies), or followed in step with
+    the source (`stream.Streams`) once its last copy wrote whole batches only; the ends of the
+    partitions not being copied read together, at most every READ_EVERY_S; one verification at a
+    time when due (a partition followed in step is asked back for it)."""
     deadline = time.monotonic() + term.seconds
     verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
     due: list[_Followed] = []  # partitions whose verification is due
     running: dict[Key, Future[int]] = {}
+    streams = Streams(source, target, options.may_write)
     try:
         while not ended() and time.monotonic() < deadline:
             for key in [k for k, r in running.items() if r.done()]:
                 running.pop(key).result()  # a copy's own failures are its partition's row; anything else is raised
-            now = time.monotonic()
-            idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
-            read_at = now
-            for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
-                running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
             if not due and time.monotonic() >= verify_at:
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
+                streams.release((f.unit.topic, f.unit.partition) for f in due)
                 verify_at = time.monotonic() + term.verify_every_s
             resting = [f for f in due if (f.unit.topic, f.unit.partition) not in running]
             if resting:  # one partition at a time, while the others copy
                 due.remove(resting[0])
                 _verify(source, target, resting[:1])
+            now = time.monotonic()
+            idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
+            waiting = {(f.unit.topic, f.unit.partition) for f in due}
+            for key in [k for k in idle if k not in waiting and in_step(followed[k])]:
+                idle.remove(key)
+                running[key] = streams.follow(followed[key], held[key])
+            read_at = now
+            for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
+                running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
             if running:
                 futures.wait(list(running.values()), term.poll_s, futures.FIRST_COMPLETED)
                 time.sleep(max(0.0, read_at + READ_EVERY_S - time.monotonic()))
             else:
                 time.sleep(term.poll_s)
     finally:
+        streams.close()
         wait_all(running.values())
+
+
+def in_step(f: _Followed) -> bool:
+    """Whether a partition is followed in step with the source: its last copy wrote whole batches
+    only and left the DR end committed, its raw producer kept, and nothing failed since."""
+    return (IN_STEP and f.whole_only and f.committed is not None and bool(f.producer) and f.source_start is not None
+            and f.error is None)
 
 
 def wait_all(running: Iterable[Future[int]]) -> None:
@@ -220,6 +240,7 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
         return 0
     f.own_end = f.committed = result.target_end
     f.whole_only = result.records > 0 and result.records == result.whole_records
+    f.source_start = options.ends_read[0]
     f.error, f.failures = None, 0
     f.records += result.records
     f.copies += 1

@@ -134,7 +134,7 @@ class Mirror:
         self.errors: dict[Key, str] = {}  # the last term's, by partition
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
         self.rounds, self.terms = earlier.get("round", 0), earlier.get("term") or 0
-        self.totals = {"records": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
+        self.totals = {"records": 0, "in_step": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
                        **earlier.get("totals", {})}
         self.started = time.time()
         self.last_status: dict[str, Any] = earlier
@@ -289,6 +289,7 @@ class Mirror:
             if row["ok"]:
                 self.asked.pop(key, None)
             self.totals["records"] += row["records"]
+            self.totals["in_step"] += row.get("in_step", 0)
             if row.get("verified"):
                 self.verified[key] = row["verified"]
         self.totals["terms"] += 1

@@ -106,8 +106,8 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
                 got[role].update(multi.receive_fetch(conn))
             for tp in list(open_):
                 prefix, window_end = prefixes[tp], windows[tp][1]
-                s_code, _, s_blob = got["source"].get(tp, (-1, -1, memoryview(b"")))
-                t_code, _, t_blob = got["target"].get(tp, (-1, -1, memoryview(b"")))
+                s_code, _, s_blob = got["source"].get(tp, multi.MISSING)[:3]
+                t_code, _, t_blob = got["target"].get(tp, multi.MISSING)[:3]
                 if s_code or t_code:
                     open_.discard(tp)
                     continue

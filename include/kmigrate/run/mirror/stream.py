@@ -1,0 +1,200 @@
+"""The mirror's partitions in step with the source (docs/DESIGN.md §12): a partition whose last copy
+wrote whole batches only, and left the DR end where that copy committed it, is followed by Fetches
+that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
+on that leader, and the plain batches each answer brings are written as they are, one Produce a DR
+leader for all of them, with the producer id and sequence the copies before used.
+
+A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
+a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
+source's last stable offset, and followed by a plain batch or ending where the source ends. Anything
+else hands the partition back to the copy of `follow` with all its checks: a batch that does not
+qualify, a source log start that moved (the copy aligns the DR log start), an error from either
+cluster, a lease not known to be held, the term ending, a verification due. A write that failed in
+part leaves the partition's DR end unknown: the copy after it checks what is there. Each write checks
+the partition's lease and the term first, as every copy's writes do. Pure Python."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.copy.whole import WholePartition, plain, write_all
+from kmigrate.kafka import leaders, multi, wire
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.leases import PartitionLease
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
+PARTITION_BYTES = 1 << 20
+FETCH_BYTES = 16 << 20
+
+
+@dataclasses.dataclass
+class _Streamed:
+    f: Any                  # follow._Followed: committed, own_end, producer, source_start, counts
+    lease: PartitionLease
+    done: Future[int]
+    target_leader: tuple[str, int]
+    records: int = 0
+
+
+class Streams:
+    """The task's partitions in step with the source, one thread a source leader; `follow` hands a
+    partition over (a future resolved with the records written once it is handed back), `release`
+    asks for partitions back, `close` hands every partition back and ends the threads."""
+
+    def __init__(self, source: ClusterConfig, target: ClusterConfig, guard: Callable[[], None]) -> None:
+        self.source, self.target, self.guard = source, target, guard
+        self._lock = threading.Lock()
+        self._leaders: dict[tuple[str, int], dict[Key, _Streamed]] = {}
+        self._threads: dict[tuple[str, int], threading.Thread] = {}
+        self._released: set[Key] = set()
+        self._closed = False
+
+    def follow(self, f: Any, lease: PartitionLease) -> Future[int]:
+        key = (f.unit.topic, f.unit.partition)
+        done: Future[int] = Future()
+        try:
+            with shared_admin(self.source) as admin:
+                source_leader = leaders.leader(self.source, *key, admin.client)
+            with shared_admin(self.target) as admin:
+                target_leader = leaders.leader(self.target, *key, admin.client)
+        except Exception as exc:  # noqa: BLE001 - a cluster not answering (KmigrateError, KafkaException)
+            f.whole_only = False  # the copy looks the leaders up again
+            log.info("mirror %s[%d]: not followed in step (%s)", *key, exc)
+            done.set_result(0)
+            return done
+        with self._lock:
+            if self._closed:
+                done.set_result(0)
+                return done
+            self._released.discard(key)
+            self._leaders.setdefault(source_leader, {})[key] = _Streamed(f, lease, done, target_leader)
+            if source_leader not in self._threads:
+                thread = threading.Thread(target=self._run, args=(source_leader,), name="mirror-stream", daemon=True)
+                self._threads[source_leader] = thread
+                thread.start()
+        return done
+
+    def release(self, keys: Iterable[Key]) -> None:
+        with self._lock:
+            self._released.update(keys)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join()
+
+    def _run(self, address: tuple[str, int]) -> None:
+        try:
+            with leaders.connection(self.source, address) as conn:
+                while self._turn(conn, address):
+                    pass
+        except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
+            log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
+                     type(exc).__name__, exc)
+        finally:
+            with self._lock:  # unless _turn found none left (another thread may follow this leader since)
+                mine = self._threads.get(address) is threading.current_thread()
+                streamed = self._leaders.pop(address, {}) if mine else {}
+                if mine:
+                    self._threads.pop(address)
+            for s in streamed.values():
+                _hand_back(s)
+
+    def _turn(self, conn: wire.BrokerConnection, address: tuple[str, int]) -> bool:
+        """One Fetch of the partitions on `address` and the writes of what it brought; False once none
+        is left here."""
+        with self._lock:
+            streamed = self._leaders.get(address, {})
+            back = [k for k in streamed if self._closed or k in self._released]
+            for key in back:
+                self._released.discard(key)
+                _hand_back(streamed.pop(key))
+            if not streamed:
+                self._leaders.pop(address, None)
+                self._threads.pop(address, None)
+                return False
+            positions = {k: s.f.committed for k, s in streamed.items()}
+        multi.send_fetch(conn, positions, PARTITION_BYTES, FETCH_BYTES, max_wait_ms=WAIT_MS)
+        fetched = multi.receive_fetch(conn)
+        writes: dict[Key, WholePartition] = {}
+        for key in positions:  # not a partition handed over since the Fetch was sent
+            s = streamed[key]
+            batches, why = _writable(s.f, fetched.get(key, multi.MISSING))
+            if why:
+                log.info("mirror %s[%d]: handed back to the copy (%s)", *key, why)
+                if fetched.get(key, multi.MISSING).error in wire.TRANSIENT:
+                    leaders.forget(self.source, [key])
+                with self._lock:
+                    _hand_back(streamed.pop(key))
+            elif batches:
+                writes[key] = WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0])
+        if writes:
+            self._write(streamed, writes)
+        return True
+
+    def _write(self, streamed: dict[Key, _Streamed], writes: dict[Key, WholePartition]) -> None:
+        def check(key: Key) -> Callable[[], None]:
+            def checked() -> None:
+                self.guard()
+                streamed[key].lease.check()
+            return checked
+
+        try:
+            write_all(self.target, writes, {key: check(key) for key in writes})
+        except Exception as exc:  # noqa: BLE001 - each partition written in part is checked by its next copy
+            for part in writes.values():
+                part.failed = part.failed or f"{type(exc).__name__}: {exc}"
+        for key, part in writes.items():
+            s = streamed[key]
+            if part.failed or part.written != len(part.batches):
+                log.info("mirror %s[%d]: writing in step failed (%s); the copy checks the DR end", *key, part.failed)
+                leaders.forget(self.target, [key])
+                s.f.committed = None
+                s.f.producer.clear()  # its sequence is not known
+                with self._lock:
+                    _hand_back(streamed.pop(key))
+                continue
+            records = sum(b.records for b in part.batches)
+            s.f.own_end = s.f.committed = part.end
+            s.f.records += records
+            s.f.in_step += records
+            s.f.copies += 1
+            s.records += records
+
+
+def _hand_back(s: _Streamed) -> None:
+    s.f.whole_only = False  # the next copy of the partition decides whether it is followed in step again
+    if not s.done.done():
+        s.done.set_result(s.records)
+
+
+def _writable(f: Any, fetched: multi.Fetched) -> tuple[list[wire.Batch], str | None]:
+    """The batches of a fetched partition that go whole now, or why the partition is handed back."""
+    if fetched.error:
+        return [], f"the source answered {wire.error_name(fetched.error)}"
+    if fetched.log_start > f.source_start:
+        return [], f"the source's log start moved to {fetched.log_start}"
+    batches = [b for b in wire.parse_batches(fetched.records) if b.last_offset >= f.committed]
+    whole, expected = 0, f.committed
+    for index, batch in enumerate(batches):
+        if batch.base_offset != expected or not plain(batch) or batch.last_offset >= fetched.stable:
+            break
+        following = batches[index + 1] if index + 1 < len(batches) else None
+        ends_the_source = batch.last_offset + 1 == fetched.stable >= fetched.high
+        if not ends_the_source and (following is None or following.base_offset != batch.last_offset + 1
+                                    or not plain(following)):
+            break
+        whole, expected = index + 1, batch.last_offset + 1
+    if batches and not whole:
+        return [], f"offset {f.committed} is not a plain batch the copy would send whole"
+    return batches[:whole], None
