@@ -14,10 +14,13 @@ cluster's end offsets (read every 0.1 s) past its offset, for both (the plain to
 offset 0 and has no markers, so MM2 writes each record at its source offset too). Then the load and
 the consumers stop, and the failover runs: records lost are the offsets the source holds that the
 DR cluster does not; the groups are compared offset by offset; MM2's switchover duplicates are the
-records a group would read twice on the DR cluster from the offsets MM2 synced.
+records a group would read twice on the DR cluster from the offsets MM2 synced. After the failback,
+an unplanned failover of a second mirror (bench/dr_unplanned.py): the source broker killed under the
+load, the DR cluster promoted through the scheduler, the broker started again.
 
 Last line: one JSON object. Failover RTO is the time from the trigger to the connectors resumed on
-the DR cluster (the run's report), the scheduler's task starts included."""
+the DR cluster (the run's report; unplanned: the DR cluster promoted), the scheduler's task starts
+included."""
 from __future__ import annotations
 
 import argparse
@@ -44,6 +47,7 @@ import local_airflow as local  # noqa: E402
 
 from common import PROJECT_DIR, SOURCE, TARGET, delete_groups, delete_topics, poll  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
+from dr_unplanned import unplanned_failover  # noqa: E402
 from mm2 import TARGET_CONNECT_URL, mm2_configs  # noqa: E402
 
 STATE = PROJECT_DIR / ".stack" / "bench-dr" / "state"
@@ -109,19 +113,25 @@ def main() -> int:
         rto = None if not resumed else round(_epoch(resumed) - triggered, 2)
         lost = records_lost(load)
         back = failback(args, load, pattern, prefix) if failed_over == "success" else {}
+        unplanned = unplanned_failover(args.airflow_url, STATE, prefix, args.rate_mb, args.value_bytes, say) \
+            if failed_over == "success" else {}
         out = {"seconds_loaded": round(seconds, 1), "mb_per_s": round(load.written * args.value_bytes / 0.9 / seconds / 1e6, 2),
                "partitions": 24, "rpo_p50_s": percentile(ours, 0.5), "rpo_p99_s": percentile(ours, 0.99),
                "mm2_lag_p50_s": percentile(mm2, 0.5), "mm2_lag_p99_s": percentile(mm2, 0.99), "samples": len(ours),
                "planned_failover_rto_s": rto, "planned_failover_window_s": summary.get("downtime_s"),
-               "unplanned_failover_rto_s": None, "records_lost_planned": lost,
+               "unplanned_failover_rto_s": unplanned.get("rto_s"), "records_lost_planned": lost,
                "partitions_equal": summary.get("partitions_equal"), "groups_exact": summary.get("groups_exact"),
                "groups": len(load.groups), "failback_duplicates": back.get("duplicates"),
                "failback_rto_s": back.get("rto_s"), "failback_records_lost": back.get("lost"),
                "failback_groups_exact": back.get("groups_exact"), "mm2_switchover_duplicates": mm2_dups,
+               "unplanned_records_lost": unplanned.get("records_lost"),
+               "unplanned_partitions_lost": unplanned.get("partitions_lost"),
+               "unplanned_behind_records": unplanned.get("behind_records"), "unplanned_run": unplanned.get("run"),
                "failover_run": failed_over, "mirror_run": mirror_state, "failback_runs": back.get("runs"),
                "report": summary.get("report")}
         print(json.dumps(out))
-        return 0 if failed_over == "success" and lost == 0 and summary.get("groups_exact") == len(load.groups) else 1
+        return 0 if (failed_over == "success" and lost == 0 and summary.get("groups_exact") == len(load.groups)
+                     and unplanned.get("run") == "success") else 1
     finally:
         watcher.stopping.set()
         load.stopping.set()

@@ -10,7 +10,8 @@ plain topic is timed from its acknowledgement on the source to the DR cluster's 
 every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL[:IN_STEP]` (copies side by side in
 a task, idle clients kept a key in the process's pools, partitions followed in step with the
 source once their copies allow: 1, or copied only: 0); the default compares the copies alone with
-the shipped settings (8:10:1). Last line: one JSON object, p50/p90/p99 seconds a setting.
+the shipped settings (8:10:1). The tasks verify what they copied every --verify-every-s, as the
+mirror's do. Last line: one JSON object, p50/p90/p99 seconds a setting.
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1]
 """
@@ -33,7 +34,7 @@ from kmigrate.model import WorkUnit  # noqa: E402
 
 
 def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool,
-           rows) -> None:  # noqa: ANN001
+           verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
     from kmigrate.run.mirror import follow as follower
@@ -42,11 +43,11 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
     follower.IN_STEP = in_step
     for kept in (pools.admins, leaders.connections, records.readers):
         kept.per_key = pool
-    term = follower.Term(1, f"lag-{units[0].topic}", seconds)
+    term = follower.Term(1, f"lag-{units[0].topic}", seconds, verify_every_s=verify_every_s)
     rows.put(follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term))
 
 
-def one(setting: str, seconds: float, tasks: int, rate_mb: float) -> dict:
+def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float) -> dict:
     copies_at_once, pool, in_step = (int(x) for x in (setting + ":1").split(":")[:3])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
@@ -61,7 +62,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float) -> dict:
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
-                                                         rows))
+                                                         verify_every_s, rows))
                for i in range(tasks)]
     try:
         watcher.start()
@@ -94,13 +95,15 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--rate-mb", type=float, default=5.0)
     parser.add_argument("--settings", default="8:10:0,8:10:1")
+    parser.add_argument("--verify-every-s", type=float, default=30.0, help="as the mirror's (MirrorSpec)")
     args = parser.parse_args()
     results = []
     for setting in args.settings.split(","):
-        result = one(setting, args.seconds, args.tasks, args.rate_mb)
+        result = one(setting, args.seconds, args.tasks, args.rate_mb, args.verify_every_s)
         print(f"bench-mirror-lag: {json.dumps(result)}", flush=True)
         results.append(result)
-    print(json.dumps({"seconds": args.seconds, "tasks": args.tasks, "rate_mb": args.rate_mb, "settings": results}))
+    print(json.dumps({"seconds": args.seconds, "tasks": args.tasks, "rate_mb": args.rate_mb,
+                      "verify_every_s": args.verify_every_s, "settings": results}))
     return 0 if all(not r["failed"] for r in results) else 1
 
 

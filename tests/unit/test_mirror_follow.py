@@ -69,6 +69,33 @@ def test_partitions_in_their_pause_are_not_read(monkeypatch):
     assert read and all(keys == [("ok", 0)] for keys in read)
 
 
+def test_a_verification_holds_no_copy_back(monkeypatch):
+    followed = _followed("a", "b")
+    for f in followed.values():
+        f.own_end = 10
+    copies, verified = {"a": 0, "b": 0}, []
+
+    def copy(source, target, f, lease, options, ended):  # noqa: ANN001
+        copies[f.unit.topic] += 1
+        f.own_end += 1
+        time.sleep(0.01)
+        return 1
+
+    def verify(source, target, fs):  # noqa: ANN001 - a verification that reads for a long time
+        verified.append([f.unit.topic for f in fs])
+        time.sleep(0.3)
+
+    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {key: options for key in keys})
+    monkeypatch.setattr(follow, "_copy", copy)
+    monkeypatch.setattr(follow, "_verify", verify)
+    term = follow.Term(1, "r", seconds=0.8, verify_every_s=0.1)
+    with ThreadPoolExecutor(2) as pool:
+        follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, pool)
+    # verified on the task's loop, the 0.3 s readings held every copy back: at most about 25 copies each
+    assert len(verified) >= 2 and all(len(v) == 1 for v in verified), verified
+    assert min(copies.values()) >= 35, copies
+
+
 def _fetched(*shapes: tuple[int, int, int], stable: int, high: int | None = None, log_start: int = 0):
     """A Fetch answer of batches (base offset, records, attributes)."""
     blob = b"".join(as_fetched(fastfill.filler_batch(n), base, attrs, 42) for base, n, attrs in shapes)

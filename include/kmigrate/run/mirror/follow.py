@@ -7,8 +7,10 @@ copier of §4 in its live mode (transactions whole, compaction gaps and log star
 source; every resume check, which a copy continuing where the task's last one committed skips, as
 nothing was written there since). A partition is read and copied again as soon as its copy is done:
 none waits for the copies of the others (a transactional partition's markers, a compacted one's
-record path). It pauses `poll_s` only when nothing was behind. Every `verify_every_s` it verifies
-what it copied while the source is live, one partition at a time while the others copy.
+record path). It pauses `poll_s` only when nothing was behind. A partition whose last copy wrote
+whole batches only is followed in step with the source instead (`stream`) until something a copy
+must handle comes. Every `verify_every_s` it verifies what it copied while the source is live, one
+partition at a time beside the copies.
 
 A term ends at its deadline, when the run's mirror is asked to stop, or when the driver ends it
 (the run manifest's `mirror-term` part says so, or names another term: the selection changed, a
@@ -159,31 +161,39 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     """The term's copies until it ends: each partition copied again as soon as its last copy is done
     and the source has more (no partition waits for the others' copies), or followed in step with
     the source (`stream.Streams`) once its last copy wrote whole batches only; the ends of the
-    partitions not being copied read together, at most every READ_EVERY_S; one verification at a
-    time when due (a partition followed in step is asked back for it)."""
+    partitions not being copied read together, at most every READ_EVERY_S; when due, one
+    verification at a time on a thread of its own, of a partition not being copied or followed in
+    step (what that one writes meanwhile lies past the end verified)."""
     deadline = time.monotonic() + term.seconds
     verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
     due: list[_Followed] = []  # partitions whose verification is due
     running: dict[Key, Future[int]] = {}
+    in_stream: set[Key] = set()  # of `running`, those followed in step
     streams = Streams(source, target, options.may_write)
+    verifier = ThreadPoolExecutor(1, "mirror-verify")
+    verifying: Future[None] | None = None
     try:
         while not ended() and time.monotonic() < deadline:
             for key in [k for k, r in running.items() if r.done()]:
+                in_stream.discard(key)
                 running.pop(key).result()  # a copy's own failures are its partition's row; anything else is raised
+            if verifying is not None and verifying.done():
+                verifying, _ = None, verifying.result()
             if not due and time.monotonic() >= verify_at:
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
-                streams.release((f.unit.topic, f.unit.partition) for f in due)
                 verify_at = time.monotonic() + term.verify_every_s
-            resting = [f for f in due if (f.unit.topic, f.unit.partition) not in running]
-            if resting:  # one partition at a time, while the others copy
-                due.remove(resting[0])
-                _verify(source, target, resting[:1])
+            # one partition at a time, beside the copies: one not being copied, or followed in step (what it
+            # writes lies past the end verified)
+            ready = [f for f in due if (f.unit.topic, f.unit.partition) not in running.keys() - in_stream]
+            if ready and verifying is None:
+                due.remove(ready[0])
+                verifying = verifier.submit(_verify, source, target, ready[:1])
             now = time.monotonic()
             idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
-            waiting = {(f.unit.topic, f.unit.partition) for f in due}
-            for key in [k for k in idle if k not in waiting and in_step(followed[k])]:
+            for key in [k for k in idle if in_step(followed[k])]:
                 idle.remove(key)
                 running[key] = streams.follow(followed[key], held[key])
+                in_stream.add(key)
             read_at = now
             for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
                 running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
@@ -194,6 +204,7 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                 time.sleep(term.poll_s)
     finally:
         streams.close()
+        verifier.shutdown(wait=True)
         wait_all(running.values())
 
 
@@ -312,16 +323,17 @@ def _verify(source: ClusterConfig, target: ClusterConfig, followed: Sequence[_Fo
     """What the term copied since each partition's last verification, verified while the source is
     live (only what came after its previous row is read)."""
     for f in followed:
-        if f.own_end is None or f.own_end == f.verified_to:
+        end = f.own_end  # a partition followed in step moves it meanwhile
+        if end is None or end == f.verified_to:
             continue
-        unit = dataclasses.replace(f.unit, end_offset=f.own_end)
+        unit = dataclasses.replace(f.unit, end_offset=end)
         try:
             row = verify_live(source, target, unit, f.compacted, f.previous)
         except KmigrateError as exc:
             row = {"topic": unit.topic, "partition": unit.partition, "equal": False, "problems": [str(exc)]}
         f.checked = row
         if row.get("equal"):  # else the next verification reads again from the last equal row
-            f.previous, f.verified_to = row, f.own_end
+            f.previous, f.verified_to = row, end
 
 
 def _signal(term: Term) -> Callable[[], bool]:

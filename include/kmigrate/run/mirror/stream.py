@@ -9,7 +9,7 @@ a marker, no record removed by compaction, CreateTime), at the partition's next 
 source's last stable offset, and followed by a plain batch or ending where the source ends. Anything
 else hands the partition back to the copy of `follow` with all its checks: a batch that does not
 qualify, a source log start that moved (the copy aligns the DR log start), an error from either
-cluster, a lease not known to be held, the term ending, a verification due. A write that failed in
+cluster, a lease not known to be held, the term ending. A write that failed in
 part leaves the partition's DR end unknown: the copy after it checks what is there. Each write checks
 the partition's lease and the term first, as every copy's writes do. Pure Python."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -46,15 +46,14 @@ class _Streamed:
 
 class Streams:
     """The task's partitions in step with the source, one thread a source leader; `follow` hands a
-    partition over (a future resolved with the records written once it is handed back), `release`
-    asks for partitions back, `close` hands every partition back and ends the threads."""
+    partition over (a future resolved with the records written once it is handed back), `close`
+    hands every partition back and ends the threads."""
 
     def __init__(self, source: ClusterConfig, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.source, self.target, self.guard = source, target, guard
         self._lock = threading.Lock()
         self._leaders: dict[tuple[str, int], dict[Key, _Streamed]] = {}
         self._threads: dict[tuple[str, int], threading.Thread] = {}
-        self._released: set[Key] = set()
         self._closed = False
 
     def follow(self, f: Any, lease: PartitionLease) -> Future[int]:
@@ -74,17 +73,12 @@ class Streams:
             if self._closed:
                 done.set_result(0)
                 return done
-            self._released.discard(key)
             self._leaders.setdefault(source_leader, {})[key] = _Streamed(f, lease, done, target_leader)
             if source_leader not in self._threads:
                 thread = threading.Thread(target=self._run, args=(source_leader,), name="mirror-stream", daemon=True)
                 self._threads[source_leader] = thread
                 thread.start()
         return done
-
-    def release(self, keys: Iterable[Key]) -> None:
-        with self._lock:
-            self._released.update(keys)
 
     def close(self) -> None:
         with self._lock:
@@ -115,9 +109,7 @@ class Streams:
         is left here."""
         with self._lock:
             streamed = self._leaders.get(address, {})
-            back = [k for k in streamed if self._closed or k in self._released]
-            for key in back:
-                self._released.discard(key)
+            for key in list(streamed) if self._closed else []:
                 _hand_back(streamed.pop(key))
             if not streamed:
                 self._leaders.pop(address, None)
