@@ -19,6 +19,7 @@ from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
 from kmigrate_airflow import cutover, failover, steps
 from kmigrate_airflow.params import (
+    acls_param,
     connect_params,
     connector_params,
     dag_args,
@@ -37,6 +38,7 @@ from kmigrate_airflow.params import (
         **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
         **connect_params(),
         **connector_params(),
+        "acls": acls_param(),
         "quiesce_seconds": Param(5, type="integer", minimum=0, maximum=3600, title="Quiesce window",
                                  description="Source end offsets must stay still (and selected groups empty) this "
                                              "long before the snapshot"),

@@ -34,6 +34,7 @@ from kmigrate.run.cutover import course
 from kmigrate_airflow import cutover, steps
 from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
+    acls_param,
     connect_params,
     connector_params,
     cutover_param,
@@ -55,6 +56,7 @@ RUN_ID = "{{ params.run_name or run_id }}"
         **connect_params(),
         **selection_params(),
         **connector_params(),
+        "acls": acls_param(),
         "translate_topics": Param(None, type=["null", "string"], title="Topics copied in translate mode",
                                   description="Regular expression; these get an offset map instead of "
                                               "preserved offsets (for a target that already holds data)"),

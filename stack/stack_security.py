@@ -205,7 +205,8 @@ def connect_jaas_file(service_dir: Path, security: Security) -> Path:
 
 def migrator_acls(role: str) -> list[tuple[str, str, str]]:
     """(resource type, name, operation) the `migrator` user is allowed on a cluster of `role`:
-    Describe and Read only on the source; what a migration writes on the target."""
+    Describe and Read only on the source; what a migration writes on the target (topics, groups,
+    transactions, and the applications' ACLs)."""
     if role == "source":
         return [("TOPIC", "*", op) for op in ("DESCRIBE", "READ", "DESCRIBE_CONFIGS")] + \
                [("GROUP", "*", "DESCRIBE"), ("CLUSTER", "kafka-cluster", "DESCRIBE"),
@@ -214,7 +215,8 @@ def migrator_acls(role: str) -> list[tuple[str, str, str]]:
                                           "ALTER_CONFIGS")] + \
            [("GROUP", "*", op) for op in ("DESCRIBE", "READ")] + \
            [("TRANSACTIONAL_ID", "*", op) for op in ("DESCRIBE", "WRITE")] + \
-           [("CLUSTER", "kafka-cluster", op) for op in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE")]
+           [("CLUSTER", "kafka-cluster", op) for op in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE",
+                                                         "ALTER")]  # Alter: the applications' ACLs created
 
 
 def acl_binding(resource: str, name: str, operation: str, principal: str = f"User:{MIGRATOR}"):  # noqa: ANN201
@@ -226,14 +228,24 @@ def acl_binding(resource: str, name: str, operation: str, principal: str = f"Use
 
 
 def provision_acls(clusters: tuple[Cluster, ...], security: Security) -> None:
-    """The migrator's ACLs on each cluster (as the admin user); existing ones are left as they are."""
+    """The stack users' SCRAM credentials set again, then the migrator's ACLs on each cluster (as the
+    admin user, over PLAIN); existing ACLs are left as they are. The credentials: on Kafka 4.3.1 a
+    cluster started again after SCRAM credentials of one mechanism were added or removed (as the
+    secure tests do for their applications' users) refused every other user's logins with that
+    mechanism here; set again, they hold."""
     try:
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                           UserScramCredentialUpsertion)
     except ImportError:
         raise StackError("the secure profile creates its ACLs with confluent-kafka: run it with the project's "
                          "virtualenv (make install, then make stack-up SECURE=1)") from None
     for cluster in clusters:
-        admin = AdminClient(security.client(cluster, "admin"))
+        admin = AdminClient(security.client(cluster, "admin", "PLAIN"))
+        for mechanism in SCRAM_MECHANISMS:  # a request alters a user once
+            info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 4096)
+            upserts = [UserScramCredentialUpsertion(user, info, security.passwords[user].encode()) for user in KAFKA_USERS]
+            for future in admin.alter_user_scram_credentials(upserts, request_timeout=30).values():
+                future.result()
         role = "source" if cluster.name == "source" else "target"
         futures = admin.create_acls([acl_binding(*acl) for acl in migrator_acls(role)], request_timeout=30)
         for future in futures.values():

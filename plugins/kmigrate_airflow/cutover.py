@@ -77,8 +77,9 @@ def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Futur
         ("snapshot", lambda: steps.take_run_snapshot(run)),
         *after_snapshot,
         ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
-        [  # side by side: each writes its own things on the target (topic configs, group offsets, connectors)
+        [  # side by side: each writes its own things on the target (topic configs, ACLs, group offsets, connectors)
             ("restore_topic_configs", lambda: steps.restore_configs(run)),
+            ("migrate_acls", lambda: steps.migrate_run_acls(run)),
             ("replicate_groups", lambda: steps.replicate_run_groups(run)),
             ("migrate_connectors", lambda: steps.migrate_run_connectors(run)),
         ],

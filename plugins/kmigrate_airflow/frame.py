@@ -20,6 +20,7 @@ from kmigrate.run.checks.selection import Selection
 from kmigrate.run.cutover import events
 from kmigrate.run.mirror.failover import with_mirror_selection
 from kmigrate.run.report import timeline
+from kmigrate.run.targets.acls import DEFAULT_SCOPE
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
@@ -57,7 +58,8 @@ class RunFrame:
         # optional params are null when the trigger form leaves them empty
         p = self.params
         return Selection(p["topics_include"], p.get("topics_exclude") or "", p.get("groups") or "",
-                         tuple(p.get("connectors") or ()), p.get("translate_topics") or "")
+                         tuple(p.get("connectors") or ()), p.get("translate_topics") or "",
+                         p.get("acls") or DEFAULT_SCOPE)
 
     @cached_property
     def connect(self) -> tuple[ConnectClient | None, ConnectClient | None]:

@@ -63,6 +63,16 @@ def selection_params(topics_title: str = "Topics to migrate", topics_default: st
     }
 
 
+def acls_param() -> Param:
+    """Which of the source's ACLs the run creates on the target (kmigrate.run.targets.acls)."""
+    return Param("principals", type="string", enum=["off", "resources", "principals"], title="ACLs to copy",
+                 description="The source's ACLs that let the applications in, created on the target before the "
+                             "connectors resume. resources: the bindings of the selected topics and groups (literal, "
+                             "prefixed and * patterns that match them); principals: also the transactional-id and "
+                             "cluster bindings of the principals that hold those; off: none. Reading them needs "
+                             "Describe on the source cluster, creating them Alter on the target cluster")
+
+
 def spark_params() -> dict[str, Param]:
     """Where and how wide the Spark jobs run."""
     return {

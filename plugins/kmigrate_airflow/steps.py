@@ -25,6 +25,7 @@ from kmigrate.run.cutover.groups import replicate_groups as replicate
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
+from kmigrate.run.targets import acls
 from kmigrate.run.targets import prepare as targets
 from kmigrate_spark.conf import check_connect_server, shown_remote
 
@@ -169,6 +170,23 @@ def restore_configs(run: RunFrame) -> dict[str, Any]:
     for topic, configs in restored["topics"].items():
         log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
     return restored
+
+
+def migrate_run_acls(run: RunFrame) -> dict[str, Any]:
+    """The applications' ACLs on the snapshot's topics and groups created on the target
+    (`acls.migrate_acls`), before the connectors resume; the principals missing there named."""
+    if run.finished("its ACLs there are left as they are"):
+        return {}
+    with run.timed("migrate_acls"):
+        result = acls.migrate_acls(run.manifest, run.source, run.target, run.selection.acls)
+    if result.get("expected"):
+        log.info("ACLs: %d expected on the target, %d created, %d there already; %d there now", len(result["expected"]),
+                 len(result["created"]), len(result["present"]), result["on_target"])
+    for row in result.get("conflicting", []):
+        log.warning("the target has a conflicting ACL, left as it is: %s", acls.Acl.from_row(row).text())
+    for row in result.get("principals_missing", []):
+        log.warning("%s: %s", row["principal"], row["do"])
+    return result
 
 
 @task

@@ -3,22 +3,40 @@ authentication): a mixed workload moves exactly while the source is read as the 
 principal, which may only Describe and Read there, and no secret of the run is left in a file the
 run wrote (manifest, report, task logs, Spark event logs), its output or a process's command line:
 the stack's passwords, a connector's literal secrets (a password, a schema registry's
-basic.auth.user.info, a JDBC URL's password) and a connector override's value."""
+basic.auth.user.info, a JDBC URL's password) and a connector override's value. And the
+applications' ACLs move with their topics: a consumer and a transactional producer switched to the
+target with their own principals work there at once, with no ACL written by hand."""
 from __future__ import annotations
 
 import json
+import secrets as tokens
 import threading
 import uuid
 from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 
 from tests.support.airflow import AIRFLOW_HOME, run_dag, task_states
 from tests.support.connect import delete_connectors
+from tests.support.kafka import create_topic, produce, read_partition
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.results import SECURE_RESULTS_ENV, record
 
@@ -156,3 +174,128 @@ def test_a_mixed_workload_moves_exactly_as_a_read_only_source_principal_and_no_s
     finally:
         delete_connectors((secure_stack.source_connect, secure_stack.target_connect),
                           (w.source_connector, w.sink_connector))
+
+
+def scram_users(cluster, passwords: dict[str, str]) -> None:
+    admin = AdminClient(cluster.admin())
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    for future in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, info, password.encode()) for user, password in passwords.items()]).values():
+        future.result(timeout=30)
+
+
+def allow(cluster, bindings: list[tuple[ResourceType, str, ResourcePatternType, str, AclOperation]]) -> None:
+    admin = AdminClient(cluster.admin())
+    for future in admin.create_acls([AclBinding(kind, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
+                                     for kind, name, pattern, principal, operation in bindings]).values():
+        future.result(timeout=30)
+
+
+def forget_acls(cluster, users: list[str]) -> None:
+    """The users' ACLs on `cluster` removed. Their SCRAM credentials stay (names of this test alone):
+    on Kafka 4.3.1, brokers started again after a SCRAM-SHA-512 credential was deleted refused every
+    user's SCRAM-SHA-512 logins here."""
+    admin = AdminClient(cluster.admin())
+    filters = [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{u}", None, AclOperation.ANY,
+                                AclPermissionType.ANY) for u in users]
+    for future in admin.delete_acls(filters).values():
+        future.result(timeout=30)
+
+
+def test_the_applications_acls_move_with_their_topics_and_their_principals_work_on_the_target_at_once(
+        secure_stack, secure_connections, dagbag, tmp_path):
+    """A reader (prefixed Read on the topics, its group) and a transactional writer (Write on the topic,
+    its transactional id, IdempotentWrite on the cluster) exist as SCRAM users on both clusters; a
+    third user has ACLs on the source only and no credentials on the target. After the run, the
+    reader's consumer continues its group on the target and the writer's transactions commit there,
+    both at once, as their own principals."""
+    prefix = f"acl{uuid.uuid4().hex[:6]}"
+    topic, group, txn_id = f"{prefix}.orders", f"{prefix}.readers", f"{prefix}-tx"
+    reader, writer, ghost = f"{prefix}-reader", f"{prefix}-writer", f"{prefix}-ghost"
+    passwords = {user: tokens.token_hex(12) for user in (reader, writer, ghost)}
+    source_conf, target_conf = secure_stack.clusters
+    as_user = {(side, user): {**secure_stack.security.client(cluster, "admin"), "sasl.username": user,
+                              "sasl.password": passwords[user]}
+               for side, cluster in (("source", source_conf), ("target", target_conf)) for user in passwords}
+    users = list(passwords)
+    try:
+        scram_users(secure_stack.source, passwords)
+        scram_users(secure_stack.target, {u: p for u, p in passwords.items() if u != ghost})
+        create_topic(secure_stack.source, topic, 2)
+        create_topic(secure_stack.source, f"{prefix}x-other", 1)  # an ACL of a topic the run does not move
+        T, G, X, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID, ResourceType.BROKER
+        LIT, PRE = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+        allow(secure_stack.source, [
+            (T, f"{prefix}.", PRE, f"User:{reader}", AclOperation.READ),
+            (T, f"{prefix}.", PRE, f"User:{reader}", AclOperation.DESCRIBE),
+            (G, group, LIT, f"User:{reader}", AclOperation.READ),
+            (T, topic, LIT, f"User:{writer}", AclOperation.WRITE),
+            (T, topic, LIT, f"User:{writer}", AclOperation.DESCRIBE),
+            (X, txn_id, LIT, f"User:{writer}", AclOperation.WRITE),
+            (X, txn_id, LIT, f"User:{writer}", AclOperation.DESCRIBE),
+            (C, "kafka-cluster", LIT, f"User:{writer}", AclOperation.IDEMPOTENT_WRITE),
+            (T, topic, LIT, f"User:{ghost}", AclOperation.READ),
+            (T, f"{prefix}x-other", LIT, f"User:{reader}", AclOperation.READ)])
+        for p in range(2):
+            produce(secure_stack.source, topic, [(b"k%d" % i, b"v%d-%d" % (p, i)) for i in range(30)], p)
+        consumer = Consumer({**as_user[("source", reader)], "group.id": group, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(topic, p, 10) for p in range(2)], asynchronous=False)
+        consumer.close()
+
+        state = tmp_path / "state"
+        run = run_dag(dagbag, **CONN_IDS, topics_include=f"{prefix}\\..*", groups=group, quiesce_seconds=1,
+                      state_location=str(state), run_name="acls")
+        assert str(run.state) == "success", task_states(run)
+        summary = summarize(Manifest(str(state), "acls"))
+        assert summary["acls_scope"] == "principals" and summary["acls_expected"] == 9 == summary["acls_on_target"]
+        assert summary["principals_missing"] == [f"User:{ghost}"]
+        report = (state / "acls" / "report.md").read_text()
+        assert "## ACLs" in report and f"User:{ghost} is missing on the target" in report
+        with ClusterAdmin(secure_stack.target) as admin:
+            mine = [b for b in admin.client.describe_acls(AclBindingFilter(
+                ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY),
+                request_timeout=30).result() if b.principal.startswith(f"User:{prefix}")]
+        assert not [b for b in mine if "x-other" in b.name], "an ACL of a topic the run did not move"
+
+        # on the target, as their own principals, at once: the reader's group continues where it committed,
+        # the writer's transaction commits
+        got, failures = [], []
+
+        def read() -> None:
+            try:
+                c = Consumer({**as_user[("target", reader)], "group.id": group, "auto.offset.reset": "error",
+                              "enable.partition.eof": True})
+                c.subscribe([topic])
+                ended = set()
+                while len(ended) < 2:
+                    for msg in c.consume(100, 1.0):
+                        if msg.error() and msg.error().code() == KafkaError._PARTITION_EOF:
+                            ended.add(msg.partition())
+                        elif msg.error():
+                            raise KafkaException(msg.error())
+                        else:
+                            got.append((msg.partition(), msg.offset()))
+                c.commit(asynchronous=False)
+                c.close()
+            except Exception as exc:  # noqa: BLE001 - asserted in the test's thread
+                failures.append(exc)
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        producer = Producer({**as_user[("target", writer)], "transactional.id": txn_id})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, b"after the switch %d" % i, partition=0)
+        producer.commit_transaction(30)
+        thread.join(120)
+        assert not thread.is_alive() and not failures, failures
+        assert len(set(got)) == len(got), "a record read twice"
+        assert sorted(x for x in got if x[1] < 30) == [(p, o) for p in range(2) for o in range(10, 30)]
+        values = [v for _, _, v in read_partition(secure_stack.target, topic, 0)]
+        assert values[-5:] == [b"after the switch %d" % i for i in range(5)]
+        record(SECURE_RESULTS_ENV, acls_expected=summary["acls_expected"], acls_on_target=summary["acls_on_target"],
+               principals_missing_named=summary["principals_missing"] == [f"User:{ghost}"])
+    finally:
+        for cluster in (secure_stack.source, secure_stack.target):
+            forget_acls(cluster, users)

@@ -134,3 +134,28 @@ def test_the_source_refuses_the_migrators_writes(secure_stack, unique_name):
             future.result(30)
     assert watermarks(secure_stack.source, topic) == (0, 10)
     record(SECURE_RESULTS_ENV, source_writes_refused=True)
+
+
+def test_preflight_shows_the_applications_acls_and_names_the_right_to_create_them(secure_stack, unique_name):
+    """An application's ACL on a selected topic is in the plan a dry run shows; a migrator that may
+    not Alter the target cluster is refused before anything is written, the way out named."""
+    seed_plain(secure_stack.source, unique_name, 1, 10)
+    app = f"User:{unique_name}-app"
+    binding = AclBinding(ResourceType.TOPIC, unique_name, ResourcePatternType.LITERAL, app, "*", AclOperation.READ,
+                         AclPermissionType.ALLOW)
+    admin = AdminClient(secure_stack.source.admin())
+    admin.create_acls([binding])[binding].result(30)
+    try:
+        shown = preflight(secure_stack, unique_name)["acls"]
+        assert shown["to_add"] == [f"{app} ALLOW READ on TOPIC {unique_name!r}"] and shown["expected"] == 1
+        with denied(secure_stack.target, "kafka-cluster", AclOperation.ALTER, resource=ResourceType.BROKER):
+            with pytest.raises(MissingAcls, match="lacks Alter on the target cluster.*acls=off"):
+                preflight(secure_stack, unique_name)
+        off = check_run(secure_stack.cluster("source"), secure_stack.cluster("target"), None, None,
+                        Selection(topics_include=re.escape(unique_name), acls="off"))
+        assert off["acls"] == {"scope": "off"}
+        assert not target_has(secure_stack, unique_name)
+    finally:
+        gone = AclBindingFilter(ResourceType.TOPIC, unique_name, ResourcePatternType.LITERAL, app, "*",
+                                AclOperation.READ, AclPermissionType.ALLOW)
+        admin.delete_acls([gone])[gone].result(30)

@@ -10,7 +10,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
-from kmigrate.run.targets import config_versions
+from kmigrate.run.targets import acls, config_versions
 from kmigrate.run.cutover import events
 from kmigrate.run.checks import versions
 from kmigrate.run.connectors.migrate import check_overrides
@@ -77,6 +77,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                 connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
             versions.check_workers(source_connect, target_connect, infos, admin)
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
+        acl_plan = acls.plan(source, target, topics, groups, selection.acls)
         across = config_versions.changes_for(admin.topics_configs(topics, explicit_only=True), target)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
     return {
@@ -90,6 +91,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         "methods": methods,
         # source configs the target's Kafka version removed: mapped to their successors or dropped
         "config_changes": across,
+        # the applications' ACLs the run copies to the target before the connectors resume
+        "acls": acls.shown(acl_plan),
         # a rough figure for a person to read: the copier's measured whole-batch rate on the
         # development machine is far above this, but verification reads both sides
         "estimated_copy_s": round(offsets / 150_000, 1),

@@ -72,13 +72,15 @@ def select(names: Iterable[str], include: str, exclude: str | None = None, what:
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """What a run moves: topics (include/exclude regexes), consumer groups (regex, empty: none),
-    connectors (names; empty: none), and the topics copied in translate mode (regex, empty: none)."""
+    connectors (names; empty: none), the topics copied in translate mode (regex, empty: none), and
+    which of the source's ACLs (`kmigrate.run.targets.acls.SCOPES`)."""
 
     topics_include: str
     topics_exclude: str = ""
     groups: str = ""
     connectors: tuple[str, ...] = ()
     translate: str = ""
+    acls: str = "principals"
 
     def check(self) -> None:
         compile_pattern(self.topics_include, "topic include")

@@ -14,8 +14,8 @@ from kmigrate.manifest import Manifest, Part, new_attempt
 from kmigrate.run.report.timeline import iso
 
 # the course's steps, in their order
-STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "replicate_groups",
-         "migrate_connectors", "resume_connectors")
+STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "migrate_acls",
+         "replicate_groups", "migrate_connectors", "resume_connectors")
 # a planned failover of a mirrored run (kafka_dr_failover): its mirror stopped after the snapshot, before the
 # window's copy writes where the mirror wrote
 FAILOVER_STEPS = (*STEPS[:3], "stop_mirror", *STEPS[3:])

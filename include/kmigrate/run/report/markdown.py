@@ -10,6 +10,7 @@ from kmigrate.run.cutover import course, events
 from kmigrate.run.report import timeline
 from kmigrate.run.checks import versions
 from kmigrate.run.cutover.events import downtime_s
+from kmigrate.run.targets import acls
 from kmigrate.run.targets.prepare import topic_changes
 
 
@@ -95,6 +96,7 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
         "resumed_at": (resumed_at or {}).get("at"),
         "drill": manifest.read(Part.DRILL),
         "unplanned_failover": manifest.read(Part.PROMOTED),
+        **acls.summary(_latest(manifest, acls.PART)), "_acls": _latest(manifest, acls.PART),
         "source_kafka": snapshot.get("versions", {}).get("source_kafka"),
         "_copied": copied, "_verified": verified, "_groups": groups, "_connectors": connectors,
         "_resumed": resumed["connectors"],
@@ -261,8 +263,9 @@ def render(summary: dict[str, Any]) -> str:
             metadata = "-" if "metadata" not in o else (repr(o["metadata"]) if o["metadata_equal"] else "DIFFERS")
             lines.append(f"| {group['group']} | {o['topic']}[{o['partition']}] | {o['source_offset']} | "
                          f"{o['target_offset']} | {metadata} | {at_snapshot} |")
+    lines += ["", *acls.report_lines(summary["_acls"])]
     states = {c["name"]: c for c in (summary["_resumed"] or [])}
-    lines += ["", "## Connectors", "", "| connector | type | offsets carried over | state on the source before | "
+    lines += ["## Connectors", "", "| connector | type | offsets carried over | state on the source before | "
               "state on the target now |", "| --- | --- | --- | --- | --- |"]
     for c in summary["_connectors"]:
         now = states.get(c["name"], {}).get("state", "-")

@@ -15,7 +15,7 @@ from kmigrate.manifest import Manifest, Part, new_attempt
 # verification: a client process of a Spark Connect server, or a whole Spark application under
 # spark-submit)
 WINDOW_STEPS = ("stop_connectors", "quiesce", "snapshot", "stop_mirror", "job_start", "copy", "verify", "job_exit",
-                "restore_topic_configs", "replicate_groups", "migrate_connectors", "resume_connectors")
+                "restore_topic_configs", "migrate_acls", "replicate_groups", "migrate_connectors", "resume_connectors")
 
 
 def iso(at: float) -> str:
