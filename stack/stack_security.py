@@ -216,7 +216,7 @@ def migrator_acls(role: str) -> list[tuple[str, str, str]]:
            [("GROUP", "*", op) for op in ("DESCRIBE", "READ")] + \
            [("TRANSACTIONAL_ID", "*", op) for op in ("DESCRIBE", "WRITE")] + \
            [("CLUSTER", "kafka-cluster", op) for op in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE",
-                                                         "ALTER")]  # Alter: the applications' ACLs created
+                                                         "ALTER", "ALTER_CONFIGS")]  # the applications' ACLs, quotas
 
 
 def acl_binding(resource: str, name: str, operation: str, principal: str = f"User:{MIGRATOR}"):  # noqa: ANN201

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report.markdown import summarize
@@ -236,6 +237,9 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
             (C, "kafka-cluster", LIT, f"User:{writer}", AclOperation.IDEMPOTENT_WRITE),
             (T, topic, LIT, f"User:{ghost}", AclOperation.READ),
             (T, f"{prefix}x-other", LIT, f"User:{reader}", AclOperation.READ)])
+        quotas = {(("user", reader),): {"consumer_byte_rate": 4194304.0},
+                  (("client-id", "orders-app"), ("user", writer)): {"producer_byte_rate": 2097152.0}}
+        quota_wire.alter(secure_stack.source, quotas)
         for p in range(2):
             produce(secure_stack.source, topic, [(b"k%d" % i, b"v%d-%d" % (p, i)) for i in range(30)], p)
         consumer = Consumer({**as_user[("source", reader)], "group.id": group, "enable.auto.commit": False})
@@ -249,6 +253,8 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
         summary = summarize(Manifest(str(state), "acls"))
         assert summary["acls_scope"] == "principals" and summary["acls_expected"] == 9 == summary["acls_on_target"]
         assert summary["principals_missing"] == [f"User:{ghost}"]
+        assert summary["quotas_expected"] == 2 == summary["quotas_on_target"]
+        assert {e: v for e, v in quota_wire.describe(secure_stack.target).items() if e in quotas} == quotas
         report = (state / "acls" / "report.md").read_text()
         assert "## ACLs" in report and f"User:{ghost} is missing on the target" in report
         with ClusterAdmin(secure_stack.target) as admin:
@@ -295,7 +301,8 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
         values = [v for _, _, v in read_partition(secure_stack.target, topic, 0)]
         assert values[-5:] == [b"after the switch %d" % i for i in range(5)]
         record(SECURE_RESULTS_ENV, acls_expected=summary["acls_expected"], acls_on_target=summary["acls_on_target"],
+               quotas_expected=summary["quotas_expected"], quotas_on_target=summary["quotas_on_target"],
                principals_missing_named=summary["principals_missing"] == [f"User:{ghost}"])
     finally:
         for cluster in (secure_stack.source, secure_stack.target):
-            forget_acls(cluster, users)
+            forget_acls(cluster, users)  # their quotas stay, as their credentials do: names of this test alone

@@ -9,7 +9,7 @@ from tests.support import results
 
 KEYS = ("partitions", "partitions_equal", "groups_exact", "connectors_resumed", "source_writes_refused",
         "missing_acl_named", "secrets_found", "files_searched", "cmdline_samples", "acls_expected", "acls_on_target",
-        "principals_missing_named")
+        "principals_missing_named", "quotas_expected", "quotas_on_target")
 
 
 def main(path: str) -> int:
@@ -21,7 +21,8 @@ def main(path: str) -> int:
     met = (None not in summary.values() and summary["partitions"] == summary["partitions_equal"]
            and summary["source_writes_refused"] is True and summary["missing_acl_named"] is True
            and summary["secrets_found"] == 0 and summary["acls_expected"] == summary["acls_on_target"]
-           and summary["principals_missing_named"] is True)
+           and summary["principals_missing_named"] is True
+           and summary["quotas_on_target"] == summary["quotas_expected"] > 0)
     return 0 if met else 1
 
 

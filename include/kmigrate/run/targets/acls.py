@@ -13,6 +13,7 @@ would not apply there). The bindings of the run's own principals (its clients' S
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from confluent_kafka.admin import (
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, MissingAcls
+from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover.snapshot import read_snapshot
@@ -170,10 +172,26 @@ def _scram_users(admin: ClusterAdmin, users: list[str]) -> dict[str, list[str]] 
     return found
 
 
-def _may_alter(admin: ClusterAdmin) -> bool:
+def _may_alter(admin: ClusterAdmin, operation: str) -> bool:
     described = admin.client.describe_cluster(include_authorized_operations=True, request_timeout=admin.timeout_s)
     allowed = described.result(timeout=admin.timeout_s).authorized_operations
-    return allowed is None or bool({op.name for op in allowed} & {"ALTER", "ALL"})  # None: the broker does not say
+    return allowed is None or bool({op.name for op in allowed} & {operation, "ALL"})  # None: the broker does not say
+
+
+def _quotas(source: ClusterConfig, target: ClusterConfig, acls: Iterable[Acl]) -> tuple[list[dict], list[dict]]:
+    """The client quotas of the users holding `acls` on the source (theirs, and theirs with a client
+    id), and those of them the target lacks or holds with other values: [{entity, values}] each."""
+    users = {a.principal[5:] for a in acls if a.principal.startswith("User:") and a.principal != "User:*"}
+    if not users:
+        return [], []
+
+    def theirs(cluster: ClusterConfig) -> dict:
+        return {e: v for e, v in quota_wire.describe(cluster).items() if dict(e).get("user") in users}
+
+    on_source, on_target = theirs(source), theirs(target)
+    rows = [{"entity": [list(c) for c in e], "values": v} for e, v in sorted(on_source.items())]
+    return rows, [r for r, (e, v) in zip(rows, sorted(on_source.items()))
+                  if any(on_target.get(e, {}).get(k) != x for k, x in v.items())]
 
 
 def own_principals(*clusters: ClusterConfig) -> set[str]:
@@ -199,13 +217,19 @@ def plan(source: ClusterConfig, target: ClusterConfig, topics: Collection[str], 
                               "on the target (authorizer.class.name), or run with acls=off")
         compared = compare(expected, on_target)
         missing = missing_principals(source_admin, target_admin, expected)
-        if compared["to_add"] and not _may_alter(target_admin):
+        quotas, quotas_to_set = _quotas(source, target, expected)
+        if quotas_to_set and not _may_alter(target_admin, "ALTER_CONFIGS"):
+            raise MissingAcls(f"{len(quotas_to_set)} client quotas of the applications' users are not on the target, "
+                              "and the run's principal lacks AlterConfigs on the target cluster, which setting them "
+                              "needs: grant it, or run with acls=off and set them yourself; nothing was written")
+        if compared["to_add"] and not _may_alter(target_admin, "ALTER"):
             raise MissingAcls(f"{len(compared['to_add'])} of the applications' ACLs on the selected topics and groups "
                               "are not on the target, and the run's principal lacks Alter on the target cluster, which "
                               "creating them needs: grant it, or run with acls=off and create them yourself (the dry "
                               "run lists them); nothing was written")
-    return {"scope": scope, "source_authorizer": True, "expected": [a.row() for a in expected], **{k: [a.row() for a in v] for k, v in compared.items()},
-            "principals_missing": missing}
+    return {"scope": scope, "source_authorizer": True, "expected": [a.row() for a in expected],
+            **{k: [a.row() for a in v] for k, v in compared.items()},
+            "principals_missing": missing, "quotas": quotas, "quotas_to_set": quotas_to_set}
 
 
 def shown(planned: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,6 +241,7 @@ def shown(planned: Mapping[str, Any]) -> dict[str, Any]:
     return {"scope": planned["scope"], "expected": len(planned["expected"]), "present": len(planned["present"]),
             "to_add": [Acl.from_row(r).text() for r in planned["to_add"]],
             "conflicting": [Acl.from_row(r).text() for r in planned["conflicting"]],
+            "quotas_to_set": [f"{quota_wire.shown(r['entity'])}: {r['values']}" for r in planned["quotas_to_set"]],
             "principals_missing": [f"{r['principal']}: {r['do']}" for r in planned["principals_missing"]]}
 
 
@@ -228,6 +253,7 @@ def copy_acls(source: ClusterConfig, target: ClusterConfig, topics: Collection[s
     to_add = [Acl.from_row(r) for r in planned.get("to_add", [])]
     if not planned.get("expected"):
         return {**planned, "created": [], "on_target": 0}
+    quota_wire.alter(target, {tuple(map(tuple, r["entity"])): r["values"] for r in planned["quotas_to_set"]})
     with ClusterAdmin(target) as admin:
         if to_add:
             try:
@@ -241,7 +267,21 @@ def copy_acls(source: ClusterConfig, target: ClusterConfig, topics: Collection[s
                                   f"{exc.args[0].str()}") from exc
         now = set(read_acls(admin, "target") or [])
     expected = [Acl.from_row(r) for r in planned["expected"]]
-    return {**planned, "created": [a.row() for a in to_add], "on_target": sum(a in now for a in expected)}
+    return {**planned, "created": [a.row() for a in to_add], "on_target": sum(a in now for a in expected),
+            "quotas_on_target": _quotas_there(target, planned["quotas"])}
+
+
+def _quotas_there(target: ClusterConfig, quotas: list[dict], wait_s: float = 10.0) -> int:
+    """How many of `quotas` the target holds with their values; an alteration reaches the brokers
+    shortly after it is accepted, so this is read until all are there or `wait_s` passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = quota_wire.describe(target)
+        there = sum(all(now.get(tuple(map(tuple, r["entity"])), {}).get(k) == v for k, v in r["values"].items())
+                    for r in quotas)
+        if there == len(quotas) or time.monotonic() > deadline:
+            return there
+        time.sleep(0.2)
 
 
 def migrate_acls(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, scope: str) -> dict[str, Any]:
@@ -257,6 +297,7 @@ def summary(record: Mapping[str, Any] | None) -> dict[str, Any]:
     record = record or {}
     return {"acls_scope": record.get("scope"), "acls_expected": len(record.get("expected", [])),
             "acls_on_target": record.get("on_target", 0), "acls_created": len(record.get("created", [])),
+            "quotas_expected": len(record.get("quotas", [])), "quotas_on_target": record.get("quotas_on_target", 0),
             "principals_missing": [r["principal"] for r in record.get("principals_missing", [])]}
 
 
@@ -277,4 +318,6 @@ def report_lines(record: Mapping[str, Any] | None) -> list[str]:
     lines += [""] + [f"- conflicting on the target, left as it is: {Acl.from_row(r).text()}"
                      for r in record.get("conflicting", [])]
     lines += [f"- {r['principal']} is missing on the target: {r['do']}" for r in record.get("principals_missing", [])]
+    lines += [f"- client quota of {quota_wire.shown(r['entity'])}: "
+              + ", ".join(f"{k} {v:g}" for k, v in sorted(r["values"].items())) for r in record.get("quotas", [])]
     return lines + [""]
