@@ -2,7 +2,9 @@
 wrote whole batches only, and left the DR end where that copy committed it, is followed by Fetches
 that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
 on that leader, and the plain batches each answer brings are written as they are, one Produce a DR
-leader for all of them, with the producer id and sequence the copies before used.
+leader for all of them, with the producer id and sequence the copies before used. A writer thread
+writes them while the next Fetch waits (a fetch and a write in flight, as a replica fetcher or
+MirrorMaker's consumer and producer keep them).
 
 A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
 a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
+IN_FLIGHT = 2            # Fetch answers given to a leader's writer and not written yet, at most
 PARTITION_BYTES = 1 << 20
 FETCH_BYTES = 16 << 20
 
@@ -41,13 +45,17 @@ class _Streamed:
     lease: PartitionLease
     done: Future[int]
     target_leader: tuple[str, int]
+    next: int = 0           # the fetcher's: the offset after the batches it gave the writer
+    failed: bool = False    # the writer's: a write failed, the partition is handed back
     records: int = 0
 
 
 class Streams:
-    """The task's partitions in step with the source, one thread a source leader; `follow` hands a
-    partition over (a future resolved with the records written once it is handed back), `close`
-    hands every partition back and ends the threads."""
+    """The task's partitions in step with the source: a source leader's partitions have a fetcher
+    thread and a writer thread, the next Fetch sent while the writer writes what the last one brought
+    (at most `IN_FLIGHT` answers waiting for it). `follow` hands a partition over (a future resolved
+    with the records written once it is handed back, after its last write), `close` hands every
+    partition back and ends the threads."""
 
     def __init__(self, source: ClusterConfig, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.source, self.target, self.guard = source, target, guard
@@ -73,7 +81,7 @@ class Streams:
             if self._closed:
                 done.set_result(0)
                 return done
-            self._leaders.setdefault(source_leader, {})[key] = _Streamed(f, lease, done, target_leader)
+            self._leaders.setdefault(source_leader, {})[key] = _Streamed(f, lease, done, target_leader, f.committed)
             if source_leader not in self._threads:
                 thread = threading.Thread(target=self._run, args=(source_leader,), name="mirror-stream", daemon=True)
                 self._threads[source_leader] = thread
@@ -88,9 +96,12 @@ class Streams:
             thread.join()
 
     def _run(self, address: tuple[str, int]) -> None:
+        jobs: queue.Queue[tuple[str, Any]] = queue.Queue(IN_FLIGHT)
+        writer = threading.Thread(target=self._writer, args=(jobs,), name="mirror-stream-write", daemon=True)
+        writer.start()
         try:
             with leaders.connection(self.source, address) as conn:
-                while self._turn(conn, address):
+                while self._turn(conn, address, jobs):
                     pass
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
@@ -102,59 +113,78 @@ class Streams:
                 if mine:
                     self._threads.pop(address)
             for s in streamed.values():
-                _hand_back(s)
+                jobs.put(("back", s))
+            jobs.put(("end", None))
+            writer.join()
 
-    def _turn(self, conn: wire.BrokerConnection, address: tuple[str, int]) -> bool:
-        """One Fetch of the partitions on `address` and the writes of what it brought; False once none
-        is left here."""
+    def _turn(self, conn: wire.BrokerConnection, address: tuple[str, int], jobs: queue.Queue) -> bool:
+        """One Fetch of the partitions on `address`, what it brought given to the writer; False once
+        none is left here."""
         with self._lock:
             streamed = self._leaders.get(address, {})
-            for key in list(streamed) if self._closed else []:
-                _hand_back(streamed.pop(key))
+            leaving = [streamed.pop(k) for k, s in list(streamed.items()) if self._closed or s.failed]
             if not streamed:
                 self._leaders.pop(address, None)
                 self._threads.pop(address, None)
-                return False
-            positions = {k: s.f.committed for k, s in streamed.items()}
+            positions = {k: s.next for k, s in streamed.items()}
+        for s in leaving:
+            if not s.failed:  # a failed one is back already
+                jobs.put(("back", s))  # after the writes given before
+        if not positions:
+            return False
         multi.send_fetch(conn, positions, PARTITION_BYTES, FETCH_BYTES, max_wait_ms=WAIT_MS)
         fetched = multi.receive_fetch(conn)
-        writes: dict[Key, WholePartition] = {}
-        for key in positions:  # not a partition handed over since the Fetch was sent
+        writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
+        for key, position in positions.items():  # not a partition handed over since the Fetch was sent
             s = streamed[key]
-            batches, why = _writable(s.f, fetched.get(key, multi.MISSING))
+            answer = fetched.get(key, multi.MISSING)
+            batches, why = _writable(s.f, answer, position)
             if why:
                 log.info("mirror %s[%d]: handed back to the copy (%s)", *key, why)
-                if fetched.get(key, multi.MISSING).error in wire.TRANSIENT:
+                if answer.error in wire.TRANSIENT:
                     leaders.forget(self.source, [key])
                 with self._lock:
-                    _hand_back(streamed.pop(key))
+                    streamed.pop(key, None)
+                jobs.put(("back", s))
             elif batches:
-                writes[key] = WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0])
+                writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
+                s.next = writes[key][1].end
         if writes:
-            self._write(streamed, writes)
+            jobs.put(("write", writes))
         return True
 
-    def _write(self, streamed: dict[Key, _Streamed], writes: dict[Key, WholePartition]) -> None:
-        def check(key: Key) -> Callable[[], None]:
+    def _writer(self, jobs: queue.Queue) -> None:
+        """The fetcher's jobs in order: writes, and partitions handed back once their writes are done."""
+        while True:
+            kind, job = jobs.get()
+            if kind == "end":
+                return
+            if kind == "back":
+                _hand_back(job)
+            else:
+                self._write({k: sp for k, sp in job.items() if not sp[0].failed})
+
+    def _write(self, writes: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
+        def check(s: _Streamed) -> Callable[[], None]:
             def checked() -> None:
                 self.guard()
-                streamed[key].lease.check()
+                s.lease.check()
             return checked
 
+        parts = {key: part for key, (_, part) in writes.items()}
         try:
-            write_all(self.target, writes, {key: check(key) for key in writes})
+            write_all(self.target, parts, {key: check(s) for key, (s, _) in writes.items()})
         except Exception as exc:  # noqa: BLE001 - each partition written in part is checked by its next copy
-            for part in writes.values():
+            for part in parts.values():
                 part.failed = part.failed or f"{type(exc).__name__}: {exc}"
-        for key, part in writes.items():
-            s = streamed[key]
+        for key, (s, part) in writes.items():
             if part.failed or part.written != len(part.batches):
                 log.info("mirror %s[%d]: writing in step failed (%s); the copy checks the DR end", *key, part.failed)
                 leaders.forget(self.target, [key])
                 s.f.committed = None
                 s.f.producer.clear()  # its sequence is not known
-                with self._lock:
-                    _hand_back(streamed.pop(key))
+                s.failed = True
+                _hand_back(s)
                 continue
             records = sum(b.records for b in part.batches)
             s.f.own_end = s.f.committed = part.end
@@ -170,14 +200,16 @@ def _hand_back(s: _Streamed) -> None:
         s.done.set_result(s.records)
 
 
-def _writable(f: Any, fetched: multi.Fetched) -> tuple[list[wire.Batch], str | None]:
-    """The batches of a fetched partition that go whole now, or why the partition is handed back."""
+def _writable(f: Any, fetched: multi.Fetched, position: int | None = None) -> tuple[list[wire.Batch], str | None]:
+    """The batches of a fetched partition that go whole now, from `position` (where the batches
+    written or given to the writer end; its DR end by default), or why the partition is handed back."""
+    position = f.committed if position is None else position
     if fetched.error:
         return [], f"the source answered {wire.error_name(fetched.error)}"
     if fetched.log_start > f.source_start:
         return [], f"the source's log start moved to {fetched.log_start}"
-    batches = [b for b in wire.parse_batches(fetched.records) if b.last_offset >= f.committed]
-    whole, expected = 0, f.committed
+    batches = [b for b in wire.parse_batches(fetched.records) if b.last_offset >= position]
+    whole, expected = 0, position
     for index, batch in enumerate(batches):
         if batch.base_offset != expected or not plain(batch) or batch.last_offset >= fetched.stable:
             break
@@ -188,5 +220,5 @@ def _writable(f: Any, fetched: multi.Fetched) -> tuple[list[wire.Batch], str | N
             break
         whole, expected = index + 1, batch.last_offset + 1
     if batches and not whole:
-        return [], f"offset {f.committed} is not a plain batch the copy would send whole"
+        return [], f"offset {position} is not a plain batch the copy would send whole"
     return batches[:whole], None
