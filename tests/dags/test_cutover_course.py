@@ -63,11 +63,12 @@ def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_end
             "quiesce_seconds": 1, "state_location": str(state), "run_name": prefix})
         assert str(run.state) == "success", task_states(run)
         steps = list(course.STEPS)
-        stop, quiesce, snapshot, copy, restore, groups, connectors, resume = steps
+        stop, quiesce, snapshot, copy, restore, acls, groups, connectors, resume = steps
         # each attempt re-ran the step that failed after its work, then failed after the next (the
-        # configs, groups and connectors side by side, all three at once); none went back further
+        # configs, ACLs, groups and connectors side by side, all four at once); none went back further
+        side_by_side = {restore, acls, groups, connectors}
         assert attempts == [{stop}, {stop, quiesce}, {quiesce, snapshot}, {snapshot, copy},
-                            {copy, restore, groups, connectors}, {restore, groups, connectors, resume}, {resume}], attempts
+                            {copy, *side_by_side}, {*side_by_side, resume}, {resume}], attempts
         assert window_cells(run) == dict.fromkeys(steps, "success")
         manifest = Manifest(str(state), prefix)
         assert [(r["step"], r["state"], r["failures"]) for r in course.outcomes(manifest)] == [

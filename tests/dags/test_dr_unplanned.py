@@ -169,11 +169,18 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
                    "the connectors' offsets kept", 60)
         with pytest.raises(ConfigError, match="answers: an unplanned failover"):  # the source is up: refused
             unplanned_failover(manifest, source, target)
-        burst = Producer(source.producer(**{"linger.ms": 50}))
-        for i in range(3000):  # just before the kill: the mirror cannot have copied all of it
-            burst.produce(plain, b"burst %d" % i, partition=0)
-        burst.flush(30)
+        # a transaction open at the kill on plain[0]: its records are on the source and never copied (the
+        # mirror copies up to the last stable offset); back, the source's coordinator aborts it after its
+        # timeout, and the offsets it took are what the failover lost there (a burst of records right
+        # before the kill was once enough, until the mirror kept up with it)
+        open_txn = Producer(source.producer(**{"transactional.id": f"{prefix}-open", "transaction.timeout.ms": 5000}))
+        open_txn.init_transactions(30)
+        open_txn.begin_transaction()
+        for i in range(100):
+            open_txn.produce(plain, b"open at the kill %d" % i, partition=0)
+        open_txn.flush(30)
         lone_source.kill()  # SIGKILL of the broker and the Connect worker, while everything writes and copies
+        open_txn.purge()
         triggered = time.monotonic()
         run = run_dag(dagbag, "kafka_dr_failover", run_name="unplanned", state_location=str(tmp_path / "state"),
                       unplanned=True, source_kafka_conn_id="lone_kafka_source", stale_after_s=30)
@@ -206,7 +213,9 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     writer.join(90)
     assert not writer.is_alive()  # its producers gave up: nothing of theirs reaches the source once it is back
     lone_source.start()  # the source back: what the failover lost, named; the rest equal offset for offset
-    lost = {(r["topic"], r["partition"]): r for r in lost_records(manifest, source)}
+    lost = wait_until(lambda: (rows := {(r["topic"], r["partition"]): r for r in lost_records(manifest, source)})
+                      and rows[(plain, 0)]["offsets"] > 0 and rows, "the open transaction aborted on the source", 90,
+                      ignore=(KmigrateError,))
     for key in keys:
         assert lost[key]["from"] == dr_ends[key] and lost[key]["offsets"] == lost[key]["to"] - dr_ends[key] >= 0
         assert records_of(target, *key, end=dr_ends[key]) == records_of(source, *key, end=dr_ends[key])

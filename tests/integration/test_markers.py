@@ -19,6 +19,7 @@ from kmigrate.run.targets.prepare import prepare_target_topic
 from tests.support.kafka import TxnSeeder, all_watermarks, create_topic, records_of, seed_plain
 from tests.support.migration import assert_same_partition
 from tests.support.stack import PROJECT_DIR
+from tests.support.waiting import wait_until
 
 
 def copy_to(stack, topic: str, end: int, raw_batches: bool):
@@ -115,6 +116,9 @@ def test_a_round_ends_at_the_last_stable_offset_and_names_an_open_transaction(st
         seed.txn.commit_transaction(30)                    # marker 5
     seed.end = 6
     seed.records(2, "c")                                   # 6-7
+    # the coordinator writes the commit marker after commit_transaction returns: the source is
+    # watched (and copied) once it is stable at its end
+    wait_until(lambda: all_watermarks(stack.source, unique_name) == [(0, 8)], "the source stable at offset 8", 30)
     source_untouched(unique_name)
     final = copy_to(stack, unique_name, seed.end, raw_batches=True)
     assert final.digests_equal
@@ -163,6 +167,9 @@ def test_a_log_start_that_became_a_lone_marker_after_a_round_aligned_to_it(stack
         seed.txn.commit_transaction(30)                    # marker 5: the log start, alone
     seed.end = 6
     seed.records(2, "c")                                   # 6-7
+    # the coordinator writes the commit marker after commit_transaction returns: the source is
+    # watched (and copied) once it is stable at its end
+    wait_until(lambda: all_watermarks(stack.source, unique_name) == [(0, 8)], "the source stable at offset 8", 30)
     source_untouched(unique_name)
     final = copy_to(stack, unique_name, seed.end, raw_batches=True)
     assert final.digests_equal and final.markers == 1
