@@ -141,7 +141,7 @@ def read_acls(admin: ClusterAdmin, side: str) -> list[Acl] | None:
 def missing_principals(source: ClusterAdmin, target: ClusterAdmin, acls: Iterable[Acl]) -> list[dict[str, Any]]:
     """The users of `acls` whose SCRAM credentials the source has and the target lacks, each with
     what to do; [] where either cluster does not say (no SCRAM there, or no right to describe it)."""
-    users = sorted({a.principal[5:] for a in acls if a.principal.startswith("User:") and a.principal != "User:*"})
+    users = sorted(_users(acls))
     if not users:
         return []
     on_source, on_target = _scram_users(source, users), _scram_users(target, users)
@@ -172,16 +172,26 @@ def _scram_users(admin: ClusterAdmin, users: list[str]) -> dict[str, list[str]] 
     return found
 
 
-def _may_alter(admin: ClusterAdmin, operation: str) -> bool:
+def _cluster_operations(admin: ClusterAdmin) -> set[str] | None:
+    """The operations the principal may perform on the cluster; None when the broker does not say."""
     described = admin.client.describe_cluster(include_authorized_operations=True, request_timeout=admin.timeout_s)
     allowed = described.result(timeout=admin.timeout_s).authorized_operations
-    return allowed is None or bool({op.name for op in allowed} & {operation, "ALL"})  # None: the broker does not say
+    return None if allowed is None else {op.name for op in allowed}
+
+
+def _may(allowed: set[str] | None, operation: str) -> bool:
+    return allowed is None or bool(allowed & {operation, "ALL"})
+
+
+def _users(acls: Iterable[Acl]) -> set[str]:
+    """The user names of `acls`' principals (not the wildcard User:*)."""
+    return {a.principal[5:] for a in acls if a.principal.startswith("User:") and a.principal != "User:*"}
 
 
 def _quotas(source: ClusterConfig, target: ClusterConfig, acls: Iterable[Acl]) -> tuple[list[dict], list[dict]]:
     """The client quotas of the users holding `acls` on the source (theirs, and theirs with a client
     id), and those of them the target lacks or holds with other values: [{entity, values}] each."""
-    users = {a.principal[5:] for a in acls if a.principal.startswith("User:") and a.principal != "User:*"}
+    users = _users(acls)
     if not users:
         return [], []
 
@@ -218,11 +228,12 @@ def plan(source: ClusterConfig, target: ClusterConfig, topics: Collection[str], 
         compared = compare(expected, on_target)
         missing = missing_principals(source_admin, target_admin, expected)
         quotas, quotas_to_set = _quotas(source, target, expected)
-        if quotas_to_set and not _may_alter(target_admin, "ALTER_CONFIGS"):
+        allowed = _cluster_operations(target_admin) if quotas_to_set or compared["to_add"] else None
+        if quotas_to_set and not _may(allowed, "ALTER_CONFIGS"):
             raise MissingAcls(f"{len(quotas_to_set)} client quotas of the applications' users are not on the target, "
                               "and the run's principal lacks AlterConfigs on the target cluster, which setting them "
                               "needs: grant it, or run with acls=off and set them yourself; nothing was written")
-        if compared["to_add"] and not _may_alter(target_admin, "ALTER"):
+        if compared["to_add"] and not _may(allowed, "ALTER"):
             raise MissingAcls(f"{len(compared['to_add'])} of the applications' ACLs on the selected topics and groups "
                               "are not on the target, and the run's principal lacks Alter on the target cluster, which "
                               "creating them needs: grant it, or run with acls=off and create them yourself (the dry "
