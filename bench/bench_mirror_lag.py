@@ -7,13 +7,15 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL[:IN_STEP]` (copies side by side in
-a task, idle clients kept a key in the process's pools, partitions followed in step with the
-source once their copies allow: 1, or copied only: 0); the default compares the copies alone with
-the shipped settings (8:10:1). The tasks verify what they copied every --verify-every-s, as the
-mirror's do. Last line: one JSON object, p50/p90/p99 seconds a setting.
+every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH]]` (copies side
+by side in a task, idle clients kept a key in the process's pools, partitions followed in step with
+the source once their copies allow: 1, or copied only: 0; the live verification settling whole
+batches byte for byte: 1, or reading every record: 0); the default compares the copies alone, the
+verification reading every record, and the shipped settings (8:10:1:1). The tasks verify what they
+copied every --verify-every-s, as the mirror's do. Last line: one JSON object, p50/p90/p99 seconds a
+setting.
 
-    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1]
+    python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
 """
 from __future__ import annotations
 
@@ -33,14 +35,16 @@ from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.model import WorkUnit  # noqa: E402
 
 
-def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool,
+def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
            verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
     from kmigrate.run.mirror import follow as follower
+    from kmigrate.run.verify import partition as verification
 
     follower.COPIES_AT_ONCE = copies_at_once
     follower.IN_STEP = in_step
+    verification.LIVE_BY_BATCH = by_batch
     for kept in (pools.admins, leaders.connections, records.readers):
         kept.per_key = pool
     term = follower.Term(1, f"lag-{units[0].topic}", seconds, verify_every_s=verify_every_s)
@@ -48,7 +52,7 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float) -> dict:
-    copies_at_once, pool, in_step = (int(x) for x in (setting + ":1").split(":")[:3])
+    copies_at_once, pool, in_step, by_batch = (int(x) for x in (setting + ":1:1").split(":")[:4])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()
@@ -62,7 +66,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
-                                                         verify_every_s, rows))
+                                                         bool(by_batch), verify_every_s, rows))
                for i in range(tasks)]
     try:
         watcher.start()
@@ -86,6 +90,8 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     lags = latencies(load.acked, watcher.samples, "ours")
     return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
             "p99_s": percentile(lags, 0.99), "samples": len(lags), "copies": sum(r["copies"] for r in done),
+            # each partition's last verification while live, its seconds added up: one round's cost
+            "verification_s": round(sum((r["verified"] or {}).get("seconds", 0) for r in done), 2),
             "failed": [r["error"] for r in done if r["error"]][:3]}
 
 
@@ -94,7 +100,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--rate-mb", type=float, default=5.0)
-    parser.add_argument("--settings", default="8:10:0,8:10:1")
+    parser.add_argument("--settings", default="8:10:0,8:10:1:0,8:10:1:1")
     parser.add_argument("--verify-every-s", type=float, default=30.0, help="as the mirror's (MirrorSpec)")
     args = parser.parse_args()
     results = []

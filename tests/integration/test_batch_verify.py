@@ -7,6 +7,7 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
 from kmigrate.run.verify import batches as batch_verify
+from kmigrate.run.verify.partition import verify_live
 from kmigrate.run.targets.prepare import prepare_target_topic
 from kmigrate.run.copying.tasks import verify_bin
 
@@ -56,3 +57,37 @@ def test_a_target_holding_other_records_at_the_same_offsets_differs(stack, uniqu
     assert prefix.end == 0 and prefix.records == 0
     [row] = verify_bin([(unit, {})], (stack.source, stack.target))
     assert not row["equal"] and "content differs in [0, 100)" in row["problems"][0]
+
+
+def test_the_live_verification_settles_whole_batches_and_reads_its_seam_record_by_record(stack, unique_name,
+                                                                                       source_untouched):
+    create_topic(stack.source, unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    produce(stack.source, unique_name, [(b"k%d" % i, b"first %d" % i) for i in range(200)])
+    assert copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 200), CopyOptions(verify=False)).whole_batches
+
+    first = verify_live(stack.source, stack.target, WorkUnit(unique_name, 0, 200))
+    assert first["equal"] and (first["records"], first["by_batch"], first["read_from"]) == (200, 200, 0), first
+
+    produce(stack.source, unique_name, [(b"k%d" % i, b"second %d" % i) for i in range(100)])
+    source_untouched(unique_name)
+    copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 300), CopyOptions(verify=False))
+    second = verify_live(stack.source, stack.target, WorkUnit(unique_name, 0, 300), previous=first)
+    # the last BOUNDARY_OFFSETS of the first read again record by record, what came after settled whole
+    assert second["equal"] and (second["records"], second["by_batch"], second["read_from"]) == (300, 100, 100), second
+
+
+def test_a_live_verification_finds_other_records_after_the_equal_batches(stack, unique_name, source_untouched):
+    create_topic(stack.source, unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    produce(stack.source, unique_name, [(b"k%d" % i, b"copied %d" % i) for i in range(100)])
+    copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 100), CopyOptions(verify=False))
+    produce(stack.source, unique_name, [(b"k%d" % i, b"source %d" % i) for i in range(50)])
+    produce(stack.target, unique_name, [(b"k%d" % i, b"target %d" % i) for i in range(50)])
+    source_untouched(unique_name)
+
+    row = verify_live(stack.source, stack.target, WorkUnit(unique_name, 0, 150))
+    assert not row["equal"] and row["by_batch"] == 100, row
+    assert "content differs in [100, 150)" in row["problems"][0]

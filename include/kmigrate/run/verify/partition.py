@@ -24,11 +24,13 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.records import ContentDigest, compacted_differences, partition_digest
 from kmigrate.model import PRESERVE, OffsetRun, WorkUnit
 from kmigrate.offsets import offset_mapper
+from kmigrate.run.verify import batches
 from kmigrate.run.verify.batches import Prefix
 
 # the last pre-copied offsets of a partition, read again in the window: a change at the seam between
 # the pre-copy and the final copy shows there
 BOUNDARY_OFFSETS = 100
+LIVE_BY_BATCH = True  # a live verification settles whole batches byte for byte (else it reads every record)
 
 
 def _now() -> str:
@@ -89,7 +91,10 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
     round's), from the source's log start up to that end or the source's last stable offset,
     whichever is lower (an open transaction there is decided later and verified then). With
     `previous` (this partition's equal row of an earlier round) only [its end - BOUNDARY_OFFSETS,
-    end) is read, and the row returned covers both."""
+    end) is read, and the row returned covers both. Past that seam, plain batches equal byte for byte
+    on both sides are settled whole (`batches.compare`; the row's `by_batch` counts their records) and
+    the rest is read record by record, so that a mirror verifying every few seconds does not decode
+    what it copied whole."""
     started = time.monotonic()
     topic, partition = unit.topic, unit.partition
     with shared_admin(source) as admin:
@@ -101,17 +106,25 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
     problems: list[str] = []
     if target_low > source_low:
         problems.append(f"target log start {target_low} > source log start {source_low}")
-    start, carried = source_low, 0
+    start = seam = source_low
+    found, note, records, by_batch = [], None, 0, 0
     if previous and previous.get("equal") and previous["from"] <= source_low < previous["to"]:
         if previous["to"] >= end and not problems:  # nothing copied since (a retried round)
             return {**previous, "read_from": end, "seconds": round(time.monotonic() - started, 3)}
-        start = max(source_low, previous["to"] - BOUNDARY_OFFSETS)
-        carried = previous["records"]
-    digest, _, found, note = _compare(source, target, topic, partition, start, end, compacted,
-                                      split_at=previous["to"] if carried else None)
+        # the last offsets it verified read again, record by record: a change at the seam shows there
+        start, seam = max(source_low, previous["to"] - BOUNDARY_OFFSETS), previous["to"]
+        digest, _, found, note = _compare(source, target, topic, partition, start, min(seam, end), compacted,
+                                          split_at=seam)
+        records = previous["records"] + digest.records - digest.records_below
+    if seam < end:  # whole batches compared as far as they go (batches.compare), the rest record by record
+        key = (topic, partition)
+        prefix = batches.compare(source, target, {key: (seam, end)}).get(key) if LIVE_BY_BATCH else None
+        prefix = prefix or Prefix(seam, seam)
+        rest, _, more, later_note = _compare_after(prefix, source, target, topic, partition, end, compacted)
+        found, note, records, by_batch = found + more, note or later_note, records + rest.records, prefix.records
     problems += found
     return {"topic": topic, "partition": partition, "from": source_low, "to": end,
-            "records": carried + digest.records - digest.records_below, "read_from": start,
+            "records": records, "read_from": start, "by_batch": by_batch,
             "equal": not problems, "problems": problems, "note": note or (previous or {}).get("note"), "at": _now(),
             "seconds": round(time.monotonic() - started, 3)}
 
