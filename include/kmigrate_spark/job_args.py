@@ -70,7 +70,7 @@ def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--refresh-s", type=float, default=10.0, help="the topic selection read again this often")
     parser.add_argument("--verify-every-s", type=float, default=30.0,
                         help="what was mirrored is verified while live this often (a failover then reads the rest)")
-    parser.add_argument("--term-s", type=float, default=300.0,
-                        help="the copy's long-running tasks start again this often (they report then)")
+    parser.add_argument("--term-s", type=float, default=3600.0,
+                        help="the copy's long-running tasks start again this often (they report as they go)")
     parser.add_argument("--max-seconds", type=float, help="stop after this long (default: until asked to stop)")
     return parser

@@ -1,10 +1,12 @@
 """The mirror's rounds (kmigrate.run.mirror.loop) with the copier run in this process, on the real
 stack: records the source deletes past what the mirror copied are followed (the DR cluster's log
 start moves with the source's), by the mirror that copied them and by one started again, which
-knows its own records from the run's status; a DR topic holding records of its own stays refused."""
+knows its own records from the run's status; a DR topic holding records of its own stays refused;
+a long term's tasks report what they verified and what failed while it runs."""
 from __future__ import annotations
 
 import re
+import threading
 
 from kmigrate.copy.options import CopyOptions
 from kmigrate.copy.partition import copy_partition
@@ -12,10 +14,11 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec
+from kmigrate.run.mirror.loop import VERIFIED, Mirror, MirrorSpec
 
 from tests.support.kafka import create_topic, produce, watermarks
 from tests.support.migration import assert_same_partition
+from tests.support.waiting import wait_until
 
 
 def mirror_of(stack, manifest: Manifest, topic: str) -> Mirror:
@@ -126,3 +129,42 @@ def test_records_a_copy_of_the_term_before_wrote_after_the_driver_read_the_dr_en
     assert status["failed_partitions"] == 0, status["partitions"]
     assert watermarks(stack.target, topic) == (160, 170)
     assert_same_partition(stack, topic, 0)
+
+
+def test_a_long_terms_tasks_report_their_verifications_and_failures_while_it_runs(stack, unique_name, tmp_path,
+                                                                                  monkeypatch):
+    good, bad = f"{unique_name}-good", f"{unique_name}-bad"
+    for topic in (good, bad):
+        create_topic(stack.source, topic, 1)
+    create_topic(stack.target, bad, 1)
+    produce(stack.target, bad, records(5, "the DR cluster's own"), 0)
+    produce(stack.source, bad, records(20, "source"), 0)
+    with ClusterAdmin(stack.source) as admin:
+        admin.delete_records(bad, 0, 10)
+    produce(stack.source, good, records(100, "first"), 0)
+    manifest = Manifest(str(tmp_path), "mirror")
+    monkeypatch.setattr(Mirror, "REPORTS_EVERY_S", 0.3)
+    mirror = Mirror(manifest, stack.source, stack.target,
+                    MirrorSpec(f"{re.escape(unique_name)}-.*", interval_s=0.2, verify_every_s=0.5, term_s=3600),
+                    say=lambda _: None)
+    stopping = threading.Event()
+    driver = threading.Thread(target=mirror.run, args=(stopping.is_set,), daemon=True)
+    driver.start()
+
+    def verified_to(end: int):
+        rows = {r["topic"]: r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
+        return rows.get(good, {}).get("to") == end and rows[good]
+
+    try:
+        assert wait_until(lambda: verified_to(100), "the first 100 records verified while the term runs", 60)["equal"]
+        produce(stack.source, good, records(50, "second"), 0)
+        assert wait_until(lambda: verified_to(150), "the next 50 verified in the same term", 60)["records"] == 150
+        status = wait_until(lambda: (s := mirror_status.read(manifest))["failed_partitions"] and s,
+                            "the refused partition named while the term runs", 60)
+        assert status["term"] == 1 and status["totals"]["terms"] == 0  # the term has not ended
+        assert "did not write" in next(p["error"] for p in status["partitions"] if p["topic"] == bad)
+    finally:
+        stopping.set()
+        driver.join(60)
+    assert not driver.is_alive()
+    assert watermarks(stack.target, bad) == (0, 5)  # nothing written there

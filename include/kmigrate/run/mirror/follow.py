@@ -38,6 +38,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
+from kmigrate.run.mirror.reports import reporter
 from kmigrate.run.mirror.stream import Streams
 from kmigrate.run.verify.partition import verify_live
 
@@ -172,6 +173,7 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     streams = Streams(source, target, options.may_write)
     verifier = ThreadPoolExecutor(1, "mirror-verify")
     verifying: Future[None] | None = None
+    report = reporter(term.state_location, term.run_id, term.number, followed)
     try:
         while not ended() and time.monotonic() < deadline:
             for key in [k for k, r in running.items() if r.done()]:
@@ -179,7 +181,10 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                 running.pop(key).result()  # a copy's own failures are its partition's row; anything else is raised
             if verifying is not None and verifying.done():
                 verifying, _ = None, verifying.result()
+                if not due:  # a round of verification done: reported at once
+                    report([f.row() for f in followed.values()])
             if not due and time.monotonic() >= verify_at:
+                report([f.row() for f in followed.values()])  # also when nothing was verified (an error, say)
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
                 verify_at = time.monotonic() + term.verify_every_s
             # one partition at a time, beside the copies: one not being copied, or followed in step (what it

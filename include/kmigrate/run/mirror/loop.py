@@ -35,6 +35,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
+from kmigrate.run.mirror import reports
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
@@ -55,7 +56,8 @@ class MirrorSpec:
     again every `refresh_s`, what the copy wrote verified every `verify_every_s`, the copy's tasks
     started again every `term_s` (their rows: where they left each partition, what they verified;
     a selection that changes, a stop and a driver started again end a term sooner). Between two
-    terms nothing is copied for a second or two (a Spark job, the leases taken), so terms are long."""
+    terms nothing is copied for a second or two (a Spark job, the leases taken), so terms are long,
+    and the tasks report as they go (`reports`)."""
 
     topics_include: str
     topics_exclude: str = ""
@@ -63,7 +65,7 @@ class MirrorSpec:
     interval_s: float = 1.0
     refresh_s: float = 10.0
     verify_every_s: float = 30.0
-    term_s: float = 300.0
+    term_s: float = 3600.0
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
 
     def check(self) -> None:
@@ -117,6 +119,7 @@ class Mirror:
     `CANCEL_AFTER_S` after being told to (executors that cannot read the run manifest)."""
 
     CANCEL_AFTER_S = 30.0
+    REPORTS_EVERY_S = 5.0  # the running term's reports read this often
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
                  follow: Follow | None = None, *, cancel: Callable[[], None] | None = None,
@@ -133,7 +136,9 @@ class Mirror:
         self.lag = mirror_status.Lag()
         self.errors: dict[Key, str] = {}  # the last term's, by partition
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
-        self.rounds, self.terms = earlier.get("round", 0), earlier.get("term") or 0
+        # terms numbered on past any a killed driver began (its tasks' reports name theirs)
+        self.rounds = earlier.get("round", 0)
+        self.terms = max(earlier.get("term") or 0, (manifest.read(TERM) or {}).get("term") or 0)
         self.totals = {"records": 0, "in_step": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
                        **earlier.get("totals", {})}
         self.started = time.time()
@@ -250,11 +255,14 @@ class Mirror:
 
         thread = threading.Thread(target=follow, name=f"mirror-term-{term.number}", daemon=True)
         thread.start()
-        told = None
+        told, read_reports_at = None, time.monotonic() + self.REPORTS_EVERY_S
         while thread.is_alive():
             thread.join(self.spec.interval_s)
             if not thread.is_alive():
                 break
+            if time.monotonic() >= read_reports_at:
+                read_reports_at = time.monotonic() + self.REPORTS_EVERY_S
+                self.reported(term.number)
             if told is None and stop():
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
                 told = time.monotonic()
@@ -278,6 +286,19 @@ class Mirror:
         self.taken_in(result.get("rows", []))
         return self.status(keys)
 
+    def reported(self, term: int) -> None:
+        """What the running term's tasks reported so far (`reports`): each partition's own end, its
+        error and its last verification, as `taken_in` takes them at the term's end (the copies asked
+        for stay asked until then)."""
+        try:
+            rows = reports.read(self.manifest, term)
+        except KmigrateError as exc:  # read again at the next
+            self.say(f"the tasks' reports could not be read ({exc})")
+            return
+        self.errors = {(r["topic"], r["partition"]): r["error"] for r in rows if r["error"]}
+        self.own_ends.update({(r["topic"], r["partition"]): r["own_end"] for r in rows if r["own_end"] is not None})
+        self.take_verified(rows)
+
     def taken_in(self, rows: Sequence[dict[str, Any]]) -> None:
         """A term's rows: each partition's own end, its error, its last verification (the part VERIFIED
         replaced: a failover's window reads only what came after)."""
@@ -290,20 +311,27 @@ class Mirror:
                 self.asked.pop(key, None)
             self.totals["records"] += row["records"]
             self.totals["in_step"] += row.get("in_step", 0)
-            if row.get("verified"):
-                self.verified[key] = row["verified"]
         self.totals["terms"] += 1
         self.totals["failed_rounds"] += bool(self.errors)
         if self.errors:
             self.say(f"term {self.terms}: {len(self.errors)} partitions failed, tried again: "
                      + "; ".join(f"{t}[{p}]: {e}" for (t, p), e in sorted(self.errors.items())))
-        if any(r.get("verified") for r in rows):
-            self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
-                                             "term": self.terms, "at": timeline.iso(time.time())})
-            unequal = [r["verified"] for r in rows if r.get("verified") and not r["verified"]["equal"]]
-            if unequal:
-                self.say(f"verified while live: {len(unequal)} partitions differ (a failover verifies them in full): "
-                         + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
+        self.take_verified(rows)
+
+    def take_verified(self, rows: Sequence[dict[str, Any]]) -> None:
+        """The rows' verifications that are new, the part VERIFIED replaced with them (a failover's
+        window reads only what came after), and those that found a difference said."""
+        new = [r["verified"] for r in rows if r.get("verified")
+               and r["verified"] != self.verified.get((r["topic"], r["partition"]))]
+        if not new:
+            return
+        self.verified.update({(r["topic"], r["partition"]): r for r in new})
+        self.manifest.replace(VERIFIED, {"rows": [self.verified[k] for k in sorted(self.verified)],
+                                         "term": self.terms, "at": timeline.iso(time.time())})
+        unequal = [r for r in new if not r["equal"]]
+        if unequal:
+            self.say(f"verified while live: {len(unequal)} partitions differ (a failover verifies them in full): "
+                     + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
 
     def status(self, keys: Sequence[Key], term: int | None = None) -> dict[str, Any]:
         """Both sides' ends read now, the groups' offsets copied up to the DR ends, the status replaced."""
