@@ -173,6 +173,7 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     streams = Streams(source, target, options.may_write)
     verifier = ThreadPoolExecutor(1, "mirror-verify")
     verifying: Future[None] | None = None
+    spacing = verify_next = 0.0
     report = reporter(term.state_location, term.run_id, term.number, followed)
     try:
         while not ended() and time.monotonic() < deadline:
@@ -187,12 +188,14 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                 report([f.row() for f in followed.values()])  # also when nothing was verified (an error, say)
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
                 verify_at = time.monotonic() + term.verify_every_s
+                spacing = term.verify_every_s / 2 / max(1, len(due))  # the round spread over half the interval
             # one partition at a time, beside the copies: one not being copied, or followed in step (what it
-            # writes lies past the end verified)
+            # writes lies past the end verified); paced, as a round's reads at once slowed both clusters
             ready = [f for f in due if (f.unit.topic, f.unit.partition) not in running.keys() - in_stream]
-            if ready and verifying is None:
+            if ready and verifying is None and time.monotonic() >= verify_next:
                 due.remove(ready[0])
                 verifying = verifier.submit(_verify, source, target, ready[:1])
+                verify_next = time.monotonic() + spacing
             now = time.monotonic()
             idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
             for key in [k for k in idle if in_step(followed[k])]:
