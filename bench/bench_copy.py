@@ -9,8 +9,11 @@ SCRAM-SHA-512, ACLs, read as the `migrator` principal) beside the PLAINTEXT stac
 alternating, five rounds each, by whole batches and by the record path: `secure_vs_plaintext` is
 the ratio of the median records/s. During each of those copies the CPU seconds of the copier's
 process and of the source's and the target's broker are read (/proc): the side that used the most
-of a core, in the median secure round, is named as the one that limits. The last line is one JSON
-object.
+of a core, in the median secure round, is named as the one that limits. Then, as a reference,
+Kafka's own producer (ProducerPerformance, fetched with mvn on first use) writes the same records
+to each stack's target broker, SASL_SSL and PLAINTEXT alternating: the ratio the target broker
+allows on this machine without the copier (`kafka_producer_secure_vs_plaintext`). The last line is
+one JSON object.
 
     python bench/bench_copy.py [--records-100b 300000] [--records-1k 100000] [--align 5000000] [--secure-rounds 5]
                                [--secure-only]
@@ -24,6 +27,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -134,11 +138,17 @@ def broker_pids(state_dir: Path) -> dict[str, int]:
             for side in ("source", "target")}
 
 
+def _stack():  # noqa: ANN202 - stack/stack.py, loaded once
+    if "kmigrate_stack" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("kmigrate_stack", Path(__file__).resolve().parents[1] / "stack" / "stack.py")
+        sys.modules["kmigrate_stack"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["kmigrate_stack"])
+    return sys.modules["kmigrate_stack"]
+
+
 def secure_clusters() -> tuple[ClusterConfig, ClusterConfig, ClusterConfig]:
     """The secure stack's source as its admin (to seed), and source and target as the migrator."""
-    spec = importlib.util.spec_from_file_location("kmigrate_stack", Path(__file__).resolve().parents[1] / "stack" / "stack.py")
-    stack = sys.modules["kmigrate_stack"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stack)
+    stack = _stack()
     security = stack.prepare_security(stack.SECURE_STATE_DIR)
     source, target = stack.SECURE_CLUSTERS
     return (ClusterConfig("source", security.client(source, "admin")),
@@ -185,6 +195,49 @@ def secure_vs_plaintext(records: int, value_size: int, rounds: int, raw_batches:
             "plaintext_records_per_s": round(plain), "secure_records_per_s": round(secure),
             "secure_vs_plaintext": round(secure / plain, 3), "secure_limited_by": limits,
             "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}, "core_shares": shares}
+
+
+def kafka_producer(records: int, value_size: int, rounds: int) -> dict:
+    """Kafka's own producer (kafka-producer-perf-test's ProducerPerformance, Java) writing to each
+    stack's target broker, SASL_SSL as the admin and PLAINTEXT, alternating: what the target broker
+    takes on this machine without the copier, the reference for the copier's ratio."""
+    stack = _stack()
+    security = stack.prepare_security(stack.SECURE_STATE_DIR)
+    sides = {"plaintext": {"bootstrap.servers": TARGET.bootstrap_servers},
+             "secure": _java_client(security.client(stack.SECURE_CLUSTERS[1], "admin"))}
+    admins = {"plaintext": TARGET, "secure": ClusterConfig("target", security.client(stack.SECURE_CLUSTERS[1], "admin"))}
+    rates: dict[str, list[float]] = {"plaintext": [], "secure": []}
+    for round_ in range(rounds):
+        for side in ("plaintext", "secure") if round_ % 2 == 0 else ("secure", "plaintext"):
+            topic = f"bench.kafka-producer.{side}.{value_size}b.{uuid.uuid4().hex[:6]}"
+            with ClusterAdmin(admins[side]) as admin:
+                admin.create_topic(topic, 1, {})
+                admin.wait_for_topics({topic: 1})
+            settings = Path(f"/tmp/kmigrate-bench-{os.getpid()}-{side}.properties")
+            settings.write_text("".join(f"{k}={v}\n" for k, v in {**sides[side], "acks": "1", "linger.ms": "20",
+                                "batch.size": str(1 << 20), "max.request.size": str(16 << 20)}.items()))
+            os.chmod(settings, 0o600)
+            try:
+                out = subprocess.run([stack.java_binary(), "-Xmx512m", "-cp", stack.tools_classpath(),
+                                      "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records",
+                                      str(records), "--record-size", str(value_size), "--throughput", "-1",
+                                      "--producer.config", str(settings)], capture_output=True, text=True, check=True)
+            finally:
+                settings.unlink()
+            summary = [line for line in out.stdout.splitlines() if "records sent" in line][-1]
+            rates[side].append(float(summary.split(" records/sec")[0].rsplit(" ", 1)[-1]))
+    plain, secure = statistics.median(rates["plaintext"]), statistics.median(rates["secure"])
+    return {"value_bytes": value_size, "records": records, "rounds": rounds, "secure_vs_plaintext": round(secure / plain, 3),
+            "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}}
+
+
+def _java_client(settings: dict[str, str]) -> dict[str, str]:
+    """A Java client's settings from librdkafka's SASL_SSL ones (SCRAM, a PEM CA)."""
+    return {"bootstrap.servers": settings["bootstrap.servers"], "security.protocol": "SASL_SSL",
+            "sasl.mechanism": settings["sasl.mechanism"],
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                f'username="{settings["sasl.username"]}" password="{settings["sasl.password"]}";',
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": settings["ssl.ca.location"]}
 
 
 def align(offsets: int) -> dict:
@@ -240,7 +293,7 @@ def main() -> None:
     if alignment:
         print(f"alignment: {alignment['offsets']} offsets in {alignment['seconds']} s = {alignment['offsets_per_s']} "
               "offsets/s")
-    secure, setup = [], {}
+    secure, setup, references = [], {}, []
     if args.secure_rounds:
         setup = setup_ms()
         print(f"a partition's fixed cost (10 records): SASL_SSL {setup['secure_ms']} ms, PLAINTEXT {setup['plaintext_ms']} ms",
@@ -254,6 +307,12 @@ def main() -> None:
                       f"{case['secure_records_per_s']:>8} rec/s | PLAINTEXT {case['plaintext_records_per_s']:>8} rec/s"
                       f" | secure/plaintext {case['secure_vs_plaintext']} (medians of {case['rounds']}), limited by "
                       f"{case['secure_limited_by']} (shares of a core: {case['core_shares']['secure']})", flush=True)
+        for value_size, records in ((100, args.records_100b), (1024, args.records_1k)):
+            reference = kafka_producer(records, value_size, args.secure_rounds)
+            references.append(reference)
+            print(f"Kafka's own producer to the target broker, {value_size:>5} B, {records} records: secure/plaintext "
+                  f"{reference['secure_vs_plaintext']} (medians of {reference['rounds']}; {reference['all_records_per_s']})",
+                  flush=True)
     headline = min(cases, key=lambda c: c["copy_vs_ceiling"]) if cases else {}
     whole = [c for c in secure if c["path"] == "whole batches"]
     by_records = [c for c in secure if c["path"] == "record path"]
@@ -264,7 +323,9 @@ def main() -> None:
         "align_offsets_per_s": alignment.get("offsets_per_s"),
         **({"secure_vs_plaintext": min(c["secure_vs_plaintext"] for c in whole),  # the worse case
             "secure_vs_plaintext_record_path": min(c["secure_vs_plaintext"] for c in by_records),
-            "secure_limited_by": sorted({c["secure_limited_by"] for c in secure})} if secure else {}),
+            "secure_limited_by": sorted({c["secure_limited_by"] for c in secure}),
+            "kafka_producer_secure_vs_plaintext": min(r["secure_vs_plaintext"] for r in references)} if secure else {}),
+        "kafka_producer_cases": references,
         "cases": cases,
         "secure_cases": secure,
         "partition_setup_ms": setup,

@@ -25,7 +25,8 @@ from stack_cli import down, main, run_with_stack, status, up  # noqa: E402, F401
 from stack_common import PROJECT_DIR, StackError, poll_until  # noqa: E402, F401
 from stack_install import (BASIC_AUTH_EXTENSION, CACHE_DIR, DEPENDENCY_PLUGIN, KAFKA_HOME,  # noqa: E402, F401
                            KAFKA_VERSION, POM, SOURCE_VERSIONS, TARGET_VERSIONS, check_java, ensure_basic_auth_extension,
-                           install, installed_marker, java_binary, kafka_home, maven_settings_args, mvn_binary)
+                           install, installed_marker, java_binary, kafka_home, maven_settings_args, mvn_binary,
+                           tools_classpath)
 from stack_profiles import (BROKER_PORT_STEP, COMPAT_STATE_DIR, DEFAULT_CLUSTERS, DEFAULT_STATE_DIR,  # noqa: E402, F401
                             MULTI_STATE_DIR, SECURE_CLUSTERS, SECURE_STATE_DIR, Cluster, broker_name, compat_clusters,
                             compat_state_dir, multi_clusters, parse_cluster)

@@ -142,13 +142,25 @@ def install(home: Path = KAFKA_HOME, version: str = KAFKA_VERSION) -> Path:
 
 def ensure_basic_auth_extension(home: Path = KAFKA_HOME) -> None:
     """Connect's basic-authentication REST extension in libs/ (the secure profile's workers use it)."""
-    if any((home / "libs").glob(f"{BASIC_AUTH_EXTENSION}-*.jar")):
+    ensure_artifact(BASIC_AUTH_EXTENSION, home / "libs")
+
+
+def tools_classpath(home: Path = KAFKA_HOME) -> str:
+    """The class path of Kafka's own tools (kafka-producer-perf-test's ProducerPerformance), fetched
+    into tools/ on first use: `make bench-copy` measures the brokers with Kafka's own producer."""
+    ensure_artifact("kafka-tools", home / "tools")
+    return f"{home / 'tools' / '*'}:{home / 'libs' / '*'}"
+
+
+def ensure_artifact(artifact: str, folder: Path) -> None:
+    """org.apache.kafka:`artifact` of the stack's Kafka version in `folder`, fetched once with mvn."""
+    if any(folder.glob(f"{artifact}-*.jar")):
         return
     mvn = mvn_binary()
-    step = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={CACHE_DIR / 'm2'}", *maven_settings_args(home),
-            f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:{BASIC_AUTH_EXTENSION}:{KAFKA_VERSION}",
-            f"-DoutputDirectory={home / 'libs'}"]
+    step = [mvn, "-B", "-q", "-f", str(POM), f"-Dmaven.repo.local={CACHE_DIR / 'm2'}", *maven_settings_args(folder.parent),
+            f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact=org.apache.kafka:{artifact}:{KAFKA_VERSION}",
+            f"-DoutputDirectory={folder}"]
     result = subprocess.run(step, capture_output=True, text=True)
     if result.returncode != 0:
-        raise StackError(f"mvn could not fetch org.apache.kafka:{BASIC_AUTH_EXTENSION}:{KAFKA_VERSION}: "
+        raise StackError(f"mvn could not fetch org.apache.kafka:{artifact}:{KAFKA_VERSION}: "
                          f"{(result.stdout + result.stderr).strip()[-400:]}")
