@@ -276,10 +276,21 @@ def copy_acls(source: ClusterConfig, target: ClusterConfig, topics: Collection[s
                         KafkaError.CLUSTER_AUTHORIZATION_FAILED else "")
                 raise ConfigError(f"creating {len(to_add)} ACLs on the target failed: {hint}"
                                   f"{exc.args[0].str()}") from exc
-        now = set(read_acls(admin, "target") or [])
-    expected = [Acl.from_row(r) for r in planned["expected"]]
-    return {**planned, "created": [a.row() for a in to_add], "on_target": sum(a in now for a in expected),
+        on_target = _acls_there(admin, [Acl.from_row(r) for r in planned["expected"]])
+    return {**planned, "created": [a.row() for a in to_add], "on_target": on_target,
             "quotas_on_target": _quotas_there(target, planned["quotas"])}
+
+
+def _acls_there(admin: ClusterAdmin, expected: list[Acl], wait_s: float = 10.0) -> int:
+    """How many of `expected` the target holds; CreateAcls returns before every broker applies the
+    bindings, so this is read until all are there or `wait_s` passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = set(read_acls(admin, "target") or [])
+        there = sum(a in now for a in expected)
+        if there == len(expected) or time.monotonic() > deadline:
+            return there
+        time.sleep(0.2)
 
 
 def _quotas_there(target: ClusterConfig, quotas: list[dict], wait_s: float = 10.0) -> int:
