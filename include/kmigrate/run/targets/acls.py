@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -281,28 +281,32 @@ def copy_acls(source: ClusterConfig, target: ClusterConfig, topics: Collection[s
             "quotas_on_target": _quotas_there(target, planned["quotas"])}
 
 
-def _acls_there(admin: ClusterAdmin, expected: list[Acl], wait_s: float = 10.0) -> int:
-    """How many of `expected` the target holds; CreateAcls returns before every broker applies the
-    bindings, so this is read until all are there or `wait_s` passed."""
-    deadline = time.monotonic() + wait_s
-    while True:
+def _acls_there(admin: ClusterAdmin, expected: list[Acl]) -> int:
+    """How many of `expected` the target holds (CreateAcls returns before every broker applies them)."""
+    def there() -> int:
         now = set(read_acls(admin, "target") or [])
-        there = sum(a in now for a in expected)
-        if there == len(expected) or time.monotonic() > deadline:
-            return there
-        time.sleep(0.2)
+        return sum(a in now for a in expected)
+    return _once_all_there(there, len(expected))
 
 
-def _quotas_there(target: ClusterConfig, quotas: list[dict], wait_s: float = 10.0) -> int:
-    """How many of `quotas` the target holds with their values; an alteration reaches the brokers
-    shortly after it is accepted, so this is read until all are there or `wait_s` passed."""
+def _quotas_there(target: ClusterConfig, quotas: list[dict]) -> int:
+    """How many of `quotas` the target holds with their values (an alteration reaches the brokers
+    shortly after it is accepted)."""
+    def there() -> int:
+        now = quota_wire.describe(target)
+        return sum(all(now.get(tuple(map(tuple, r["entity"])), {}).get(k) == v for k, v in r["values"].items())
+                   for r in quotas)
+    return _once_all_there(there, len(quotas))
+
+
+def _once_all_there(there: Callable[[], int], expected: int, wait_s: float = 10.0) -> int:
+    """`there()`, read again until it counts all `expected` or `wait_s` passed: what the target holds
+    of what was just written to it."""
     deadline = time.monotonic() + wait_s
     while True:
-        now = quota_wire.describe(target)
-        there = sum(all(now.get(tuple(map(tuple, r["entity"])), {}).get(k) == v for k, v in r["values"].items())
-                    for r in quotas)
-        if there == len(quotas) or time.monotonic() > deadline:
-            return there
+        found = there()
+        if found == expected or time.monotonic() > deadline:
+            return found
         time.sleep(0.2)
 
 
