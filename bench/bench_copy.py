@@ -204,7 +204,7 @@ def kafka_producer(records: int, value_size: int, rounds: int) -> dict:
     stack = _stack()
     security = stack.prepare_security(stack.SECURE_STATE_DIR)
     sides = {"plaintext": {"bootstrap.servers": TARGET.bootstrap_servers},
-             "secure": _java_client(security.client(stack.SECURE_CLUSTERS[1], "admin"))}
+             "secure": {"bootstrap.servers": stack.SECURE_CLUSTERS[1].bootstrap, **security.java_client("admin")}}
     admins = {"plaintext": TARGET, "secure": ClusterConfig("target", security.client(stack.SECURE_CLUSTERS[1], "admin"))}
     rates: dict[str, list[float]] = {"plaintext": [], "secure": []}
     for round_ in range(rounds):
@@ -213,10 +213,10 @@ def kafka_producer(records: int, value_size: int, rounds: int) -> dict:
             with ClusterAdmin(admins[side]) as admin:
                 admin.create_topic(topic, 1, {})
                 admin.wait_for_topics({topic: 1})
-            settings = Path(f"/tmp/kmigrate-bench-{os.getpid()}-{side}.properties")
-            settings.write_text("".join(f"{k}={v}\n" for k, v in {**sides[side], "acks": "1", "linger.ms": "20",
-                                "batch.size": str(1 << 20), "max.request.size": str(16 << 20)}.items()))
-            os.chmod(settings, 0o600)
+            settings = security.dir / f"bench-kafka-producer-{os.getpid()}-{side}.properties"  # owner-only
+            stack.write_private(settings, "".join(f"{k}={v}\n" for k, v in {
+                **sides[side], "acks": "1", "linger.ms": "20", "batch.size": str(1 << 20),
+                "max.request.size": str(16 << 20)}.items()))
             try:
                 out = subprocess.run([stack.java_binary(), "-Xmx512m", "-cp", stack.tools_classpath(),
                                       "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records",
@@ -229,15 +229,6 @@ def kafka_producer(records: int, value_size: int, rounds: int) -> dict:
     plain, secure = statistics.median(rates["plaintext"]), statistics.median(rates["secure"])
     return {"value_bytes": value_size, "records": records, "rounds": rounds, "secure_vs_plaintext": round(secure / plain, 3),
             "all_records_per_s": {k: [round(v) for v in vs] for k, vs in rates.items()}}
-
-
-def _java_client(settings: dict[str, str]) -> dict[str, str]:
-    """A Java client's settings from librdkafka's SASL_SSL ones (SCRAM, a PEM CA)."""
-    return {"bootstrap.servers": settings["bootstrap.servers"], "security.protocol": "SASL_SSL",
-            "sasl.mechanism": settings["sasl.mechanism"],
-            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-                                f'username="{settings["sasl.username"]}" password="{settings["sasl.password"]}";',
-            "ssl.truststore.type": "PEM", "ssl.truststore.location": settings["ssl.ca.location"]}
 
 
 def align(offsets: int) -> dict:

@@ -32,7 +32,8 @@ from stack_profiles import (BROKER_PORT_STEP, COMPAT_STATE_DIR, DEFAULT_CLUSTERS
                             compat_state_dir, multi_clusters, parse_cluster)
 from stack_security import (CLIENT_METHODS, CONNECT_REST_USER, KAFKA_USERS, MIGRATOR,  # noqa: E402, F401
                             SCRAM_MECHANISMS, SUPER_USERS, Security, acl_binding, connect_jaas_file, migrator_acls,
-                            prepare_security, provision_acls, secure_broker_settings, secure_connect_settings)
+                            prepare_security, provision_acls, secure_broker_settings, secure_connect_settings,
+                            write_private)
 from stack_services import (PidTracked, Service, connect_answers, kafka_answers, port_open,  # noqa: E402, F401
                             process_is_ours, running_pid, services, start, stop, stop_all, tail, wait_until_answering)
 from stack_settings import (BROKER_HEAP, BROKER_SETTINGS, CONNECT_HEAP, CONNECT_SETTINGS, JVM_FLAGS,  # noqa: E402, F401

@@ -31,7 +31,7 @@ def owner_only_dir(path: Path) -> Path:
     return path
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
@@ -72,6 +72,14 @@ class Security:
 
     def ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca))
+
+    def java_client(self, user: str) -> dict[str, str]:
+        """A Java client's SASL_SSL settings for `user` (SCRAM-SHA-512, the CA as a PEM truststore), as
+        the Connect workers and Kafka's own tools take them; the bootstrap servers aside."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.jaas.config": _jaas("org.apache.kafka.common.security.scram.ScramLoginModule",
+                                          username=user, password=self.passwords[user]),
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca)}
 
     def client(self, cluster: Cluster, user: str = MIGRATOR, method: str = "SCRAM-SHA-512") -> dict[str, str]:
         """librdkafka settings for `user` on `cluster`: SASL_SSL with a SCRAM or PLAIN password, or
@@ -114,7 +122,7 @@ def _make_certificates(security: Security) -> None:
         _openssl("x509", "-req", "-in", str(csr), "-CA", str(security.ca), "-CAkey", str(tls / "ca.key"),
                  "-CAcreateserial", "-out", str(security.cert(name)), "-days", "3650", "-extfile", str(ext))
         csr.unlink()
-        _write_private(security.keystore(name), security.key(name).read_text() + security.cert(name).read_text()
+        write_private(security.keystore(name), security.key(name).read_text() + security.cert(name).read_text()
                        + security.ca.read_text())
     if not security.pkcs12("broker").exists():  # Connect's REST server (Jetty) takes no PEM keystore
         _openssl("pkcs12", "-export", "-in", str(security.cert("broker")), "-inkey", str(security.key("broker")),
@@ -132,7 +140,7 @@ def prepare_security(state_dir: Path) -> Security:
         passwords = json.loads(creds.read_text())
     else:
         passwords = {user: secrets.token_urlsafe(18) for user in (*KAFKA_USERS, f"rest:{CONNECT_REST_USER}", "keystore")}
-        _write_private(creds, json.dumps(passwords, indent=2) + "\n")
+        write_private(creds, json.dumps(passwords, indent=2) + "\n")
     security = Security(directory, passwords)
     _make_certificates(security)
     return security
@@ -170,14 +178,7 @@ def secure_broker_settings(cluster: Cluster, security: Security) -> dict[str, st
 
 
 def secure_connect_settings(cluster: Cluster, security: Security) -> dict[str, str]:
-    client = {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.jaas.config": _jaas("org.apache.kafka.common.security.scram.ScramLoginModule",
-                                  username="connect", password=security.passwords["connect"]),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(security.ca),
-    }
+    client = security.java_client("connect")
     return {
         **client,
         **{f"{prefix}.{k}": v for prefix in ("producer", "consumer", "admin") for k, v in client.items()},
@@ -196,9 +197,9 @@ def connect_jaas_file(service_dir: Path, security: Security) -> Path:
     """The Connect REST API's users (basic authentication) and the JAAS file that names them."""
     users = service_dir / "rest-users.properties"
     user, password = security.connect_auth
-    _write_private(users, f"{user}={password}\n")
+    write_private(users, f"{user}={password}\n")
     jaas = service_dir / "rest-jaas.conf"
-    _write_private(jaas, "KafkaConnect {\n  " + _jaas(
+    write_private(jaas, "KafkaConnect {\n  " + _jaas(
         "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule", file=str(users)) + "\n};\n")
     return jaas
 
