@@ -63,14 +63,20 @@ def test_records_the_source_deletes_past_the_mirrors_end_are_followed_across_a_r
     assert mirror_status.read(manifest)["partitions"][0]["own_end"] == 160
 
 
-def test_a_dr_topic_with_records_of_its_own_is_refused_and_named(stack, unique_name, tmp_path):
-    topic = unique_name
+def with_records_of_its_own(stack, topic: str) -> None:
+    """A topic whose DR copy holds 5 records of its own, and whose source's log start (10) lies past
+    them: the mirror must refuse it, as it cannot tell them from its own."""
     create_topic(stack.source, topic, 1)
     create_topic(stack.target, topic, 1)
     produce(stack.target, topic, records(5, "the DR cluster's own"), 0)
     produce(stack.source, topic, records(20, "source"), 0)
     with ClusterAdmin(stack.source) as admin:
         admin.delete_records(topic, 0, 10)
+
+
+def test_a_dr_topic_with_records_of_its_own_is_refused_and_named(stack, unique_name, tmp_path):
+    topic = unique_name
+    with_records_of_its_own(stack, topic)
     status = mirror_of(stack, Manifest(str(tmp_path), "mirror"), topic).round()
     [row] = status["partitions"]
     assert status["failed_partitions"] == 1 and "did not write" in row["error"] and row["own_end"] is None
@@ -134,13 +140,8 @@ def test_records_a_copy_of_the_term_before_wrote_after_the_driver_read_the_dr_en
 def test_a_long_terms_tasks_report_their_verifications_and_failures_while_it_runs(stack, unique_name, tmp_path,
                                                                                   monkeypatch):
     good, bad = f"{unique_name}-good", f"{unique_name}-bad"
-    for topic in (good, bad):
-        create_topic(stack.source, topic, 1)
-    create_topic(stack.target, bad, 1)
-    produce(stack.target, bad, records(5, "the DR cluster's own"), 0)
-    produce(stack.source, bad, records(20, "source"), 0)
-    with ClusterAdmin(stack.source) as admin:
-        admin.delete_records(bad, 0, 10)
+    create_topic(stack.source, good, 1)
+    with_records_of_its_own(stack, bad)
     produce(stack.source, good, records(100, "first"), 0)
     manifest = Manifest(str(tmp_path), "mirror")
     monkeypatch.setattr(Mirror, "REPORTS_EVERY_S", 0.3)

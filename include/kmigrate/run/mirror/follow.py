@@ -183,9 +183,9 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
             if verifying is not None and verifying.done():
                 verifying, _ = None, verifying.result()
                 if not due:  # a round of verification done: reported at once
-                    report([f.row() for f in followed.values()])
+                    report()
             if not due and time.monotonic() >= verify_at:
-                report([f.row() for f in followed.values()])  # also when nothing was verified (an error, say)
+                report()  # also when nothing was verified (an error, say)
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
                 verify_at = time.monotonic() + term.verify_every_s
                 spacing = term.verify_every_s / 2 / max(1, len(due))  # the round spread over half the interval

@@ -33,9 +33,9 @@ from kmigrate.model import WorkUnit
 from kmigrate.run.checks.selection import compile_pattern, select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
+from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
-from kmigrate.run.mirror import reports
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kmigrate.errors import KmigrateError
@@ -21,20 +21,21 @@ log = logging.getLogger(__name__)
 REPORTS = "mirror-reports"  # a part a task (named by its partitions): {"term": n, "at": ..., "rows": [...]}
 
 
-def reporter(state_location: str | None, run_id: str, term: int, keys: Iterable[tuple[str, int]]
-             ) -> Callable[[Sequence[dict[str, Any]]], None]:
-    """A task's report: its rows, replacing the part of its partitions; nothing when the run manifest
-    is not readable from here. A report that fails is said and left to the next."""
+def reporter(state_location: str | None, run_id: str, term: int, followed: Mapping[tuple[str, int], Any]
+             ) -> Callable[[], None]:
+    """A task's report: the row of each of its partitions (`followed`, each with its `row()`) as they
+    stand, replacing the part of its partitions; nothing when the run manifest is not readable from
+    here. A report that fails is said and left to the next."""
     if state_location is None:
-        return lambda rows: None
-    part = f"{REPORTS}/{hashlib.blake2b(repr(sorted(keys)).encode(), digest_size=8).hexdigest()}"
+        return lambda: None
+    part = f"{REPORTS}/{hashlib.blake2b(repr(sorted(followed)).encode(), digest_size=8).hexdigest()}"
     manifest: list[Manifest] = []
 
-    def report(rows: Sequence[dict[str, Any]]) -> None:
+    def report() -> None:
         try:
             if not manifest:
                 manifest.append(Manifest(state_location, run_id))
-            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": list(rows)})
+            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": [f.row() for f in followed.values()]})
         except KmigrateError as exc:
             log.warning("mirror: the task's report could not be written (%s); the next one tries again", exc)
 
