@@ -114,30 +114,42 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
     """Yield lists of visible messages with offsets in [start, end), in order, until the
     partition's read position reaches `end`. Raises SourceNotReady when the position stops
     short of `end` for `idle_timeout_s` (an open transaction holds the stable offset back, or
-    the partition was truncated)."""
+    the partition was truncated). A pooled consumer may still deliver what an earlier read of it
+    fetched (another partition's end, an offset out of range below where this read starts): only
+    this read's partition counts, and an offset out of range is believed once the partition's log
+    start, asked again, lies above the position."""
     if end <= start:
         return
     learn_topic(consumer, topic)
     consumer.assign([TopicPartition(topic, partition, start)])
     position = start
     last_progress = time.monotonic()
+    stale = 0
     try:
         while position < end:
             # never ask for more than remains: consume() waits for a full batch until its timeout
             messages = consumer.consume(max(1, min(batch, end - position)), timeout=0.005)
             out = []
             for msg in messages:
+                if msg.topic() != topic or msg.partition() != partition:
+                    continue  # an earlier read's, delivered late
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         position = max(position, msg.offset())
                         continue
                     if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                        if stale < 3 and not _below_log_start(consumer, topic, partition, position):
+                            stale += 1  # an answer to an earlier read: read on from here
+                            consumer.assign([TopicPartition(topic, partition, position)])
+                            break
                         raise CopyInterrupted(
                             f"{topic}[{partition}]: offset {position} is below the log start now (records were deleted, "
                             "or removed by retention, while they were read)", topic=topic, partition=partition)
                     raise KafkaException(err)
                 offset = msg.offset()
+                if offset < position:
+                    continue  # an earlier read's, delivered late
                 if offset >= end:
                     position = end
                     break
@@ -154,6 +166,16 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
                     topic=topic, partition=partition)
     finally:
         consumer.unassign()
+
+
+def _below_log_start(consumer: Consumer, topic: str, partition: int, position: int) -> bool:
+    """Whether `position` lies below the partition's log start, as its leader says now (True when it
+    does not answer: the offset out of range is believed)."""
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+    except KafkaException:
+        return True
+    return position < low
 
 
 def read_range(cluster: ClusterConfig, topic: str, partition: int, start: int, end: int,
