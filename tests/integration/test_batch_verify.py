@@ -2,6 +2,8 @@
 record path, and that a target that is not a copy is never found equal."""
 from __future__ import annotations
 
+import time
+
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
@@ -91,3 +93,23 @@ def test_a_live_verification_finds_other_records_after_the_equal_batches(stack, 
     row = verify_live(stack.source, stack.target, WorkUnit(unique_name, 0, 150))
     assert not row["equal"] and row["by_batch"] == 100, row
     assert "content differs in [100, 150)" in row["problems"][0]
+
+
+def test_a_paced_comparison_reads_no_faster_than_asked_and_finds_the_same(stack, unique_name, source_untouched):
+    create_topic(stack.source, unique_name)
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        prepare_target_topic(source, target, unique_name)
+    produce(stack.source, unique_name, [(b"k%d" % i, bytes(1024)) for i in range(3000)])  # three 1 MiB fetches
+    source_untouched(unique_name)
+    copy_partition(stack.source, stack.target, WorkUnit(unique_name, 0, 3000), CopyOptions(verify=False))
+    window = {(unique_name, 0): (0, 3000)}
+
+    began = time.monotonic()
+    fast = batch_verify.compare(stack.source, stack.target, window)[(unique_name, 0)]
+    unpaced_s = time.monotonic() - began
+    began = time.monotonic()
+    paced = batch_verify.compare(stack.source, stack.target, window, bytes_per_s=4 << 20)[(unique_name, 0)]
+    # the third round is sent once the first two (1 MiB a side each) are paid for at 4 MiB/s
+    assert time.monotonic() - began >= 1.0 > unpaced_s
+    assert (paced.end, paced.records, paced.source_hash.digest()) == (fast.end, fast.records, fast.source_hash.digest())
+    assert paced.end == 3000

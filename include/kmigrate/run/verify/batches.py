@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import logging
 import struct
+import time
 from collections.abc import Mapping
 
 import crc32c
@@ -73,27 +74,31 @@ def _pair(prefix: Prefix, a: wire.Batch, b: wire.Batch, window_end: int) -> bool
     return True
 
 
-def compare(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]]
-            ) -> dict[TopicPartition, Prefix]:
+def compare(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
+            bytes_per_s: float | None = None) -> dict[TopicPartition, Prefix]:
     """For each partition's window [start, end), the prefix equal batch for batch on both sides
-    (perhaps empty, perhaps the whole window). A failure of the fast path (a broker gone, a leader
+    (perhaps empty, perhaps the whole window), reading at most `bytes_per_s` (both sides together;
+    None: as fast as the clusters answer). A failure of the fast path (a broker gone, a leader
     moved) only ends it: the prefixes so far stand, the record path reads the rest."""
     prefixes = {tp: Prefix(start, start) for tp, (start, end) in windows.items() if end > start}
     try:
-        _compare_rounds(source, target, windows, prefixes)
+        _compare_rounds(source, target, windows, prefixes, bytes_per_s)
     except Exception as exc:  # noqa: BLE001 - an optimisation: the record path covers what is left
         log.info("batch comparison stopped early (%s); the record path verifies the rest", exc)
     return prefixes
 
 
 def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
-                    prefixes: dict[TopicPartition, Prefix]) -> None:
+                    prefixes: dict[TopicPartition, Prefix], bytes_per_s: float | None) -> None:
+    began, read = time.monotonic(), 0
     places = {"source": leaders.look_up(source, prefixes), "target": leaders.look_up(target, prefixes)}
     open_ = {tp for tp in prefixes if tp in places["source"] and tp in places["target"]}
     stalled: dict[TopicPartition, int] = {}
     with contextlib.ExitStack() as stack:
         conns: dict[tuple[str, tuple[str, int]], wire.BrokerConnection] = {}
         while open_:
+            if bytes_per_s:  # the rounds so far paid for before the next is sent
+                time.sleep(max(0.0, began + read / bytes_per_s - time.monotonic()))
             sent = []
             for role, cluster in (("source", source), ("target", target)):
                 for address, tps in multi.by_leader({tp: places[role][tp] for tp in open_}).items():
@@ -104,6 +109,7 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
             got: dict[str, dict[TopicPartition, multi.Fetched]] = {"source": {}, "target": {}}
             for role, conn in sent:
                 got[role].update(multi.receive_fetch(conn))
+            read += sum(len(f.records) for answers in got.values() for f in answers.values())
             for tp in list(open_):
                 prefix, window_end = prefixes[tp], windows[tp][1]
                 s_code, _, s_blob = got["source"].get(tp, multi.MISSING)[:3]

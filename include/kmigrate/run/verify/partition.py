@@ -31,6 +31,9 @@ from kmigrate.run.verify.batches import Prefix
 # the pre-copy and the final copy shows there
 BOUNDARY_OFFSETS = 100
 LIVE_BY_BATCH = True  # a live verification settles whole batches byte for byte (else it reads every record)
+# its batch reads, both clusters together, at most this fast: a steady read beside the task's copy rather
+# than a burst (30 s of one partition of bench-dr's load, about 15 MB on the two clusters, takes half a second)
+LIVE_READ_BYTES_PER_S = 32 << 20
 
 
 def _now() -> str:
@@ -118,7 +121,7 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
         records = previous["records"] + digest.records - digest.records_below
     if seam < end:  # whole batches compared as far as they go (batches.compare), the rest record by record
         key = (topic, partition)
-        prefix = batches.compare(source, target, {key: (seam, end)}).get(key) if LIVE_BY_BATCH else None
+        prefix = batches.compare(source, target, {key: (seam, end)}, LIVE_READ_BYTES_PER_S).get(key) if LIVE_BY_BATCH else None
         prefix = prefix or Prefix(seam, seam)
         rest, _, more, later_note = _compare_after(prefix, source, target, topic, partition, end, compacted)
         found, note, records, by_batch = found + more, note or later_note, records + rest.records, prefix.records
