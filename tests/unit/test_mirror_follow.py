@@ -137,3 +137,33 @@ def test_in_step_a_batch_goes_whole_only_where_a_copy_would_send_it_whole():
     assert batches == [] and "log start moved to 7" in why
     # an error from the source: handed back
     assert "NOT_LEADER" in _writable(_in_step_at(10), multi.Fetched(6, -1, memoryview(b"")))[1]
+
+
+def _poll(condition, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("ending", ["term ended", "later term", "stop requested"])
+def test_a_terms_end_is_read_from_the_manifest_off_the_write_path(tmp_path, ending):
+    from kmigrate.manifest import Manifest
+
+    manifest = Manifest(str(tmp_path), "mirror-run")
+    manifest.replace(follow.TERM, {"term": 3, "ended": False})
+    ended = follow._Ended(follow.Term(3, "mirror-run", 60, str(tmp_path), check_every_s=0.05))
+    try:
+        assert not ended()
+        if ending == "stop requested":
+            manifest.get_or_create(follow.STOP, lambda: {"why": "a test"})
+        else:
+            manifest.replace(follow.TERM, {"term": 4 if ending == "later term" else 3, "ended": ending == "term ended"})
+        assert _poll(ended)
+    finally:
+        ended.close()
+    # a term already ended when a task starts is known at once, before its first write
+    assert follow._Ended(follow.Term(3, "mirror-run", 60, str(tmp_path)))()
+    assert not follow._Ended(follow.Term(3, "mirror-run", 60, None))()  # no manifest to read: never

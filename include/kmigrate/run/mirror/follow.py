@@ -21,7 +21,9 @@ on. Pure Python."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
@@ -119,7 +121,7 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
                                                   bool(extras.get("compacted")), extras.get("began"))
                 for u, extras in items}
     keys = list(followed)
-    ended = _signal(term)
+    ended = _Ended(term)
 
     def term_goes_on() -> None:  # checked before each write and each resumed attempt of a copy
         if ended() and not term.once:
@@ -130,6 +132,10 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
     held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
     copies = ThreadPoolExecutor(min(COPIES_AT_ONCE, len(keys)), "mirror-copy") if len(keys) > 1 else None
+    # what the process holds as the term begins (a Spark Python worker's imports: about 100,000 objects) is
+    # left out of the collector's full passes, which took 50-85 ms each with the GIL held, a stall of every
+    # partition the task follows, twice a minute
+    gc.freeze()
     try:
         try:
             leases.acquire_all(list(held.values()))
@@ -145,6 +151,8 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         else:
             _follow(source, target, followed, held, options, term, ended, copies)
     finally:
+        gc.unfreeze()
+        ended.close()
         if copies is not None:
             copies.shutdown(wait=True)
         leases.release_all(list(held.values()))
@@ -346,27 +354,37 @@ def _verify(source: ClusterConfig, target: ClusterConfig, followed: Sequence[_Fo
             f.previous, f.verified_to = row, end
 
 
-def _signal(term: Term) -> Callable[[], bool]:
+class _Ended:
     """Whether the term has been ended (the run's stop requested, or a later term begun), read from
-    the run manifest at most every `check_every_s`; never, when the manifest cannot be read here."""
-    if term.state_location is None:
-        return lambda: False
-    try:
-        manifest = Manifest(term.state_location, term.run_id)
-    except KmigrateError:
-        return lambda: False
-    state = {"at": 0.0, "ended": False}
+    the run manifest now and then every `check_every_s` on a thread of its own, so that the check
+    before each write reads a flag (a manifest on an object store answers in tens of milliseconds);
+    never, when the manifest cannot be read here."""
 
-    def ended() -> bool:
-        now = time.monotonic()
-        if not state["ended"] and now - state["at"] >= term.check_every_s:
-            state["at"] = now
-            try:
-                now_running = manifest.read(TERM) or {}
-                state["ended"] = (manifest.exists(STOP) or now_running.get("term", term.number) != term.number
-                                  or bool(now_running.get("ended")))
-            except KmigrateError:
-                pass
-        return state["ended"]
+    def __init__(self, term: Term) -> None:
+        self._ended, self._closed = threading.Event(), threading.Event()
+        try:
+            manifest = Manifest(term.state_location, term.run_id) if term.state_location is not None else None
+        except KmigrateError:
+            manifest = None
+        if manifest is not None and not self._read(manifest, term):
+            threading.Thread(target=self._watch, args=(manifest, term), name="mirror-term-watch", daemon=True).start()
 
-    return ended
+    def __call__(self) -> bool:
+        return self._ended.is_set()
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _watch(self, manifest: Manifest, term: Term) -> None:
+        while not self._closed.wait(term.check_every_s) and not self._read(manifest, term):
+            pass
+
+    def _read(self, manifest: Manifest, term: Term) -> bool:
+        try:
+            running = manifest.read(TERM) or {}
+            if (manifest.exists(STOP) or running.get("term", term.number) != term.number
+                    or bool(running.get("ended"))):
+                self._ended.set()
+        except KmigrateError:  # read again at the next
+            pass
+        return self._ended.is_set()
