@@ -8,7 +8,8 @@ The source: a plain topic of 20 partitions (an idempotent producer), a transacti
 plain topic and committing every second. MirrorMaker 2 (MirrorSourceConnector and
 MirrorCheckpointConnector on the target's Connect worker, its default replication policy: topics
 named source.<topic> on the DR cluster, so that both mirrors write to the same DR cluster at once)
-and the mirror start before the load. How long a record takes to reach the DR cluster: every 10th
+and the mirror start before the load, and both hold a warm-up record in every partition before it
+starts (their task starts and first copies are not timed). How long a record takes to reach the DR cluster: every 10th
 record of the plain topic is timed from its acknowledgement on the source to the first of the DR
 cluster's end offsets (read every 0.1 s) past its offset, for both (the plain topic starts at
 offset 0 and has no markers, so MM2 writes each record at its source offset too). Then the load and
@@ -77,6 +78,8 @@ def main() -> int:
         for name, config in configs.items():
             connect.create(name, config)
         poll(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= 1, "the mirror's first status", 300)
+        load.warm_up()  # both mirrors copying before the clock runs: their start is not what is timed
+        poll(lambda: warmed_up(load), "both mirrors to hold the warm-up records", 300)
         watcher.start()
         began = time.time()
         load.start()
@@ -193,6 +196,17 @@ def failback(args: argparse.Namespace, load: Load, pattern: str, prefix: str) ->
         f"{exact} of {len(load.groups)} groups exact")
     return {"duplicates": duplicates, "lost": lost, "groups_exact": exact, "runs": [mirror_state, state],
             "rto_s": None if not resumed else round(_epoch(resumed) - triggered, 2)}
+
+
+def warmed_up(load: Load) -> bool:
+    """Whether every partition of both mirrors' DR topics holds the warm-up record."""
+    keys = load.partitions()
+    try:
+        with ClusterAdmin(TARGET) as admin:
+            ends = admin.end_offsets(keys + [(f"source.{t}", p) for t, p in keys])
+    except Exception:  # noqa: BLE001 - MirrorMaker 2 has not created its topics yet
+        return False
+    return all(end >= 1 for end in ends.values())
 
 
 def mm2_groups_still(load: Load, still_s: float = 3.0):

@@ -38,6 +38,27 @@ class Load:
                                                  "min.cleanable.dirty.ratio": "0.01"})
             admin.wait_for_topics({self.plain: 20, self.tx: 2, self.compact: 2})
 
+    def warm_up(self) -> None:
+        """One record in each partition of the three topics (the transactional one's in a committed
+        transaction), written before the timed load: a mirror that starts copying on its first
+        records (task start, first copies) does it before the clock runs."""
+        producer = Producer(SOURCE.producer(**{"transactional.id": f"{self.prefix}-warm-up"}))
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for p in range(2):
+            producer.produce(self.tx, self._value(), partition=p)
+        producer.commit_transaction(60)
+        plain = Producer(SOURCE.producer(**{"enable.idempotence": True}))
+        for p in range(20):
+            plain.produce(self.plain, self._value(), partition=p)
+        for p in range(2):
+            plain.produce(self.compact, self._value(), key=b"warm-up", partition=p)
+        if plain.flush(60):
+            raise RuntimeError("the warm-up records were not all acknowledged in 60 s")
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return [(self.plain, p) for p in range(20)] + [(t, p) for t in (self.tx, self.compact) for p in range(2)]
+
     def start(self) -> None:
         for thread in self.threads:
             thread.start()
