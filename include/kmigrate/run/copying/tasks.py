@@ -157,10 +157,10 @@ def verify_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]],
     fast = [key(u) for u, extras in items if u.mode == PRESERVE and not extras.get("live")]
     if fast:
         try:
+            with shared_admin(target) as admin:  # first: a mirror copying meanwhile never puts it past the source
+                on_target = admin.watermarks_of(fast)
             with shared_admin(source) as admin:
                 on_source = admin.watermarks_of(fast)
-            with shared_admin(target) as admin:
-                on_target = admin.watermarks_of(fast)
             marks = {tp: (*on_source[tp], *on_target[tp]) for tp in fast}
             if transport.raw_capable(source) and transport.raw_capable(target):
                 ends = {key(u): u.end_offset for u, _ in items}

@@ -145,11 +145,11 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
     `prefix`: what the batch comparison found equal from the window's start (batch_verify)."""
     started = time.monotonic()
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    if marks is None:
-        with shared_admin(source) as admin:
-            source_low, source_high = admin.watermarks(topic, partition)
+    if marks is None:  # the target's first: a mirror copying meanwhile never puts it past the source's
         with shared_admin(target) as admin:
             target_low, target_high = admin.watermarks(topic, partition)
+        with shared_admin(source) as admin:
+            source_low, source_high = admin.watermarks(topic, partition)
     else:
         source_low, source_high, target_low, target_high = marks
     problems: list[str] = []
