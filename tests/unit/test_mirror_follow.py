@@ -14,6 +14,7 @@ from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import follow
 from kmigrate.run.mirror.stream import _writable
 
+from tests.support.waiting import wait_until
 from tests.support.wire import as_fetched
 
 
@@ -139,15 +140,6 @@ def test_in_step_a_batch_goes_whole_only_where_a_copy_would_send_it_whole():
     assert "NOT_LEADER" in _writable(_in_step_at(10), multi.Fetched(6, -1, memoryview(b"")))[1]
 
 
-def _poll(condition, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 @pytest.mark.parametrize("ending", ["term ended", "later term", "stop requested"])
 def test_a_terms_end_is_read_from_the_manifest_off_the_write_path(tmp_path, ending):
     from kmigrate.manifest import Manifest
@@ -161,7 +153,7 @@ def test_a_terms_end_is_read_from_the_manifest_off_the_write_path(tmp_path, endi
             manifest.get_or_create(follow.STOP, lambda: {"why": "a test"})
         else:
             manifest.replace(follow.TERM, {"term": 4 if ending == "later term" else 3, "ended": ending == "term ended"})
-        assert _poll(ended)
+        wait_until(ended, f"the term's end ({ending}) read", timeout_s=5, poll_s=0.01)
     finally:
         ended.close()
     # a term already ended when a task starts is known at once, before its first write

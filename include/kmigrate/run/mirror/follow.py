@@ -121,7 +121,6 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
                                                   bool(extras.get("compacted")), extras.get("began"))
                 for u, extras in items}
     keys = list(followed)
-    ended = _Ended(term)
 
     def term_goes_on() -> None:  # checked before each write and each resumed attempt of a copy
         if ended() and not term.once:
@@ -136,6 +135,7 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     # left out of the collector's full passes, which took 50-85 ms each with the GIL held, a stall of every
     # partition the task follows, twice a minute
     gc.freeze()
+    ended = _Ended(term)  # its thread ends with the term (the finally below)
     try:
         try:
             leases.acquire_all(list(held.values()))
