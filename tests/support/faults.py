@@ -20,6 +20,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.run.targets.prepare import prepare_target_topic
+from kmigrate.kafka.varint import uvarint
 
 from tests.support import results
 from tests.support.kafka import create_topic, records_of, seed_plain
@@ -103,7 +104,6 @@ def reassign(cluster: ClusterConfig, topic: str, partition: int, replicas: list[
     """Start moving the partition's replicas to `replicas` (AlterPartitionReassignments v0, over the
     project's raw connection: the stack installs no Kafka command-line tools). The cluster moves them
     in the background; the call returns once the controller accepted the plan."""
-    uvarint = wire.uvarint
     name = topic.encode()
     body = (b"\x00"  # the request header's tagged fields (a flexible request)
             + struct.pack(">i", 30_000) + uvarint(2) + uvarint(len(name) + 1) + name

@@ -6,24 +6,16 @@ import struct
 import crc32c
 from kmigrate.copy import fastfill
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
+from kmigrate.kafka.varint import varint
 
-
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+from tests.support.wire import read_varint
 
 
 def test_varint_zigzag():
-    assert fastfill._varint(0) == b"\x00" and fastfill._varint(-1) == b"\x01" and fastfill._varint(1) == b"\x02"
-    assert fastfill._varint(64) == b"\x80\x01"
+    assert varint(0) == b"\x00" and varint(-1) == b"\x01" and varint(1) == b"\x02"
+    assert varint(64) == b"\x80\x01"
     for value in (0, 1, -1, 63, 64, 8191, 8192, 10**6, -(10**6)):
-        assert read_varint(fastfill._varint(value), 0) == (value, len(fastfill._varint(value)))
+        assert read_varint(varint(value), 0) == (value, len(varint(value)))
 
 
 def decode(batch: bytes) -> list[tuple[int, bytes | None, list[bytes]]]:

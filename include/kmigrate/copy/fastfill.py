@@ -28,33 +28,30 @@ from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import leaders, wire
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
+from kmigrate.kafka.varint import varint
 
 COMPRESSION_NONE = 0
 FILLER_TIMESTAMP_MS = 0
 ANONYMOUS_KEY = b"f"
 
 
-def _varint(value: int) -> bytes:
-    return wire.uvarint((value << 1) ^ (value >> 63))
-
-
 def _record(offset_delta: int, key: bytes | None, marked: bool) -> bytes:
     body = b"".join((
-        b"\x00", _varint(0), _varint(offset_delta),                        # attributes, timestamp/offset deltas
-        _varint(-1) if key is None else _varint(len(key)) + key, _varint(-1),  # key, null value
-        _varint(1) + _varint(len(FILLER_HEADER)) + FILLER_HEADER.encode() + _varint(1) + b"1" if marked
-        else _varint(0)))
-    return _varint(len(body)) + body
+        b"\x00", varint(0), varint(offset_delta),                        # attributes, timestamp/offset deltas
+        varint(-1) if key is None else varint(len(key)) + key, varint(-1),  # key, null value
+        varint(1) + varint(len(FILLER_HEADER)) + FILLER_HEADER.encode() + varint(1) + b"1" if marked
+        else varint(0)))
+    return varint(len(body)) + body
 
 
 def _records(count: int, keyed: bool) -> bytes:
     """`count` filler records, offset deltas 0..count-1; only the last one is marked. Only the
     offset delta differs between the unmarked ones (this runs for hundreds of thousands)."""
     key = ANONYMOUS_KEY if keyed else None
-    head = b"\x00" + _varint(0)
-    tail = (_varint(-1) if key is None else _varint(len(key)) + key) + _varint(-1) + _varint(0)
+    head = b"\x00" + varint(0)
+    tail = (varint(-1) if key is None else varint(len(key)) + key) + varint(-1) + varint(0)
     fixed = len(head) + len(tail)
-    out = [_varint(fixed + len(d)) + head + d + tail for d in map(_varint, range(count - 1))]
+    out = [varint(fixed + len(d)) + head + d + tail for d in map(varint, range(count - 1))]
     out.append(_record(count - 1, FILLER_KEY, True))
     return b"".join(out)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls
 from kmigrate.kafka import leaders, wire
+from kmigrate.kafka.varint import uvarint, uvarint_at
 
 END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 26, 24, 61
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -131,27 +132,16 @@ class OpenTransaction:
     last_timestamp: int
 
 
-def _uvarint_at(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _compact_string(text: str) -> bytes:
     data = text.encode()
-    return wire.uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def _skip_tags(data: memoryview, pos: int) -> int:
-    count, pos = _uvarint_at(data, pos)
+    count, pos = uvarint_at(data, pos)
     for _ in range(count):
-        _tag, pos = _uvarint_at(data, pos)
-        size, pos = _uvarint_at(data, pos)
+        _tag, pos = uvarint_at(data, pos)
+        size, pos = uvarint_at(data, pos)
         pos += size
     return pos
 
@@ -171,9 +161,9 @@ def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, in
     for (topic, partition), address in places.items():
         by_leader.setdefault(address, {}).setdefault(topic, []).append(partition)
     for address, topics in by_leader.items():
-        body = [b"\x00", wire.uvarint(len(topics) + 1)]  # the request header's tagged fields, then the topics
+        body = [b"\x00", uvarint(len(topics) + 1)]  # the request header's tagged fields, then the topics
         for topic, numbers in topics.items():
-            body += [_compact_string(topic), wire.uvarint(len(numbers) + 1), struct.pack(f">{len(numbers)}i", *numbers),
+            body += [_compact_string(topic), uvarint(len(numbers) + 1), struct.pack(f">{len(numbers)}i", *numbers),
                      b"\x00"]
         body.append(b"\x00")
         try:
@@ -183,18 +173,18 @@ def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, in
         except OSError:
             continue
         pos = _skip_tags(data, 0) + 4  # response header tags, throttle
-        topic_count, pos = _uvarint_at(data, pos)
+        topic_count, pos = uvarint_at(data, pos)
         for _ in range(topic_count - 1):
-            size, pos = _uvarint_at(data, pos)
+            size, pos = uvarint_at(data, pos)
             topic = bytes(data[pos: pos + size - 1]).decode()
             pos += size - 1
-            partition_count, pos = _uvarint_at(data, pos)
+            partition_count, pos = uvarint_at(data, pos)
             for _ in range(partition_count - 1):
                 partition, code = struct.unpack_from(">ih", data, pos)
                 pos += 6
-                size, pos = _uvarint_at(data, pos)
+                size, pos = uvarint_at(data, pos)
                 pos += max(size - 1, 0)
-                producers, pos = _uvarint_at(data, pos)
+                producers, pos = uvarint_at(data, pos)
                 found = []
                 for _ in range(producers - 1):
                     pid, epoch, _seq, last_ts, _coord, txn_start = struct.unpack_from(">qiiqiq", data, pos)

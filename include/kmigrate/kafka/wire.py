@@ -47,19 +47,6 @@ def error_name(code: int) -> str:
     return ERRORS.get(code, f"error {code}")
 
 
-def uvarint(value: int) -> bytes:
-    """An unsigned varint (the protocol's compact lengths, and under zigzag the records' fields)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _string(text: str) -> bytes:
     data = text.encode(errors="surrogateescape")  # as read_string decodes: a metadata round-trips byte for byte
     return struct.pack(">h", len(data)) + data
