@@ -26,7 +26,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.whole import WholePartition, plain, write_all
-from kmigrate.kafka import leaders, merge, multi, wire
+from kmigrate.kafka import leaders, multi, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 
@@ -36,9 +36,6 @@ Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
 IN_FLIGHT = 2            # Fetch answers given to a leader's writer and not written yet, at most
 PARTITION_BYTES = 1 << 20
-# the consecutive batches of a partition one answer brings are joined up to this size (`merge.join`),
-# and at most the DR topic's max.message.bytes: one Produce for them, not one each
-JOIN_BYTES = 256 << 10
 FETCH_BYTES = 16 << 20
 
 
@@ -150,10 +147,6 @@ class Streams:
                     streamed.pop(key, None)
                 jobs.put(("back", s))
             elif batches:
-                if len(batches) > 1 and s.f.batch_limit:
-                    joined = merge.join(batches, min(JOIN_BYTES, s.f.batch_limit))
-                    s.f.joined += len(batches) - len(joined)
-                    batches = joined
                 writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
                 s.next = writes[key][1].end
         if writes:
