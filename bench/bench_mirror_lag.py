@@ -7,21 +7,25 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every 0.1 s), as in bench-dr. A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH]]` (copies side
-by side in a task, idle clients kept a key in the process's pools, partitions followed in step with
-the source once their copies allow: 1, or copied only: 0; the live verification settling whole
-batches byte for byte: 1, or reading every record: 0); the default compares the copies alone, the
-verification reading every record, and the shipped settings (8:10:1:1). The tasks verify what they
-copied every --verify-every-s, as the mirror's do. Last line: one JSON object, p50/p90/p99 seconds a
-setting.
+every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH]]`
+(copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
+in step with the source once their copies allow: 1, or copied only: 0; the live verification
+settling whole batches byte for byte: 1, or reading every record: 0); the default compares the
+copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks verify what they copied every --verify-every-s, as the mirror's do.
+With --stall-s, the first task's process is stopped (SIGSTOP) that long every 6 s while the load
+runs, as a busy machine does not schedule a process. Last line: one JSON object, p50/p90/p99/p99.9
+and max seconds a setting.
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
+    python bench/bench_mirror_lag.py --stall-s 0.5 --read-every-s 0.02 --settings 8:10:1:1
 """
 from __future__ import annotations
 
 import argparse
 import json
 import multiprocessing
+import os
+import signal
 import sys
 import time
 import uuid
@@ -33,6 +37,8 @@ from common import SOURCE, TARGET, delete_groups, delete_topics  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.model import WorkUnit  # noqa: E402
+
+STALL_EVERY_S = 6.0
 
 
 def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
@@ -51,7 +57,8 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
     rows.put(follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term))
 
 
-def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float) -> dict:
+def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
+        read_every_s: float) -> dict:
     copies_at_once, pool, in_step, by_batch = (int(x) for x in (setting + ":1:1").split(":")[:4])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
@@ -62,7 +69,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
             admin.create_topic(topic, partitions, configs)
         admin.wait_for_topics({t: n for t, (n, _) in shapes.items()})
     units = [WorkUnit(t, p, 0) for t, (n, _) in shapes.items() for p in range(n)]
-    watcher = Watcher({"ours": load.plain})
+    watcher = Watcher({"ours": load.plain}, read_every_s)
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
@@ -73,8 +80,10 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
         for worker in workers:
             worker.start()
         time.sleep(3)  # the load starts once the tasks follow (the bench's pace, not a wait for a condition)
+        began = time.time()
         load.start()
-        time.sleep(seconds)
+        stalls = stall(workers[0].pid, seconds, stall_s) if stall_s else 0
+        time.sleep(max(0.0, began + seconds - time.time()))
         load.stop()
         done = [row for _ in workers for row in rows.get(timeout=120)]
     finally:
@@ -89,10 +98,26 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
         delete_groups(SOURCE, load.groups)
     lags = latencies(load.acked, watcher.samples, "ours")
     return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
-            "p99_s": percentile(lags, 0.99), "samples": len(lags), "copies": sum(r["copies"] for r in done),
+            "p99_s": percentile(lags, 0.99), "p999_s": percentile(lags, 0.999), "max_s": round(max(lags), 3),
+            "stalls": stalls, "samples": len(lags), "copies": sum(r["copies"] for r in done),
             # each partition's last verification while live, its seconds added up: one round's cost
             "verification_s": round(sum((r["verified"] or {}).get("seconds", 0) for r in done), 2),
             "failed": [r["error"] for r in done if r["error"]][:3]}
+
+
+def stall(pid: int, seconds: float, stall_s: float) -> int:
+    """Stop the task process `pid` for `stall_s` every STALL_EVERY_S while the load runs (a process
+    the machine does not schedule for that long); the stops made."""
+    stops, end = 0, time.time() + seconds - STALL_EVERY_S
+    while time.time() < end:
+        time.sleep(STALL_EVERY_S - stall_s)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(stall_s)  # the stop's length is what is measured
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        stops += 1
+    return stops
 
 
 def main() -> int:
@@ -102,14 +127,19 @@ def main() -> int:
     parser.add_argument("--rate-mb", type=float, default=5.0)
     parser.add_argument("--settings", default="8:10:0,8:10:1:0,8:10:1:1")
     parser.add_argument("--verify-every-s", type=float, default=30.0, help="as the mirror's (MirrorSpec)")
+    parser.add_argument("--read-every-s", type=float, default=0.1, help="the DR cluster's ends read this often")
+    parser.add_argument("--stall-s", type=float, default=0.0,
+                        help=f"stop the first task's process this long every {STALL_EVERY_S:.0f} s (SIGSTOP)")
     args = parser.parse_args()
     results = []
     for setting in args.settings.split(","):
-        result = one(setting, args.seconds, args.tasks, args.rate_mb, args.verify_every_s)
+        result = one(setting, args.seconds, args.tasks, args.rate_mb, args.verify_every_s, args.stall_s,
+                     args.read_every_s)
         print(f"bench-mirror-lag: {json.dumps(result)}", flush=True)
         results.append(result)
     print(json.dumps({"seconds": args.seconds, "tasks": args.tasks, "rate_mb": args.rate_mb,
-                      "verify_every_s": args.verify_every_s, "settings": results}))
+                      "verify_every_s": args.verify_every_s, "stall_s": args.stall_s,
+                      "read_every_s": args.read_every_s, "settings": results}))
     return 0 if all(not r["failed"] for r in results) else 1
 
 

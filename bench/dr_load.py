@@ -138,17 +138,17 @@ class Load:
 
 class Watcher(threading.Thread):
     """The DR cluster's end offsets of the plain topic's partitions under each mirror's name, every
-    0.1 s: [(time, {name: [end a partition]})]."""
+    `every_s`: [(time, {name: [end a partition]})]."""
 
-    def __init__(self, topics: dict[str, str]) -> None:
+    def __init__(self, topics: dict[str, str], every_s: float = 0.1) -> None:
         super().__init__(daemon=True)
-        self.topics, self.samples = topics, []
+        self.topics, self.samples, self.every_s = topics, [], every_s
         self.stopping = threading.Event()
 
     def run(self) -> None:
         keys = {name: [(t, p) for p in range(20)] for name, t in self.topics.items()}
         with ClusterAdmin(TARGET) as admin:
-            while not self.stopping.wait(0.1):
+            while not self.stopping.wait(self.every_s):
                 try:
                     ends = admin.end_offsets([k for ks in keys.values() for k in ks])
                 except Exception:  # noqa: BLE001 - topics not created yet
