@@ -2,9 +2,9 @@
 wrote whole batches only, and left the DR end where that copy committed it, is followed by Fetches
 that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
 on that leader, and the plain batches each answer brings are written as they are, one Produce a DR
-leader for all of them, with the producer id and sequence the copies before used. A writer thread
-writes them while the next Fetch waits (a fetch and a write in flight, as a replica fetcher or
-MirrorMaker's consumer and producer keep them).
+leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
+sent before an answer is written, so that a fetch and a write are in flight together (as a replica
+fetcher or MirrorMaker's consumer and producer keep them), both from one thread a source leader.
 
 A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
 a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
-IN_FLIGHT = 2            # Fetch answers given to a leader's writer and not written yet, at most
 PARTITION_BYTES = 1 << 20
 FETCH_BYTES = 16 << 20
 
@@ -45,17 +43,16 @@ class _Streamed:
     lease: PartitionLease
     done: Future[int]
     target_leader: tuple[str, int]
-    next: int = 0           # the fetcher's: the offset after the batches it gave the writer
-    failed: bool = False    # the writer's: a write failed, the partition is handed back
+    next: int = 0           # the offset after the batches taken from the Fetch answers
+    failed: bool = False    # a write failed: the partition is handed back
     records: int = 0
 
 
 class Streams:
-    """The task's partitions in step with the source: a source leader's partitions have a fetcher
-    thread and a writer thread, the next Fetch sent while the writer writes what the last one brought
-    (at most `IN_FLIGHT` answers waiting for it). `follow` hands a partition over (a future resolved
-    with the records written once it is handed back, after its last write), `close` hands every
-    partition back and ends the threads."""
+    """The task's partitions in step with the source: a source leader's partitions have a thread,
+    which sends the next Fetch before it writes what the last one brought. `follow` hands a partition
+    over (a future resolved with the records written once it is handed back, after its last write),
+    `close` hands every partition back and ends the threads."""
 
     def __init__(self, source: ClusterConfig, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.source, self.target, self.guard = source, target, guard
@@ -96,73 +93,68 @@ class Streams:
             thread.join()
 
     def _run(self, address: tuple[str, int]) -> None:
-        jobs: queue.Queue[tuple[str, Any]] = queue.Queue(IN_FLIGHT)
-        writer = threading.Thread(target=self._writer, args=(jobs,), name="mirror-stream-write", daemon=True)
-        writer.start()
+        """The partitions on `address` in step: the next Fetch is sent before what the last one
+        brought is written, so that it waits on the leader meanwhile; one thread does both (two
+        threads handing answers over spent their time waiting for each other's GIL)."""
         try:
             with leaders.connection(self.source, address) as conn:
-                while self._turn(conn, address, jobs):
-                    pass
+                sent = self._send(conn, address)
+                while sent is not None:
+                    writes = self._take(address, sent, multi.receive_fetch(conn))
+                    sent = self._send(conn, address)
+                    if writes:
+                        self._write(writes)
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
         finally:
-            with self._lock:  # unless _turn found none left (another thread may follow this leader since)
+            with self._lock:  # unless _send found none left (another thread may follow this leader since)
                 mine = self._threads.get(address) is threading.current_thread()
                 streamed = self._leaders.pop(address, {}) if mine else {}
                 if mine:
                     self._threads.pop(address)
             for s in streamed.values():
-                jobs.put(("back", s))
-            jobs.put(("end", None))
-            writer.join()
+                _hand_back(s)
 
-    def _turn(self, conn: wire.BrokerConnection, address: tuple[str, int], jobs: queue.Queue) -> bool:
-        """One Fetch of the partitions on `address`, what it brought given to the writer; False once
-        none is left here."""
+    def _send(self, conn: wire.BrokerConnection, address: tuple[str, int]) -> dict[Key, _Streamed] | None:
+        """A Fetch of the partitions on `address` from where each one's writes end, sent; the
+        partitions it asks for, or None once none is left here (those leaving handed back: their
+        writes are done)."""
         with self._lock:
             streamed = self._leaders.get(address, {})
             leaving = [streamed.pop(k) for k, s in list(streamed.items()) if self._closed or s.failed]
             if not streamed:
                 self._leaders.pop(address, None)
                 self._threads.pop(address, None)
-            positions = {k: s.next for k, s in streamed.items()}
+            asked = dict(streamed)
         for s in leaving:
-            if not s.failed:  # a failed one is back already
-                jobs.put(("back", s))  # after the writes given before
-        if not positions:
-            return False
-        multi.send_fetch(conn, positions, PARTITION_BYTES, FETCH_BYTES, max_wait_ms=WAIT_MS)
-        fetched = multi.receive_fetch(conn)
+            _hand_back(s)
+        if not asked:
+            return None
+        multi.send_fetch(conn, {k: s.next for k, s in asked.items()}, PARTITION_BYTES, FETCH_BYTES, max_wait_ms=WAIT_MS)
+        return asked
+
+    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed],
+              fetched: dict) -> dict[Key, tuple[_Streamed, WholePartition]]:
+        """What a Fetch brought that goes whole, each partition's position moved past it; a partition
+        whose answer does not qualify is handed back (after its writes, all done by now)."""
         writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
-        for key, position in positions.items():  # not a partition handed over since the Fetch was sent
-            s = streamed[key]
+        for key, s in asked.items():
+            if s.failed:  # its write failed after this Fetch was sent: handed back already
+                continue
             answer = fetched.get(key, multi.MISSING)
-            batches, why = _writable(s.f, answer, position)
+            batches, why = _writable(s.f, answer, s.next)
             if why:
                 log.info("mirror %s[%d]: handed back to the copy (%s)", *key, why)
                 if answer.error in wire.TRANSIENT:
                     leaders.forget(self.source, [key])
                 with self._lock:
-                    streamed.pop(key, None)
-                jobs.put(("back", s))
+                    self._leaders.get(address, {}).pop(key, None)
+                _hand_back(s)
             elif batches:
                 writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
                 s.next = writes[key][1].end
-        if writes:
-            jobs.put(("write", writes))
-        return True
-
-    def _writer(self, jobs: queue.Queue) -> None:
-        """The fetcher's jobs in order: writes, and partitions handed back once their writes are done."""
-        while True:
-            kind, job = jobs.get()
-            if kind == "end":
-                return
-            if kind == "back":
-                _hand_back(job)
-            else:
-                self._write({k: sp for k, sp in job.items() if not sp[0].failed})
+        return writes
 
     def _write(self, writes: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
         def check(s: _Streamed) -> Callable[[], None]:
@@ -202,7 +194,7 @@ def _hand_back(s: _Streamed) -> None:
 
 def _writable(f: Any, fetched: multi.Fetched, position: int | None = None) -> tuple[list[wire.Batch], str | None]:
     """The batches of a fetched partition that go whole now, from `position` (where the batches
-    written or given to the writer end; its DR end by default), or why the partition is handed back."""
+    written or taken to be written end; its DR end by default), or why the partition is handed back."""
     position = f.committed if position is None else position
     if fetched.error:
         return [], f"the source answered {wire.error_name(fetched.error)}"
