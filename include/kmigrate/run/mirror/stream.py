@@ -94,45 +94,49 @@ class Streams:
 
     def _run(self, address: tuple[str, int]) -> None:
         """The partitions on `address` in step: the next Fetch is sent before what the last one
-        brought is written, so that it waits on the leader meanwhile; one thread does both (two
-        threads handing answers over spent their time waiting for each other's GIL)."""
+        brought is written, so that it waits on the leader meanwhile, and a partition leaving is
+        handed back after that write; one thread does both (two threads handing answers over spent
+        their time waiting for each other's GIL)."""
+        leaving: list[_Streamed] = []
         try:
             with leaders.connection(self.source, address) as conn:
-                sent = self._send(conn, address)
-                while sent is not None:
-                    writes = self._take(address, sent, multi.receive_fetch(conn))
-                    sent = self._send(conn, address)
+                writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
+                while True:
+                    asked, leaving = self._asked(address)
+                    if asked:
+                        multi.send_fetch(conn, {k: s.next for k, s in asked.items()}, PARTITION_BYTES, FETCH_BYTES,
+                                         max_wait_ms=WAIT_MS)
                     if writes:
                         self._write(writes)
+                    for s in leaving:
+                        _hand_back(s)
+                    leaving = []
+                    if not asked:
+                        return
+                    writes = self._take(address, asked, multi.receive_fetch(conn))
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
         finally:
-            with self._lock:  # unless _send found none left (another thread may follow this leader since)
+            with self._lock:  # unless _asked found none left (another thread may follow this leader since)
                 mine = self._threads.get(address) is threading.current_thread()
                 streamed = self._leaders.pop(address, {}) if mine else {}
                 if mine:
                     self._threads.pop(address)
-            for s in streamed.values():
+            for s in [*leaving, *streamed.values()]:  # what was not written is copied
                 _hand_back(s)
 
-    def _send(self, conn: wire.BrokerConnection, address: tuple[str, int]) -> dict[Key, _Streamed] | None:
-        """A Fetch of the partitions on `address` from where each one's writes end, sent; the
-        partitions it asks for, or None once none is left here (those leaving handed back: their
-        writes are done)."""
+    def _asked(self, address: tuple[str, int]) -> tuple[dict[Key, _Streamed], list[_Streamed]]:
+        """The partitions on `address` the next Fetch asks for (none: the thread ends, and no
+        other thread follows this leader until `follow` starts one), and those leaving (the term
+        ending, a write failed)."""
         with self._lock:
             streamed = self._leaders.get(address, {})
             leaving = [streamed.pop(k) for k, s in list(streamed.items()) if self._closed or s.failed]
             if not streamed:
                 self._leaders.pop(address, None)
                 self._threads.pop(address, None)
-            asked = dict(streamed)
-        for s in leaving:
-            _hand_back(s)
-        if not asked:
-            return None
-        multi.send_fetch(conn, {k: s.next for k, s in asked.items()}, PARTITION_BYTES, FETCH_BYTES, max_wait_ms=WAIT_MS)
-        return asked
+            return dict(streamed), leaving
 
     def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed],
               fetched: dict) -> dict[Key, tuple[_Streamed, WholePartition]]:
