@@ -11,10 +11,10 @@ every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:
 (copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
 settling whole batches byte for byte: 1, or reading every record: 0); the default compares the
-copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks verify what they copied every --verify-every-s, as the mirror's do.
-With --stall-s, the first task's process is stopped (SIGSTOP) that long every 6 s while the load
-runs, as a busy machine does not schedule a process. Last line: one JSON object, p50/p90/p99/p99.9
-and max seconds a setting.
+copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
+verify what they copied every --verify-every-s, as the mirror's do. With --stall-s, the first task's
+process is stopped (SIGSTOP) that long every 6 s while the load runs, as a busy machine does not
+schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting.
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
     python bench/bench_mirror_lag.py --stall-s 0.5 --read-every-s 0.02 --settings 8:10:1:1

@@ -19,8 +19,8 @@ from confluent_kafka.admin import AdminClient
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import wire
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.run.targets.prepare import prepare_target_topic
 from kmigrate.kafka.varint import uvarint
+from kmigrate.run.targets.prepare import prepare_target_topic
 
 from tests.support import results
 from tests.support.kafka import create_topic, records_of, seed_plain

@@ -12,15 +12,3 @@ def as_fetched(batch: bytes, base_offset: int, attributes: int, producer_id: int
     struct.pack_into(">h", body, 0, attributes)
     struct.pack_into(">qhi", body, 22, producer_id, 3, 17)
     return struct.pack(">qiib", base_offset, len(batch) - 12, 5, 2) + struct.pack(">I", crc32c.crc32c(body)) + bytes(body)
-
-
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The signed (zigzag) varint at `pos`, decoded here, and the position after it."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
