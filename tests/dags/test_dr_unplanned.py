@@ -13,7 +13,8 @@ name until rebuild is asked, their topics are rebuilt on the original by a mirro
 cluster, and a planned failover of that mirror (kafka_dr_failover, the DR cluster its source) brings
 the original back as primary with every record at its offset and the group where it was on the DR
 cluster: a consumer continues there with nothing read twice or skipped. The original's Connect worker,
-started again, resumes its stale connectors: the failback stops them first, and the planned failover
+started again, resumes its stale connectors: the failback stops them first; a hanging transaction
+on the original (no marker will end it) is named and does not hold the rebuild; the planned failover
 back moves the connectors from the DR Connect cluster, where they continue exactly (no line written
 again, every record written on the original since once in the sink's file)."""
 from __future__ import annotations
@@ -39,7 +40,7 @@ from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failov
 
 from tests.support.airflow import run_dag, task_states
 from tests.support.connect import FILE_SINK, delete_connectors, file_source_config, lines_of
-from tests.support.kafka import commit_offsets, create_topic, produce, records_of
+from tests.support.kafka import commit_offsets, create_topic, leave_hanging_transaction, produce, records_of
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.stack import close_pooled_clients, load_stack_module
 from tests.support.waiting import wait_until
@@ -237,10 +238,16 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     commit_offsets(target, group, {(plain, 1): dr_ends[(plain, 1)] + 25})  # a consumer on the DR cluster, part way
     original_connect = lone_source.start_connect()
     back = Manifest(str(tmp_path / "state"), "back")
+    # a hanging transaction on the original (one a broker killed in a commit's markers leaves): no marker
+    # will come for it, so it does not hold the rebuild's deletion of its topic, and the failback names it
+    hanging_at = leave_hanging_transaction(source, tx, 1, f"{prefix}-hanging")
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
         prepare_failback(manifest, back, source, rebuild=False, original_connect=original_connect)  # diverged
     assert all(original_connect.state(name) == "STOPPED" for name in connectors)
-    discarded = prepare_failback(manifest, back, source, rebuild=True, original_connect=original_connect)
+    said: list[str] = []
+    discarded = prepare_failback(manifest, back, source, rebuild=True, original_connect=original_connect, say=said.append)
+    assert any(line.startswith(f"{tx}[1] on the original holds a hanging transaction open since offset {hanging_at} ")
+               for line in said), said
     assert {r["topic"] for r in discarded["partitions"]} <= set(discarded["topics"]) and plain in discarded["topics"]
     back_spec = write_spec(back, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
                                             term_s=5, verify_every_s=2))

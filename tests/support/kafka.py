@@ -1,8 +1,9 @@
 """Small real-Kafka helpers: create a topic, produce, read a partition back (as offsets, keys and
 values, or every read_committed-visible record with its headers and timestamp), watermarks, and
-seeding a topic with plain records or with transactions."""
+seeding a topic with plain records or with transactions, and a hanging transaction."""
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -14,8 +15,9 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka import leaders, multi, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
 
@@ -165,3 +167,57 @@ def commit_offsets(cluster, group: str, offsets: dict[tuple[str, int], int]) -> 
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
     finally:
         consumer.close()
+
+
+def leave_hanging_transaction(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str) -> int:
+    """A transaction open on `topic[partition]` that its coordinator does not hold open (a hanging
+    one, as a broker killed while a commit's markers were written leaves): `transactional_id` is
+    started (its coordinator holds it Empty), and one transactional record of its producer id is
+    written raw, with the leader's check of the partition against the coordinator switched off for
+    that write (transaction.partition.verification.enable, per broker, set back after). Returns the
+    offset it begins at."""
+    address = leaders.look_up(cluster, [(topic, partition)])[(topic, partition)]
+    admin = AdminClient(cluster.admin())
+    [broker] = [b for b in admin.list_topics(timeout=30).brokers.values() if (b.host, b.port) == address]
+    check = "transaction.partition.verification.enable"
+
+    def verify(value: str | None) -> None:
+        entry = (ConfigEntry(check, value, incremental_operation=AlterConfigOpType.SET) if value else
+                 ConfigEntry(check, "", incremental_operation=AlterConfigOpType.DELETE))
+        for future in admin.incremental_alter_configs([ConfigResource("BROKER", str(broker.id), incremental_configs=[entry])]).values():
+            future.result(30)
+
+    produce(cluster, topic, [(b"hanging", b"a record of a transaction no coordinator holds open")], partition)
+    start = watermarks(cluster, topic, partition)[1]
+    with leaders.connection(cluster, address) as conn:
+        multi.send_fetch(conn, {(topic, partition): start - 1}, 1 << 20, 1 << 20, max_wait_ms=100)
+        [batch] = wire.parse_batches(multi.receive_fetch(conn)[(topic, partition)].records)
+        code, coordinator = wire.find_coordinator(conn, transactional_id, wire.TRANSACTION_COORDINATOR)
+    assert not code, wire.error_name(code)
+    with leaders.connection(cluster, coordinator) as conn:
+        conn.send(wire.INIT_PRODUCER_ID, 1, wire._string(transactional_id) + struct.pack(">i", 60_000))
+        _, data = conn.receive()
+    _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+    assert not code, wire.error_name(code)
+    data = batch.for_produce()
+    struct.pack_into(">h", data, 21, batch.attributes | 0x10)  # transactional
+    data = wire.Idempotence(producer_id, epoch).stamp(data)
+    verify("false")
+    try:
+        body = (wire._string(transactional_id) + struct.pack(">hii", -1, 30_000, 1) + wire._string(topic)
+                + struct.pack(">iii", 1, partition, len(data)) + bytes(data))
+        wait_until(lambda: _produced(cluster, address, body, topic, partition), "the raw transactional write", 30)
+    finally:
+        verify(None)
+    return start
+
+
+def _produced(cluster: ClusterConfig, address: tuple[str, int], body: bytes, topic: str, partition: int) -> bool:
+    """One raw Produce of `body`; False while the leader still checks the partition against the
+    coordinator (the config change not applied yet: INVALID_PRODUCER_ID_MAPPING or INVALID_TXN_STATE)."""
+    with leaders.connection(cluster, address) as conn:
+        conn.send(wire.PRODUCE, wire.PRODUCE_VERSION, body)
+        _, answers = multi.receive_produce(conn)
+    code, _offset = answers[(topic, partition)]
+    assert code in (0, 48, 49), wire.error_name(code)
+    return code == 0

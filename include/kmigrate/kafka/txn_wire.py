@@ -10,6 +10,11 @@
   transactional producer's start does, without a producer.
 - the open transactions of partitions (`open_transactions`): DescribeProducers v0 (KIP-664, Kafka
   2.8 and later), so that an error about a transaction left open names its producer.
+- what the coordinators hold of those producers (`coordinator_states`): ListTransactions v0 (KIP-664,
+  Kafka 3.0 and later). A transaction open on a partition whose producer's coordinator has ended
+  its transactions (`hanging`) gets no marker from it ever: a broker killed while the coordinator
+  wrote a commit's markers can leave one, and only an abort by hand (`kafka-transactions.sh abort`)
+  ends it.
 """
 from __future__ import annotations
 
@@ -21,9 +26,12 @@ from collections.abc import Iterable, Mapping
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls
 from kmigrate.kafka import leaders, wire
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.varint import uvarint, uvarint_at
 
-END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 26, 24, 61
+END_TXN, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 26, 24, 61, 66
+# a coordinator's states with no transaction of the producer left to end (its markers written, or none)
+ENDED = frozenset({"Empty", "CompleteCommit", "CompleteAbort", "Dead"})
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 # the coordinator loading, moving or busy with the previous transaction's markers: asked again
 _RETRY = frozenset({7, 13, 14, 15, 16, 51})
@@ -198,6 +206,75 @@ def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, in
     return out
 
 
+def coordinator_states(cluster: ClusterConfig, producer_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """{producer id: (transactional id, state)} as the transaction coordinators hold them, asked of
+    every broker. A producer id no coordinator lists is left out, and so are those of a broker that
+    does not answer (older than Kafka 3.0, or not reachable): the caller takes them as unknown."""
+    wanted = sorted(set(producer_ids))
+    out: dict[int, tuple[str, str]] = {}
+    if not wanted:
+        return out
+    try:
+        with shared_admin(cluster) as admin:
+            brokers = admin.client.list_topics(timeout=admin.timeout_s).brokers.values()
+    except Exception:  # noqa: BLE001 - unknown, like a broker that does not answer
+        return out
+    # the header's tagged fields; no state filter; the producer ids; the body's tagged fields
+    body = b"\x00" + uvarint(1) + uvarint(len(wanted) + 1) + struct.pack(f">{len(wanted)}q", *wanted) + b"\x00"
+    for broker in brokers:
+        try:
+            with leaders.connection(cluster, (broker.host, broker.port)) as conn:
+                conn.send(LIST_TRANSACTIONS, 0, body)
+                _, data = conn.receive()
+        except OSError:
+            continue
+        pos = _skip_tags(data, 0)
+        _throttle, code = struct.unpack_from(">ih", data, pos)
+        pos += 6
+        unknown, pos = uvarint_at(data, pos)
+        for _ in range(unknown - 1):
+            size, pos = uvarint_at(data, pos)
+            pos += size - 1
+        count, pos = uvarint_at(data, pos)
+        for _ in range(count - 1):
+            transactional_id, pos = _read_compact(data, pos)
+            (producer_id,) = struct.unpack_from(">q", data, pos)
+            state, pos = _read_compact(data, pos + 8)
+            pos = _skip_tags(data, pos)
+            if not code and producer_id in wanted:
+                out[producer_id] = (transactional_id, state)
+    return out
+
+
+def _read_compact(data: memoryview, pos: int) -> tuple[str, int]:
+    size, pos = uvarint_at(data, pos)
+    return bytes(data[pos: pos + size - 1]).decode(errors="replace"), pos + max(size - 1, 0)
+
+
+def hanging(cluster: ClusterConfig, stable_at: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+    """The partitions of {(topic, partition): last stable offset} held by a hanging transaction
+    (open there, its producer's transactions ended at its coordinator), each with a phrase naming it
+    and the way to end it. A transaction whose coordinator is not known to have ended it is not
+    named: the coordinator may still write its markers."""
+    return _hanging(cluster, stable_at, open_transactions(cluster, stable_at))
+
+
+def _hanging(cluster: ClusterConfig, stable_at: Mapping[tuple[str, int], int],
+             producers: Mapping[tuple[str, int], list[OpenTransaction]]) -> dict[tuple[str, int], str]:
+    holding = {key: txn for key, stable in stable_at.items() for txn in producers.get(key, []) if txn.first_offset == stable}
+    states = coordinator_states(cluster, {txn.producer_id for txn in holding.values()})
+    out = {}
+    for (topic, partition), txn in holding.items():
+        transactional_id, state = states.get(txn.producer_id, ("", ""))
+        if state in ENDED:
+            out[(topic, partition)] = (
+                f"a hanging transaction open since offset {txn.first_offset} by producer id {txn.producer_id} (epoch "
+                f"{txn.producer_epoch}), whose coordinator holds {transactional_id!r} as {state}: no marker will end it; "
+                f"`kafka-transactions.sh --bootstrap-server {cluster.bootstrap_servers} abort --topic {topic} "
+                f"--partition {partition} --start-offset {txn.first_offset}` does")
+    return out
+
+
 def describe_open(cluster: ClusterConfig, topic: str, partition: int, stable_offset: int) -> str:
     """A phrase naming the transaction that holds `topic[partition]`'s last stable offset at
     `stable_offset`: its first offset and, where the broker tells, its producer id and epoch."""
@@ -208,8 +285,10 @@ def describe_all_open(cluster: ClusterConfig, stable_at: Mapping[tuple[str, int]
     """`describe_open` of many partitions ({(topic, partition): last stable offset}), their producers
     asked in one DescribeProducers a leader."""
     producers = open_transactions(cluster, stable_at)
-    out = {}
+    out = _hanging(cluster, stable_at, producers)
     for key, stable in stable_at.items():
+        if key in out:
+            continue
         found = [t for t in producers.get(key, []) if t.first_offset == stable]
         if not found:
             out[key] = f"a transaction open since offset {stable}"

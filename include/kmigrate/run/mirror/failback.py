@@ -19,6 +19,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, ConfigError
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
@@ -81,32 +82,40 @@ def prepare_failback(failed_over: Manifest, back: Manifest, original: ClusterCon
         back.write_once(DISCARDED, done)  # what is discarded, recorded before anything is deleted
     gone = [t for t in done["topics"] if t not in created_topics(back)]
     if gone:
-        decided(original, gone)
+        for (topic, partition), phrase in sorted(decided(original, gone).items()):
+            say(f"{topic}[{partition}] on the original holds {phrase}; deleted with its topic")
         delete_topics(original, gone)
         say(f"deleted on the original cluster, to be copied again whole from the DR cluster: {', '.join(gone)} "
             f"(discarded: {sum(r['offsets'] for r in done['partitions'])} offsets the DR cluster never got)")
     return done
 
 
-def decided(cluster: ClusterConfig, topics: list[str], timeout_s: float = 180.0) -> None:
-    """Wait until no transaction is open on `topics` on `cluster`. The original's producers' transactions
-    cut off by the outage are aborted by its coordinator once their transaction.timeout.ms has passed;
-    that abort writes its markers into whatever topic bears the name then, a rebuilt one too, where
-    they would stand between the records the mirror copies."""
+def decided(cluster: ClusterConfig, topics: list[str], timeout_s: float = 180.0) -> dict[tuple[str, int], str]:
+    """Wait until no transaction is open on `topics` on `cluster` but hanging ones, which are returned
+    named. The original's producers' transactions cut off by the outage are aborted by its coordinator
+    once their transaction.timeout.ms has passed; that abort writes its markers into whatever topic
+    bears the name then, a rebuilt one too, where they would stand between the records the mirror
+    copies. A hanging transaction (its coordinator has ended its producer's transactions: a broker
+    killed while the markers of a commit were written can leave one) gets no marker ever, so it does
+    not hold the deletion."""
     deadline = time.monotonic() + timeout_s
     with ClusterAdmin(cluster) as admin:
         keys = [(t, p) for t, n in admin.partition_counts(topics).items() for p in range(n)]
         while True:
             stable, ends = admin.stable_ends(keys, retry=True), admin.end_offsets(keys, retry=True)
-            held = [k for k in keys if stable[k] < ends[k]]
-            if not held:
-                return
+            held = {k: stable[k] for k in keys if stable[k] < ends[k]}
+            hanging = txn_wire.hanging(cluster, held) if held else {}
+            waiting = {k: offset for k, offset in held.items() if k not in hanging}
+            if not waiting:
+                return hanging
             if time.monotonic() > deadline:
+                named = txn_wire.describe_all_open(cluster, waiting)
                 raise ClusterUnavailable(
-                    f"{cluster.name}: transactions are still open on "
-                    + ", ".join(f"{t}[{p}] from offset {stable[(t, p)]}" for t, p in held)
-                    + f" after {timeout_s:.0f} s; their coordinator aborts them once their producers' "
-                      "transaction.timeout.ms has passed. Retry then (nothing was deleted)")
+                    f"{cluster.name}: transactions are still open after {timeout_s:.0f} s on "
+                    + "; ".join(f"{t}[{p}]: {named[(t, p)]}" for t, p in sorted(waiting))
+                    + ". Their coordinator aborts them once their producers' transaction.timeout.ms has passed: "
+                      "retry then (nothing was deleted). One its coordinator no longer knows hangs "
+                      "(`kafka-transactions.sh find-hanging`): abort it by hand first")
             time.sleep(1.0)
 
 
