@@ -29,6 +29,7 @@ import pytest
 from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
@@ -241,6 +242,8 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     # a hanging transaction on the original (one a broker killed in a commit's markers leaves): no marker
     # will come for it, so it does not hold the rebuild's deletion of its topic, and the failback names it
     hanging_at = leave_hanging_transaction(source, tx, 1, f"{prefix}-hanging")
+    named = txn_wire.describe_open(source, tx, 1, hanging_at)  # as the quiesce's, snapshot's and copy's errors say
+    assert named.startswith(f"a hanging transaction open since offset {hanging_at} ") and "abort --topic" in named
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
         prepare_failback(manifest, back, source, rebuild=False, original_connect=original_connect)  # diverged
     assert all(original_connect.state(name) == "STOPPED" for name in connectors)
