@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import CopyError, CopyInterrupted, MissingAcls
+from kmigrate.errors import CopyError, CopyInterrupted, KmigrateError, MissingAcls
 from kmigrate.kafka import leaders, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.kafka.varint import uvarint, uvarint_at
@@ -226,23 +226,30 @@ def coordinator_states(cluster: ClusterConfig, producer_ids: Iterable[int]) -> d
             with leaders.connection(cluster, (broker.host, broker.port)) as conn:
                 conn.send(LIST_TRANSACTIONS, 0, body)
                 _, data = conn.receive()
-        except OSError:
+            out.update(_listed(data, wanted))
+        except (OSError, KmigrateError, struct.error, IndexError):  # this broker's producers stay unknown
             continue
-        pos = _skip_tags(data, 0)
-        _throttle, code = struct.unpack_from(">ih", data, pos)
-        pos += 6
-        unknown, pos = uvarint_at(data, pos)
-        for _ in range(unknown - 1):
-            size, pos = uvarint_at(data, pos)
-            pos += size - 1
-        count, pos = uvarint_at(data, pos)
-        for _ in range(count - 1):
-            transactional_id, pos = _read_compact(data, pos)
-            (producer_id,) = struct.unpack_from(">q", data, pos)
-            state, pos = _read_compact(data, pos + 8)
-            pos = _skip_tags(data, pos)
-            if not code and producer_id in wanted:
-                out[producer_id] = (transactional_id, state)
+    return out
+
+
+def _listed(data: memoryview, wanted: list[int]) -> dict[int, tuple[str, str]]:
+    """{producer id: (transactional id, state)} of a ListTransactions v0 answer, for `wanted` ones."""
+    out: dict[int, tuple[str, str]] = {}
+    pos = _skip_tags(data, 0)
+    _throttle, code = struct.unpack_from(">ih", data, pos)
+    pos += 6
+    unknown, pos = uvarint_at(data, pos)
+    for _ in range(unknown - 1):
+        size, pos = uvarint_at(data, pos)
+        pos += size - 1
+    count, pos = uvarint_at(data, pos)
+    for _ in range(count - 1):
+        transactional_id, pos = _read_compact(data, pos)
+        (producer_id,) = struct.unpack_from(">q", data, pos)
+        state, pos = _read_compact(data, pos + 8)
+        pos = _skip_tags(data, pos)
+        if not code and producer_id in wanted:
+            out[producer_id] = (transactional_id, state)
     return out
 
 
