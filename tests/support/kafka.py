@@ -187,11 +187,11 @@ def leave_hanging_transaction(cluster: ClusterConfig, topic: str, partition: int
         for future in admin.incremental_alter_configs([ConfigResource("BROKER", str(broker.id), incremental_configs=[entry])]).values():
             future.result(30)
 
-    produce(cluster, topic, [(b"hanging", b"a record of a transaction no coordinator holds open")], partition)
-    start = watermarks(cluster, topic, partition)[1]
-    with leaders.connection(cluster, address) as conn:
-        multi.send_fetch(conn, {(topic, partition): start - 1}, 1 << 20, 1 << 20, max_wait_ms=100)
-        [batch] = wire.parse_batches(multi.receive_fetch(conn)[(topic, partition)].records)
+    [offset] = produce(cluster, topic, [(b"hanging", b"a record of a transaction no coordinator holds open")], partition)
+    with leaders.connection(cluster, address) as conn:  # that record's batch, whatever was written after it
+        multi.send_fetch(conn, {(topic, partition): offset}, 1 << 20, 1 << 20, max_wait_ms=100)
+        [batch] = [b for b in wire.parse_batches(multi.receive_fetch(conn)[(topic, partition)].records)
+                   if b.base_offset == offset]
         code, coordinator = wire.find_coordinator(conn, transactional_id, wire.TRANSACTION_COORDINATOR)
     assert not code, wire.error_name(code)
     with leaders.connection(cluster, coordinator) as conn:
@@ -206,18 +206,19 @@ def leave_hanging_transaction(cluster: ClusterConfig, topic: str, partition: int
     try:
         body = (wire._string(transactional_id) + struct.pack(">hii", -1, 30_000, 1) + wire._string(topic)
                 + struct.pack(">iii", 1, partition, len(data)) + bytes(data))
-        wait_until(lambda: _produced(cluster, address, body, topic, partition), "the raw transactional write", 30)
+        [start] = wait_until(lambda: _produced(cluster, address, body, topic, partition), "the raw transactional write", 30)
     finally:
         verify(None)
     return start
 
 
-def _produced(cluster: ClusterConfig, address: tuple[str, int], body: bytes, topic: str, partition: int) -> bool:
-    """One raw Produce of `body`; False while the leader still checks the partition against the
-    coordinator (the config change not applied yet: INVALID_PRODUCER_ID_MAPPING or INVALID_TXN_STATE)."""
+def _produced(cluster: ClusterConfig, address: tuple[str, int], body: bytes, topic: str, partition: int) -> list[int]:
+    """One raw Produce of `body`: [the offset it was written at], or [] while the leader still checks
+    the partition against the coordinator (the config change not applied yet: INVALID_PRODUCER_ID_MAPPING
+    or INVALID_TXN_STATE)."""
     with leaders.connection(cluster, address) as conn:
         conn.send(wire.PRODUCE, wire.PRODUCE_VERSION, body)
         _, answers = multi.receive_produce(conn)
-    code, _offset = answers[(topic, partition)]
+    code, offset = answers[(topic, partition)]
     assert code in (0, 48, 49), wire.error_name(code)
-    return code == 0
+    return [offset] if code == 0 else []
