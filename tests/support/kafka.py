@@ -17,7 +17,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import leaders, multi, wire
+from kmigrate.kafka import leaders, multi, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
 
@@ -195,9 +195,7 @@ def leave_hanging_transaction(cluster: ClusterConfig, topic: str, partition: int
         code, coordinator = wire.find_coordinator(conn, transactional_id, wire.TRANSACTION_COORDINATOR)
     assert not code, wire.error_name(code)
     with leaders.connection(cluster, coordinator) as conn:
-        conn.send(wire.INIT_PRODUCER_ID, 1, wire._string(transactional_id) + struct.pack(">i", 60_000))
-        _, data = conn.receive()
-    _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+        code, producer_id, epoch = txn_wire.init_producer_id(conn, transactional_id)
     assert not code, wire.error_name(code)
     data = batch.for_produce()
     struct.pack_into(">h", data, 21, batch.attributes | 0x10)  # transactional

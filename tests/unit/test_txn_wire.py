@@ -6,11 +6,8 @@ import struct
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.txn_wire import OpenTransaction
+from kmigrate.kafka.txn_wire import _compact_string as compact
 from kmigrate.kafka.varint import uvarint
-
-
-def compact(text: str) -> bytes:
-    return uvarint(len(text) + 1) + text.encode()
 
 
 def entry(transactional_id: str, producer_id: int, state: str) -> bytes:

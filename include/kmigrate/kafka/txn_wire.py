@@ -64,6 +64,15 @@ def _coordinator(cluster: ClusterConfig, transactional_id: str, topic: str, part
     return address
 
 
+def init_producer_id(conn: wire.BrokerConnection, transactional_id: str) -> tuple[int, int, int]:
+    """(error code, producer id, epoch) of InitProducerId v1 for `transactional_id`, asked of its
+    coordinator behind `conn`."""
+    conn.send(wire.INIT_PRODUCER_ID, 1, wire._string(transactional_id) + struct.pack(">i", 60_000))
+    _, data = conn.receive()
+    _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+    return code, producer_id, epoch
+
+
 def fence(cluster: ClusterConfig, topic: str, partition: int, transactional_id: str, timeout_s: float = 60.0) -> None:
     """InitProducerId for `transactional_id`, as a transactional producer's first request: an earlier
     producer of that id is fenced (its epoch bumped) and a transaction it left open aborted, its
@@ -74,9 +83,7 @@ def fence(cluster: ClusterConfig, topic: str, partition: int, transactional_id: 
         try:
             address = _coordinator(cluster, transactional_id, topic, partition)
             with leaders.connection(cluster, address) as conn:
-                conn.send(wire.INIT_PRODUCER_ID, 1, wire._string(transactional_id) + struct.pack(">i", 60_000))
-                _, data = conn.receive()
-            code = struct.unpack_from(">ih", data, 0)[1]
+                code, _producer_id, _epoch = init_producer_id(conn, transactional_id)
             if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                 raise MissingAcls.transactional_id(transactional_id, topic, partition)
             _check(code, "fencing an earlier copier", topic, partition)
@@ -102,9 +109,7 @@ def lone_marker(cluster: ClusterConfig, topic: str, partition: int, transactiona
         try:
             address = _coordinator(cluster, transactional_id, topic, partition)
             with leaders.connection(cluster, address) as conn:
-                conn.send(wire.INIT_PRODUCER_ID, 1, name + struct.pack(">i", 60_000))
-                _, data = conn.receive()
-                _throttle, code, producer_id, epoch = struct.unpack_from(">ihqh", data, 0)
+                code, producer_id, epoch = init_producer_id(conn, transactional_id)
                 if code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
                     raise MissingAcls.transactional_id(transactional_id, topic, partition)
                 _check(code, "starting a transaction for a lone marker", topic, partition)
@@ -183,9 +188,7 @@ def open_transactions(cluster: ClusterConfig, partitions: Iterable[tuple[str, in
         pos = _skip_tags(data, 0) + 4  # response header tags, throttle
         topic_count, pos = uvarint_at(data, pos)
         for _ in range(topic_count - 1):
-            size, pos = uvarint_at(data, pos)
-            topic = bytes(data[pos: pos + size - 1]).decode()
-            pos += size - 1
+            topic, pos = _read_compact(data, pos)
             partition_count, pos = uvarint_at(data, pos)
             for _ in range(partition_count - 1):
                 partition, code = struct.unpack_from(">ih", data, pos)
@@ -240,8 +243,7 @@ def _listed(data: memoryview, wanted: list[int]) -> dict[int, tuple[str, str]]:
     pos += 6
     unknown, pos = uvarint_at(data, pos)
     for _ in range(unknown - 1):
-        size, pos = uvarint_at(data, pos)
-        pos += size - 1
+        _state, pos = _read_compact(data, pos)
     count, pos = uvarint_at(data, pos)
     for _ in range(count - 1):
         transactional_id, pos = _read_compact(data, pos)
