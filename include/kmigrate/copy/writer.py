@@ -22,14 +22,16 @@ FILLER_HEADERS = [(FILLER_HEADER, b"1")]
 NO_TIMESTAMP = -1
 
 # librdkafka's errors that pass: a leader moving, a broker restarting, the ISR shrinking for a
-# while, a message not delivered in time while that lasted (the copy resumes from the target's end).
+# while, a message not delivered in time while that lasted (the copy resumes from the target's end);
+# so is a request cut off when librdkafka drops a broker's handle (with every broker down it
+# bootstraps again and forgets the brokers it had learned: a whole cluster restarted).
 TRANSIENT = frozenset({
     KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT,
     KafkaError._TIMED_OUT_QUEUE, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.NETWORK_EXCEPTION,
-    KafkaError.CONCURRENT_TRANSACTIONS,
+    KafkaError.CONCURRENT_TRANSACTIONS, KafkaError._DESTROY_BROKER,
 })
 
 
