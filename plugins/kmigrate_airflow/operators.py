@@ -134,6 +134,11 @@ class KmigrateCutoverSensor(BaseSensorOperator):
         stop_client(self._client)  # a round's client on a Spark Connect server
 
 
+# the run a DAG's Spark jobs work on: as RunFrame names it for the DAG's other tasks (run_name, else
+# the Airflow run id), so that a run_name given in the conf reaches the jobs too
+RUN = "{{ params.run_name or run_id }}"
+
+
 def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
     """A kmigrate Spark job as a task: the run's state location, run id and parallelism from the
     DAG's params, the Kafka clusters from its connection params, the copy pool."""

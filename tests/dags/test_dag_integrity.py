@@ -64,6 +64,24 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_
         assert f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" in command, (task.task_id, command)
 
 
+@pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
+@pytest.mark.parametrize("run_name", ["", "named-run"])
+def test_spark_tasks_work_on_the_run_the_other_tasks_name(dagbag, dag_id, run_name):
+    """A Spark task's --run-id is the run RunFrame names for the DAG's other tasks: the run_name
+    given in the conf, else the Airflow run id (a job reading another run's manifest finds no plan)."""
+    import jinja2
+    from kmigrate_airflow.frame import RunFrame
+
+    params, run_id = {"run_name": run_name, "spark_parallelism": 0}, "manual__2026-11-27T11:45:54+00:00"
+    expected = RunFrame(params, run_id).name
+    tasks = [t for t in dagbag.get_dag(dag_id).tasks if hasattr(t, "application_args") or hasattr(t, "job_args")]
+    assert tasks
+    for task in tasks:
+        args = list(getattr(task, "application_args", None) or task.job_args)
+        rendered = jinja2.Template(args[args.index("--run-id") + 1]).render(params=params, run_id=run_id)
+        assert rendered == expected, (task.task_id, rendered)
+
+
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
 def test_each_steps_code_is_one_import_from_its_dag_file(dagbag, dag_id):
     """A reader of a DAG file finds each task's code in a module the file imports itself (the
