@@ -135,8 +135,8 @@ class KmigrateCutoverSensor(BaseSensorOperator):
 
 
 # the run a DAG's Spark jobs work on: as RunFrame names it for the DAG's other tasks (run_name, else
-# the Airflow run id), so that a run_name given in the conf reaches the jobs too
-RUN = "{{ params.run_name or run_id }}"
+# the Airflow run id), so that a run_name given in the conf reaches the jobs too, declared or not
+RUN = "{{ params.get('run_name') or run_id }}"
 
 
 def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:

@@ -65,20 +65,24 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_
 
 
 @pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
-@pytest.mark.parametrize("run_name", ["", "named-run"])
+@pytest.mark.parametrize("run_name", [None, "", "named-run"])
 def test_spark_tasks_work_on_the_run_the_other_tasks_name(dagbag, dag_id, run_name):
     """A Spark task's --run-id is the run RunFrame names for the DAG's other tasks: the run_name
-    given in the conf, else the Airflow run id (a job reading another run's manifest finds no plan)."""
+    given in the conf (a param of the DAG or not), else the Airflow run id (a job reading another
+    run's manifest finds no plan)."""
     import jinja2
     from kmigrate_airflow.frame import RunFrame
 
-    params, run_id = {"run_name": run_name, "spark_parallelism": 0}, "manual__2026-11-27T11:45:54+00:00"
+    dag = dagbag.get_dag(dag_id)
+    params = dict.fromkeys(dag.params, "") | ({} if run_name is None else {"run_name": run_name})  # the declared ones
+    run_id = "manual__2026-11-27T11:45:54+00:00"
     expected = RunFrame(params, run_id).name
-    tasks = [t for t in dagbag.get_dag(dag_id).tasks if hasattr(t, "application_args") or hasattr(t, "job_args")]
+    tasks = [t for t in dag.tasks if hasattr(t, "application_args") or hasattr(t, "job_args")]
     assert tasks
     for task in tasks:
         args = list(getattr(task, "application_args", None) or task.job_args)
-        rendered = jinja2.Template(args[args.index("--run-id") + 1]).render(params=params, run_id=run_id)
+        rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id)
         assert rendered == expected, (task.task_id, rendered)
 
 
