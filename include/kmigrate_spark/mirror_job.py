@@ -1,6 +1,6 @@
 """The continuous mirror's driver side (docs/DESIGN.md §12): one long-running Spark application
-whose copy runs in terms, each a Spark job of one long-running task a task slot (a task that waited
-for a slot would wait a whole term), each task following its partitions for the term
+whose copy runs in terms, each a Spark job of long-running tasks (`mirror_tasks`: a task that
+waited for a slot would wait a whole term), each task following its partitions for the term
 (kmigrate.run.mirror.follow) while the driver writes the status and copies the groups' offsets
 (kmigrate.run.mirror.loop). A lost task is retried by Spark and its copies resume from the DR
 cluster's ends; a partition that fails is named and tried again. The job runs until a stop is
@@ -16,10 +16,11 @@ import dataclasses
 import functools
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.model import WorkUnit
+from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import Term, follow_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
@@ -32,12 +33,26 @@ from kmigrate_spark.units import failed_row, map_units, pack, say
 JOB = "mirror"
 
 
-def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any) -> list[dict[str, Any]]:
-    """A term's units followed as one Spark job of as many tasks as the session has task slots (a
-    long-running task must not wait for another to end), balanced by partition count; a row each. A
-    job Spark stopped (a task failed past its retries) gives the units without a row a failed one."""
+def mirror_tasks(slots: int, parallelism: int | None, shared: bool) -> int:
+    """The mirror's tasks on an application of `slots` task slots: `parallelism` (at most the slots),
+    else on a `shared` one (a Spark Connect server) half the slots, at least one, else all. Each task
+    runs for a whole term, so the slots it leaves are all a drill's verify job or a migration sent to
+    the same server gets. Each task follows its partitions with threads of its own: two tasks kept
+    `make bench-dr`'s lag as four did (docs/BENCHMARKS.md)."""
+    if parallelism:
+        return min(parallelism, slots)
+    return max(1, slots // 2) if shared else slots
+
+
+def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any, parallelism: int | None = None,
+                    held: Callable[[int, int], None] = lambda tasks, slots: None) -> list[dict[str, Any]]:
+    """A term's units followed as one Spark job of `mirror_tasks` long-running tasks (a task must not
+    wait for another to end), balanced by partition count; a row each. `held` is told the tasks and
+    the slots first. A job Spark stopped (a task failed past its retries) gives the units without a
+    row a failed one."""
     slots = task_slots(spark)
-    bins = pack([1] * len(units), slots, tasks=slots)
+    bins = pack([1] * len(units), slots, tasks=mirror_tasks(slots, parallelism, is_connect(spark)))
+    held(len(bins), slots)
     describe_jobs(spark, f"mirror {len(units)} partitions in {len(bins)} long-running tasks")
     rows: dict[int, dict[str, Any]] = {}
     try:
@@ -74,8 +89,14 @@ def mirror(args: argparse.Namespace) -> int:
             task = functools.partial(follow_task, clients=clients,
                                      **({"fetch_max_bytes": args.fetch_max_bytes} if args.fetch_max_bytes else {}))
 
+            def held(tasks: int, slots: int) -> None:  # what a drill on the same server checks
+                if args.remote:
+                    manifest.replace(mirror_status.SPARK_PART, {"server": mirror_status.server_address(args.remote),
+                                                                "tasks": tasks, "slots": slots})
+
             def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
-                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)))
+                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
+                                       args.parallelism, held)
 
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
             # said, not waited for: 5 s a request)
@@ -86,8 +107,10 @@ def mirror(args: argparse.Namespace) -> int:
             say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
                      + (f" and groups {spec.groups!r}" if spec.groups else "")
-                     + f", in terms of {spec.term_s:g}s, one task a slot; status every {spec.interval_s:g}s in "
-                     f"{manifest.location}")
+                     + f", in terms of {spec.term_s:g}s, "
+                     + (f"{args.parallelism} tasks at most" if args.parallelism else
+                        "tasks on half the server's task slots" if args.remote else "one task a slot")
+                     + f"; status every {spec.interval_s:g}s in {manifest.location}")
             last = runner.run(stopping.is_set, args.max_seconds)
             say(JOB, f"stopped at status {last}; {runner.totals['records']} records mirrored in the run's "
                      f"{runner.totals['terms']} terms")

@@ -11,10 +11,11 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.drill import CUT, cut_ends, dry_connectors, reach_cut
+from kmigrate.run.mirror.drill import CUT, check_slots_left, cut_ends, dry_connectors, reach_cut
 from kmigrate.run.report.drill import measure_drill as drill_figures
 
 from kmigrate_airflow.frame import RunFrame, no_retry
+from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,9 @@ def mirror_cut(params: dict[str, Any] | None = None, run_id: str | None = None) 
     offsets at least the snapshot's (`reach_cut`)."""
     run = RunFrame(params, run_id)
     with run.timed("mirror_cut"), no_retry():
-        return reach_cut(run.manifest, mirror_of(params), run.target, say=log.info)
+        mirror = mirror_of(params)
+        check_slots_left(mirror, spark_connect_url(params.get(SPARK_CONNECT_PARAM)), SPARK_CONNECT_PARAM)
+        return reach_cut(run.manifest, mirror, run.target, say=log.info)
 
 
 @task

@@ -77,7 +77,9 @@ def spark_params() -> dict[str, Param]:
     """Where and how wide the Spark jobs run."""
     return {
         "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
-                                   description="0: the Spark application's task slots"),
+                                   description="0: the Spark application's task slots (kafka_dr_mirror's tasks, "
+                                               "which run for hours: half a Spark Connect server's, the other "
+                                               "half left to the jobs of drills and migrations there)"),
         # the URL is resolved when a job launches (kmigrate_airflow.hooks.spark_connect_url): a token
         # stays in the connection, out of the run's conf
         "spark_connect_conn_id": Param("spark_connect_default", type=["null", "string"], pattern=r"^([\w.-]+)?$",

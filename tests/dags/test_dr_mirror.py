@@ -2,7 +2,8 @@
 Spark Connect server of this module's own ports): the start task starts the mirror, the deferred
 follower starts it again after its process is killed, and the run ends once a stop is requested,
 the DR cluster equal to the source; a planned failover of a mirrored mixed workload moves every
-record, group and connector, which continue on the DR cluster exactly."""
+record, group and connector, which continue on the DR cluster exactly; a drill of the mirror runs
+its jobs on the slots the mirror leaves on the same server."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -154,3 +156,43 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
         request_stop(manifest, "the test is done")
         kill_mirrors(manifest)
         delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
+
+
+@pytest.mark.parametrize("parallelism, tasks", [(0, 1), (2, 2)])
+def test_a_drill_on_the_mirrors_spark_connect_server_gets_the_slot_it_leaves_and_is_refused_when_it_takes_them_all(
+        stack, dagbag, tmp_path, server, capfd, parallelism, tasks):
+    """The mirror's tasks run for a whole term. On its Spark Connect server (2 slots) it takes half by
+    default, and a drill of it whose Spark jobs go to the same server verifies the standby on the
+    other; a mirror told to take both (spark_parallelism 2) gets the drill refused at its cut, at
+    once and naming the way out, where its verify job would have waited for the term to end."""
+    topic = f"dagslots{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=200)
+    state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
+    manifest = Manifest(str(state), run_name)
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    mirror = start_mirror(state, run_name, clients, server, "--topics", topic.replace(".", r"\."), "--interval-s", "0.5",
+                          "--parallelism", str(parallelism))
+    try:
+        wait_caught_up(manifest, stack.source, {topic: 2})
+        assert manifest.read(mirror_status.SPARK_PART) == {"server": server, "tasks": tasks, "slots": 2}
+        capfd.readouterr()
+        began = time.monotonic()
+        run = run_dag(dagbag, "kafka_dr_drill", mirror_run=run_name, topics_include="ignored", state_location=str(state),
+                      spark_connect_conn_id="spark_connect_mirror")
+        took, log = time.monotonic() - began, "".join(capfd.readouterr())
+        assert mirror_status.read(manifest)["stopped"] is False  # the mirror went on
+    finally:
+        request_stop(manifest, "the test is done")
+        try:
+            mirror.communicate(timeout=90)
+        finally:
+            kill_mirrors(manifest)
+    states = task_states(run)
+    if tasks < 2:
+        assert str(run.state) == "success", states
+        summary = summarize(Manifest(str(state), run.run_id))
+        assert summary["partitions"] == summary["partitions_equal"] == 2
+    else:
+        assert str(run.state) == "failed" and states["mirror_cut"] == "failed" and states["verify"] != "success", states
+        assert f"holds all 2 task slots of the Spark Connect server {server}" in log, log[-3000:]
+        assert took < 120, took

@@ -115,3 +115,49 @@ def test_a_plan_of_5000_units_is_built_stored_and_read_back_in_under_5_s(tmp_pat
     units = work_units(read_plan(Manifest(str(tmp_path), "scale")))
     elapsed = time.monotonic() - started
     assert len(units) == 5000 and elapsed < 5.0, elapsed
+
+
+@pytest.mark.parametrize("slots, parallelism, shared, tasks", [
+    (4, None, True, 2), (4, 0, False, 4), (1, 0, True, 1), (4, 3, True, 3), (4, 9, True, 4), (2, None, True, 1)])
+def test_the_mirror_leaves_half_a_shared_servers_slots_unless_told(monkeypatch, slots, parallelism, shared, tasks):
+    """Its tasks run for a whole term: on a Spark Connect server (shared) it takes half the slots by
+    default, so that a drill's or a migration's job there gets the others."""
+    from kmigrate_spark import mirror_job
+    units = [WorkUnit(f"t{i % 3}", i, 0) for i in range(24)]
+    seen: list[list] = []
+    held: list[tuple[int, int]] = []
+
+    def map_units(spark, bins, task):
+        seen.extend(bins)
+        return iter([(index, {"ok": True}) for b in bins for index, _, _ in b])
+
+    monkeypatch.setattr(mirror_job, "task_slots", lambda spark: slots)
+    monkeypatch.setattr(mirror_job, "is_connect", lambda spark: shared)
+    monkeypatch.setattr(mirror_job, "describe_jobs", lambda spark, text: None)
+    monkeypatch.setattr(mirror_job, "map_units", map_units)
+    rows = mirror_job.follow_on_spark(object(), units, {(u.topic, u.partition): {} for u in units}, None, parallelism,
+                                      lambda *told: held.append(told))
+    assert len(seen) == tasks and sorted(i for b in seen for i, _, _ in b) == list(range(24))
+    assert held == [(tasks, slots)] and all(r == {"ok": True} for r in rows)
+
+
+def test_a_drill_is_refused_a_server_whose_every_slot_the_running_mirror_holds(tmp_path):
+    from kmigrate.errors import ConfigError
+    from kmigrate.run.mirror import status
+    from kmigrate.run.mirror.drill import check_slots_left
+
+    mirror = Manifest(str(tmp_path), "dr-mirror")
+    check_slots_left(mirror, "sc://spark:15002")  # no mirror on a Spark Connect server
+    mirror.replace(status.SPARK_PART, {"server": status.server_address("sc://spark:15002/;token=secret"),
+                                       "tasks": 4, "slots": 4})
+    assert "secret" not in json.dumps(mirror.read(status.SPARK_PART))
+    check_slots_left(mirror, None)  # the drill's jobs under spark-submit
+    check_slots_left(mirror, "sc://other:15002")
+    with pytest.raises(ConfigError, match=r"holds all 4 task slots of the Spark Connect server sc://spark:15002.*"
+                                          r"spark_parallelism below 4"):
+        check_slots_left(mirror, "sc://spark:15002/;use_ssl=true")
+    status.write(mirror, {"heartbeat": "x"}, stopped=True)  # a stopped mirror holds nothing
+    check_slots_left(mirror, "sc://spark:15002")
+    mirror.replace(status.SPARK_PART, {"server": "sc://spark:15002", "tasks": 2, "slots": 4})
+    status.write(mirror, {"heartbeat": "x"})
+    check_slots_left(mirror, "sc://spark:15002")

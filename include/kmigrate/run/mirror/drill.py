@@ -39,6 +39,18 @@ def cut_ends(snapshot: Mapping[str, Any]) -> dict[Key, int]:
     return {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
 
 
+def check_slots_left(mirror: Manifest, remote: str | None, param: str = "spark_connect_conn_id") -> None:
+    """ConfigError when the drill's Spark jobs would go to the Spark Connect server at `remote` and
+    the running mirror holds every task slot there: they would wait for the mirror's term to end."""
+    held = mirror_status.holds_every_slot(mirror, remote)
+    if held:
+        raise ConfigError(
+            f"the mirror of run {mirror.run_id} holds all {held['slots']} task slots of the Spark Connect server "
+            f"{held['server']} with its {held['tasks']} long-running tasks: the drill's verify job would wait there "
+            f"until the mirror's term ends. Run the drill's Spark jobs on another server ({param}), or restart the "
+            f"mirror with spark_parallelism below {held['slots']} (by default it takes half the slots)")
+
+
 def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, timeout_s: float = 600.0,
               stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Wait until the DR cluster holds the drill's cut (its snapshot's ends, committed; its groups'

@@ -19,6 +19,10 @@ from kmigrate.manifest import Manifest
 from kmigrate.run.report import timeline
 
 PART = "mirror-status"
+# what the mirror's copy holds of a Spark Connect server (replaced each term): its address
+# (sc://HOST:PORT, no token), its tasks and the server's task slots. Each task runs for a whole term,
+# so another job on that server gets only the slots the mirror leaves.
+SPARK_PART = "mirror-spark"
 Key = tuple[str, int]
 # how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
 # back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
@@ -89,6 +93,20 @@ def write(manifest: Manifest, status: Mapping[str, Any], *, stopped: bool = Fals
 
 def read(manifest: Manifest) -> dict[str, Any] | None:
     return manifest.read(PART)
+
+
+def server_address(remote: str) -> str:
+    """sc://HOST:PORT of a Spark Connect URL, without its parameters (a token among them)."""
+    return "sc://" + remote.split("://", 1)[-1].split("/", 1)[0].split(";", 1)[0]
+
+
+def holds_every_slot(manifest: Manifest, remote: str | None) -> dict[str, Any] | None:
+    """What the mirror of `manifest` holds of the Spark Connect server at `remote`, when it is every
+    task slot (a job sent there waits for the mirror's term to end); else None."""
+    held, status = manifest.read(SPARK_PART), read(manifest)
+    if not remote or not held or (status or {}).get("stopped") or held["server"] != server_address(remote):
+        return None
+    return held if held["tasks"] >= held["slots"] else None
 
 
 def heartbeat_age(status: Mapping[str, Any] | None, now: float | None = None) -> float | None:
