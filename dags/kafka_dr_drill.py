@@ -25,7 +25,7 @@ import os
 
 from airflow.sdk import Param, dag
 from kmigrate_airflow import drill, steps
-from kmigrate_airflow.operators import RUN, spark_job
+from kmigrate_airflow.operators import spark_job
 from kmigrate_airflow.params import (
     RUN_NAME,
     connect_params,
@@ -59,9 +59,9 @@ def kafka_dr_drill():
     preflight = steps.preflight()
     snapshot = steps.snapshot(drill=True)
     route = drill.route()
-    copy = spark_job("copy", "drill_copy.py", RUN)  # no digest a partition: the verify job follows
+    copy = spark_job("copy", "drill_copy.py")  # no digest a partition: the verify job follows
     cut = drill.mirror_cut()
-    verify = spark_job("verify", "verify_partitions.py", RUN)
+    verify = spark_job("verify", "verify_partitions.py")
     verify.trigger_rule = "none_failed_min_one_success"  # after the copy, or after the mirror reached the cut
     restore = steps.restore_topic_configs()
     groups = steps.replicate_groups(drill=True)  # as of the snapshot: the source stays live

@@ -32,7 +32,7 @@ from __future__ import annotations
 from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
 from kmigrate_airflow import cutover, steps
-from kmigrate_airflow.operators import RUN, cutover_sensor, spark_job
+from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
     acls_param,
     connect_params,
@@ -85,10 +85,10 @@ def kafka_migration():
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
     # in rounds while the source is live, each round's copy verified live
-    pre_copy = spark_job("pre_copy", "pre_copy.py", RUN, "--rounds", "{{ params.pre_copy_max_rounds }}",
+    pre_copy = spark_job("pre_copy", "pre_copy.py", "--rounds", "{{ params.pre_copy_max_rounds }}",
                          "--converged-records", "{{ params.pre_copy_converged_records }}")
     # until cutover_at (if set), a catch-up round a poke; no worker is held in between
-    wait = cutover_sensor("wait_for_cutover", "catch_up.py", RUN)
+    wait = cutover_sensor("wait_for_cutover", "catch_up.py")
     # the window in one task, its steps back to back (a retry continues at the first step not done):
     # stop, quiesce, snapshot, one Spark job (copy, then verify), restore configs, groups, connectors, resume
     window = cutover.cutover()

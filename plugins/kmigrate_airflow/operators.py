@@ -139,8 +139,8 @@ class KmigrateCutoverSensor(BaseSensorOperator):
 RUN = "{{ params.get('run_name') or run_id }}"
 
 
-def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
-    """A kmigrate Spark job as a task: the run's state location, run id and parallelism from the
+def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
+    """A kmigrate Spark job as a task: the run's state location, run (`RUN`) and parallelism from the
     DAG's params, the Kafka clusters from its connection params, the copy pool."""
     return KmigrateSparkSubmitOperator(
         task_id=task_id,
@@ -148,7 +148,7 @@ def spark_job(task_id: str, script: str, run_id: str, *extra: str, retries: int 
         conn_id="spark_default",
         source_conn_id="{{ params.source_kafka_conn_id }}",
         target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
+        application_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
                           "--parallelism", "{{ params.spark_parallelism }}", *extra],
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}",
         conf=dict(JOB_CONF),
@@ -168,14 +168,14 @@ def longest_round_seconds(manifest: Manifest) -> float:
     return max((float(r["seconds"]) for r in timeline.steps(manifest) if r["step"] == CATCH_UP_STEP), default=0.0)
 
 
-def cutover_sensor(task_id: str, script: str, run_id: str, *extra: str) -> KmigrateCutoverSensor:
+def cutover_sensor(task_id: str, script: str, *extra: str) -> KmigrateCutoverSensor:
     """The wait for the `cutover_at` param, its catch-up rounds (`script`, catch_up.py) run like
     spark_job's tasks, every $KMIGRATE_CUTOVER_CATCH_UP_S seconds (30 by default)."""
     poke_interval = float(os.environ.get(CATCH_UP_ENV) or 30)
     return KmigrateCutoverSensor(
         task_id=task_id, application=str(SPARK_JOBS / script), cutover_at="{{ params.cutover_at or '' }}", catch_up="{{ params.pre_copy }}",
-        state_location="{{ params.state_location }}", run_name=run_id,
-        job_args=["--state-location", "{{ params.state_location }}", "--run-id", run_id,
+        state_location="{{ params.state_location }}", run_name=RUN,
+        job_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
                   "--parallelism", "{{ params.spark_parallelism }}", *extra],
         source_conn_id="{{ params.source_kafka_conn_id }}", target_conn_id="{{ params.target_kafka_conn_id }}",
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}", poke_interval=poke_interval,
