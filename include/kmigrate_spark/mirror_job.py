@@ -27,7 +27,7 @@ from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from, load_source_connect
 from kmigrate_spark.guards import check_clusters, run_job
-from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, session_lost, task_slots
+from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, task_slots
 from kmigrate_spark.units import failed_row, map_units, pack, say
 
 JOB = "mirror"
@@ -45,12 +45,11 @@ def mirror_tasks(slots: int, parallelism: int | None, shared: bool) -> int:
 
 
 def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any, parallelism: int | None = None,
-                    held: Callable[[int, int], None] = lambda tasks, slots: None,
-                    lost: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+                    held: Callable[[int, int], None] = lambda tasks, slots: None) -> list[dict[str, Any]]:
     """A term's units followed as one Spark job of `mirror_tasks` long-running tasks (a task must not
     wait for another to end), balanced by partition count; a row each. `held` is told the tasks and
     the slots first. A job Spark stopped (a task failed past its retries) gives the units without a
-    row a failed one; `lost` is called when the session went with it (the server restarted)."""
+    row a failed one."""
     slots = task_slots(spark)
     bins = pack([1] * len(units), slots, tasks=mirror_tasks(slots, parallelism, is_connect(spark)))
     held(len(bins), slots)
@@ -62,8 +61,6 @@ def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task
             rows[index] = row
     except Exception as exc:  # noqa: BLE001 - the next term follows them again
         say(JOB, f"the term's Spark job stopped ({error_cause(exc)})", err=True)
-        if session_lost(exc):
-            lost()
     return [rows.get(i) or {**failed_row(u, RuntimeError("the term's Spark job stopped")), "records": 0,
                             "own_end": None, "verified": None} for i, u in enumerate(units)]
 
@@ -97,15 +94,9 @@ def mirror(args: argparse.Namespace) -> int:
                     manifest.replace(mirror_status.SPARK_PART, {"server": mirror_status.server_address(args.remote),
                                                                 "tasks": tasks, "slots": slots})
 
-            def renew() -> None:  # the next term on a new session (the server restarted, or was away)
-                say(JOB, "the Spark session is gone; the next term starts a new one")
-                session.renew()
-
             def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
-                if session.failed():
-                    session.renew()
                 return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
-                                       args.parallelism, held, renew)
+                                       args.parallelism, held)
 
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
             # said, not waited for: 5 s a request)

@@ -21,7 +21,7 @@ class SessionSoon:
     the way out, once it has started, whatever happened meanwhile."""
 
     def __init__(self, app_name: str, remote: str | None, started: SparkSession | None = None) -> None:
-        self.app_name, self.remote = app_name, remote
+        self.remote = remote
         self.begun = time.monotonic()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-session")
         # `started`: a session the caller started before (the cutover task's, while the source quiesced)
@@ -30,21 +30,6 @@ class SessionSoon:
 
     def get(self) -> SparkSession:
         return self._future.result()
-
-    def renew(self) -> None:
-        """A new session for the next `get`: the server lost this one (a Spark Connect server
-        restarted knows none of its sessions), or it could not start (a server away: tried again)."""
-        old = self._future
-        self._future = self._pool.submit(start_spark, self.app_name, self.remote)
-        if old.done() and old.exception() is None and is_connect(old.result()):
-            try:
-                old.result().client.close()
-            except Exception:  # noqa: BLE001 - a client of a server gone
-                pass
-
-    def failed(self) -> bool:
-        """Whether the session could not start (known once its start ended)."""
-        return self._future.done() and self._future.exception() is not None
 
     def __enter__(self) -> SessionSoon:
         return self
@@ -147,16 +132,6 @@ def describe_jobs(spark: SparkSession, text: str) -> None:
     describes them itself)."""
     if not is_connect(spark):
         spark.sparkContext.setJobDescription(text)
-
-
-# what a Spark Connect client says once its server no longer has its session (the server restarted)
-# or is gone: a new session is needed
-_SESSION_LOST = ("NO_ACTIVE_SESSION", "SESSION_NOT_FOUND", "SESSION_CLOSED", "stopped SparkContext",
-                 "StatusCode.UNAVAILABLE")
-
-
-def session_lost(exc: BaseException) -> bool:
-    return any(mark in str(exc) for mark in _SESSION_LOST)
 
 
 def error_cause(exc: Exception) -> str:

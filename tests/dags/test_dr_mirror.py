@@ -3,8 +3,7 @@ Spark Connect server of this module's own ports): the start task starts the mirr
 follower starts it again after its process is killed, and the run ends once a stop is requested,
 the DR cluster equal to the source; a planned failover of a mirrored mixed workload moves every
 record, group and connector, which continue on the DR cluster exactly; a drill of the mirror runs
-its jobs on the slots the mirror leaves on the same server; a mirror whose server restarts mirrors
-again on a new session."""
+its jobs on the slots the mirror leaves on the same server."""
 from __future__ import annotations
 
 import json
@@ -40,7 +39,6 @@ from tests.support.stack import load_spark_cluster_module
 from tests.support.waiting import wait_until
 
 PORT, UI_PORT = 30202, 30240
-SERVER: dict = {}  # the module's Spark Connect server: its spark_cluster module and service, to restart it
 
 
 def starts(manifest: Manifest) -> list[dict]:
@@ -54,7 +52,6 @@ def server(tmp_path_factory):
     service = module.connect_service(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT, Path(sys.executable))
     service.conf["spark.ui.enabled"] = "false"
     assert module.connect_up(service, Path(sys.executable), timeout_s=120)
-    SERVER.update(module=module, service=service)
     patch = pytest.MonkeyPatch()
     patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
                  json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": PORT}))
@@ -199,34 +196,3 @@ def test_a_drill_on_the_mirrors_spark_connect_server_gets_the_slot_it_leaves_and
         assert str(run.state) == "failed" and states["mirror_cut"] == "failed" and states["verify"] != "success", states
         assert f"holds all 2 task slots of the Spark Connect server {server}" in log, log[-3000:]
         assert took < 120, took
-
-
-def test_a_mirror_whose_spark_connect_server_restarts_mirrors_again_on_a_new_session(stack, tmp_path, server):
-    """The server restarted under a running mirror knows none of its sessions: the mirror's next term
-    starts a new one and the records written meanwhile reach the DR cluster (the heartbeat went on
-    throughout, so no restart of the mirror would have come)."""
-    topic = f"dagrestart{uuid.uuid4().hex[:6]}.events"
-    seed_plain(stack.source, topic, partitions=2, per_partition=100)
-    state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
-    manifest = Manifest(str(state), run_name)
-    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
-    mirror = start_mirror(state, run_name, clients, server, "--topics", topic.replace(".", r"\."), "--interval-s", "0.5")
-    out = ""
-    try:
-        wait_caught_up(manifest, stack.source, {topic: 2})
-        module, service = SERVER["module"], SERVER["service"]
-        module.down([service])
-        assert service.pid() is None
-        assert module.connect_up(service, Path(sys.executable), timeout_s=120)
-        produce(stack.source, topic, [(b"k", b"after the restart")] * 50, 0)
-        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=180)
-        assert mirror_status.read(manifest)["stopped"] is False
-    finally:
-        request_stop(manifest, "the test is done")
-        try:
-            out, _ = mirror.communicate(timeout=90)
-        finally:
-            kill_mirrors(manifest)
-    assert "the Spark session is gone; the next term starts a new one" in out, out[-3000:]
-    for partition in range(2):
-        assert_same_partition(stack, topic, partition)
