@@ -27,7 +27,7 @@ from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
 
 from kmigrate_spark.clients import load_clients_from, load_source_connect
 from kmigrate_spark.guards import check_clusters, run_job
-from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, task_slots
+from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_connect, patient_client, task_slots
 from kmigrate_spark.units import failed_row, map_units, pack, say
 
 JOB = "mirror"
@@ -65,12 +65,19 @@ def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task
                             "own_end": None, "verified": None} for i, u in enumerate(units)]
 
 
-def cancel_jobs(spark: Any) -> None:
-    """Stop the session's running Spark jobs (their Python workers are stopped with their tasks)."""
-    if is_connect(spark):
-        spark.interruptAll()
-    else:
-        spark.sparkContext.cancelAllJobs()
+def cancel_jobs(session: SessionSoon) -> None:
+    """Stop the session's running Spark jobs (their Python workers are stopped with their tasks); a
+    session gone took its jobs with it."""
+    if session.gone():
+        return
+    spark = session.get()
+    try:
+        if is_connect(spark):
+            spark.interruptAll()
+        else:
+            spark.sparkContext.cancelAllJobs()
+    except Exception as exc:  # noqa: BLE001 - the server went meanwhile; the next term renews the session
+        say(JOB, f"the term's tasks could not be cancelled ({error_cause(exc)})", err=True)
 
 
 def mirror(args: argparse.Namespace) -> int:
@@ -95,14 +102,20 @@ def mirror(args: argparse.Namespace) -> int:
                                                                 "tasks": tasks, "slots": slots})
 
             def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
-                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
+                why = session.gone()
+                if why:  # the server restarted, or was away: a new session, or the term fails and the next tries again
+                    say(JOB, f"the Spark session is gone ({why}); term {term.number} starts a new one")
+                    session.renew()
+                spark = session.get()
+                patient_client(spark)
+                return follow_on_spark(spark, units, extras, functools.partial(task, term=dataclasses.asdict(term)),
                                        args.parallelism, held)
 
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
             # said, not waited for: 5 s a request)
             watch = ConnectorWatch(manifest, *clients, load_source_connect(args.clients, request_timeout_s=5.0),
                                    list(spec.connectors), say=lambda line: say(JOB, line)) if spec.connectors else None
-            runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session.get()),
+            runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session),
                             connectors=watch, say=lambda line: say(JOB, line))
             say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")

@@ -21,7 +21,7 @@ class SessionSoon:
     the way out, once it has started, whatever happened meanwhile."""
 
     def __init__(self, app_name: str, remote: str | None, started: SparkSession | None = None) -> None:
-        self.remote = remote
+        self.app_name, self.remote = app_name, remote
         self.begun = time.monotonic()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-session")
         # `started`: a session the caller started before (the cutover task's, while the source quiesced)
@@ -30,6 +30,29 @@ class SessionSoon:
 
     def get(self) -> SparkSession:
         return self._future.result()
+
+    def gone(self) -> str | None:
+        """Why the session cannot be used any more, if it cannot: it did not start (a server away),
+        or its Spark Connect client closed itself (its server restarted: the client saw another
+        server-side session and refuses every call after, with NO_ACTIVE_SESSION). None while it
+        is starting or usable."""
+        if not self._future.done():
+            return None
+        if self._future.exception() is not None:
+            return f"it could not start: {error_cause(self._future.exception())}"
+        spark = self._future.result()
+        return "its server no longer has it (restarted?)" if is_connect(spark) and spark.client.is_closed else None
+
+    def renew(self) -> None:
+        """A new session for the next `get` (after `gone`): a restarted Spark Connect server knows
+        none of its sessions, and a server that was away may be back."""
+        old = self._future
+        self._future = self._pool.submit(start_spark, self.app_name, self.remote)
+        if old.done() and old.exception() is None and is_connect(old.result()):
+            try:
+                old.result().client.close()  # its channel only: the session's id is the shared one, not released
+            except Exception:  # noqa: BLE001 - a client of a server gone
+                pass
 
     def __enter__(self) -> SessionSoon:
         return self
@@ -75,6 +98,17 @@ def start_spark(app_name: str, remote: str | None = None) -> SparkSession:
     except Exception as exc:  # noqa: BLE001 - grpc's errors carry the cause in their text
         raise unreachable(remote, error_cause(exc)) from None
     return spark
+
+
+def patient_client(spark: SparkSession, wait_s: float = 2.0, calls_s: float = 120.0) -> None:
+    """A Spark Connect client that tries a server that went away again every `wait_s` at most, for
+    about `calls_s` a call (the client's own policy backs off to a minute between tries, for ten:
+    a long-running job would resume up to a minute after its server came back)."""
+    if is_connect(spark):
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=int(calls_s / wait_s) + 5,
+                                                       max_backoff=int(wait_s * 1000))])
 
 
 def _connect(url: str, app_name: str) -> SparkSession:

@@ -3,12 +3,14 @@ Spark Connect server of this module's own ports): the start task starts the mirr
 follower starts it again after its process is killed, and the run ends once a stop is requested,
 the DR cluster equal to the source; a planned failover of a mirrored mixed workload moves every
 record, group and connector, which continue on the DR cluster exactly; a drill of the mirror runs
-its jobs on the slots the mirror leaves on the same server."""
+its jobs on the slots the mirror leaves on the same server; a mirror whose server restarts mirrors
+again on a new session."""
 from __future__ import annotations
 
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -39,6 +41,7 @@ from tests.support.stack import load_spark_cluster_module
 from tests.support.waiting import wait_until
 
 PORT, UI_PORT = 30202, 30240
+SERVER: dict = {}  # the module's Spark Connect server: its spark_cluster module and service, to restart it
 
 
 def starts(manifest: Manifest) -> list[dict]:
@@ -52,6 +55,7 @@ def server(tmp_path_factory):
     service = module.connect_service(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT, Path(sys.executable))
     service.conf["spark.ui.enabled"] = "false"
     assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+    SERVER.update(module=module, service=service)
     patch = pytest.MonkeyPatch()
     patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
                  json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": PORT}))
@@ -70,6 +74,15 @@ def kill_mirrors(manifest: Manifest) -> None:
             os.killpg(start["pid"], signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop_mirror(manifest: Manifest, mirror: subprocess.Popen) -> None:
+    """The mirror job the test started, asked to stop, killed if it did not within 90 s."""
+    request_stop(manifest, "the test is done")
+    try:
+        mirror.communicate(timeout=90)
+    finally:
+        kill_mirrors(manifest)
 
 
 def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(stack, dagbag, tmp_path, server):
@@ -182,11 +195,7 @@ def test_a_drill_on_the_mirrors_spark_connect_server_gets_the_slot_it_leaves_and
         took, log = time.monotonic() - began, "".join(capfd.readouterr())
         assert mirror_status.read(manifest)["stopped"] is False  # the mirror went on
     finally:
-        request_stop(manifest, "the test is done")
-        try:
-            mirror.communicate(timeout=90)
-        finally:
-            kill_mirrors(manifest)
+        stop_mirror(manifest, mirror)
     states = task_states(run)
     if tasks < 2:
         assert str(run.state) == "success", states
@@ -196,3 +205,35 @@ def test_a_drill_on_the_mirrors_spark_connect_server_gets_the_slot_it_leaves_and
         assert str(run.state) == "failed" and states["mirror_cut"] == "failed" and states["verify"] != "success", states
         assert f"holds all 2 task slots of the Spark Connect server {server}" in log, log[-3000:]
         assert took < 120, took
+
+
+def test_a_mirror_whose_spark_connect_server_restarts_mirrors_again_on_a_new_session(stack, tmp_path, server):
+    """The server restarted under a running mirror knows none of its sessions: the mirror's next term
+    starts a new one and the records written meanwhile reach the DR cluster (the heartbeat went on
+    throughout, so no restart of the mirror would have come)."""
+    topic = f"dagrestart{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=100)
+    state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
+    manifest = Manifest(str(state), run_name)
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    log = tmp_path / "mirror.log"
+    mirror = start_mirror(state, run_name, clients, server, "--topics", topic.replace(".", r"\."), "--interval-s", "0.5",
+                          log=log)
+    try:
+        wait_caught_up(manifest, stack.source, {topic: 2})
+        module, service = SERVER["module"], SERVER["service"]
+        module.down([service])
+        assert service.pid() is None
+        assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+        produce(stack.source, topic, [(b"k", b"after the restart")] * 50, 0)
+        try:
+            wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=180)
+        except AssertionError:
+            raise AssertionError(f"not mirrored after the restart; the mirror said:\n{log.read_text()[-4000:]}") from None
+        assert mirror_status.read(manifest)["stopped"] is False
+    finally:
+        stop_mirror(manifest, mirror)
+    out = log.read_text()
+    assert "the Spark session is gone (its server no longer has it (restarted?))" in out, out[-3000:]
+    for partition in range(2):
+        assert_same_partition(stack, topic, partition)

@@ -17,11 +17,19 @@ from tests.support.waiting import wait_until
 
 
 def start_mirror(state: Path, run_id: str, clients: Path, remote: str, *extra: str,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(PROJECT_DIR / "spark_jobs" / "mirror.py"), "--state-location", str(state),
-         "--run-id", run_id, "--clients", str(clients), "--remote", remote, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_DIR, env={**os.environ, **(env or {})})
+                 env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
+    """The mirror job started; its output in `log` when given (a pipe nobody reads while the test
+    waits would fill, and block the mirror at its next line), else piped."""
+    out = log.open("w") if log else None
+    try:
+        return subprocess.Popen(
+            [sys.executable, str(PROJECT_DIR / "spark_jobs" / "mirror.py"), "--state-location", str(state),
+             "--run-id", run_id, "--clients", str(clients), "--remote", remote, *extra],
+            stdout=out or subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT_DIR,
+            env={**os.environ, **(env or {})})
+    finally:
+        if out:
+            out.close()  # the mirror holds its own
 
 
 def wait_for_round(manifest: Manifest, at_least: int, timeout_s: float = 240.0) -> dict:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import MirrorSpec, read_spec, request_stop, write_spec
+from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, request_stop, write_spec
 from kmigrate_airflow.mirror import MirrorHeartbeatTrigger
 
 T0 = 1_800_000_000.0
@@ -97,3 +98,11 @@ def test_a_round_that_cannot_run_is_said_in_the_status_and_the_mirror_goes_on(tm
     assert len(tries) == 3 and status["stopped"] and "not reachable" in status["error"]
     assert status["totals"]["failed_rounds"] == 3 and mirror_status.heartbeat_age(status) < 5
     assert "could not run: source (localhost:1): not reachable; trying again" in said[0]
+
+
+def test_terms_that_keep_failing_wait_longer_between_them_up_to_a_limit_under_any_heartbeat_limit():
+    pauses = [Mirror.pause(SimpleNamespace(failing=n, spec=SimpleNamespace(interval_s=0.5),
+                                           BACKOFF_MAX_S=Mirror.BACKOFF_MAX_S)) for n in range(8)]
+    # a first failure is tried again after the interval (the next term renews a lost session)
+    assert pauses[:2] == [0.5, 0.5] and pauses[2:5] == [1.0, 2.0, 4.0] and set(pauses[5:]) == {4.0}
+    assert Mirror.BACKOFF_MAX_S < 5  # the follower's smallest stale_after_s

@@ -120,6 +120,7 @@ class Mirror:
 
     CANCEL_AFTER_S = 30.0
     REPORTS_EVERY_S = 5.0  # the running term's reports read this often
+    BACKOFF_MAX_S = 4.0  # terms that keep failing whole wait up to this between them (under any heartbeat limit)
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
                  follow: Follow | None = None, *, cancel: Callable[[], None] | None = None,
@@ -135,6 +136,7 @@ class Mirror:
         self.refreshed = float("-inf")
         self.lag = mirror_status.Lag()
         self.errors: dict[Key, str] = {}  # the last term's, by partition
+        self.failing = 0  # terms in a row that ended without a partition followed (their Spark job failed)
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
         # terms numbered on past any a killed driver began (its tasks' reports name theirs)
         self.rounds = earlier.get("round", 0)
@@ -168,10 +170,18 @@ class Mirror:
                 self.term(stop)
             except KmigrateError as exc:  # a cluster away, a topic deleted meanwhile: said, and the next term tries
                 self.failed_round(exc)
-            while time.monotonic() - began < self.spec.interval_s and not stop():
+            while time.monotonic() - began < self.pause() and not stop():
                 time.sleep(min(0.05, self.spec.interval_s))
         mirror_status.write(self.manifest, self.last_status, stopped=True)
         return self.rounds
+
+    def pause(self) -> float:
+        """Between two terms: the status interval; after the second failed term in a row, twice the
+        last pause, up to BACKOFF_MAX_S (a Spark Connect server away fails each term at once: the first
+        is tried again at once, for the session a restarted server lost is renewed by the next term)."""
+        if self.failing < 2:
+            return self.spec.interval_s
+        return max(self.spec.interval_s, min(self.BACKOFF_MAX_S, self.spec.interval_s * 2 ** (self.failing - 1)))
 
     def round(self) -> dict[str, Any]:
         """One pass: each partition copied up to the source's last stable offset when it began, what
@@ -283,7 +293,9 @@ class Mirror:
         if "error" in result:
             self.say(f"term {term.number} ended without its rows ({result['error']}); its partitions are followed "
                      "again from the DR cluster's ends")
-        self.taken_in(result.get("rows", []))
+        rows = result.get("rows", [])
+        self.failing = self.failing + 1 if "error" in result or (rows and not any(r["ok"] for r in rows)) else 0
+        self.taken_in(rows)
         return self.status(keys)
 
     def reported(self, term: int) -> None:
