@@ -172,27 +172,44 @@ def write_all(target: ClusterConfig, parts: dict[TopicPartition, WholePartition]
 
 def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, WholePartition],
               check_lease: Mapping[TopicPartition, object]) -> None:
-    if any(part.producer is None for part in parts.values()):
-        producer = _producer_id(conn)  # one producer id for this leader's partitions, sequences per partition
-        for part in parts.values():
-            part.producer = part.producer or wire.Idempotence(producer.producer_id, producer.epoch)
+    producer_for(conn, parts)
     pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {tp: expected base offset}
-    rounds = iter(_requests(parts, check_lease))
+    rounds = iter(produce_requests(parts, check_lease))
     request = next(rounds, None)
     while request is not None or pending:
         while request is not None and len(pending) < MAX_IN_FLIGHT:
-            batches = {tp: parts[tp].producer.stamp(b.for_produce()) for tp, b in request.items()}
-            pending[multi.send_produce(conn, batches)] = {tp: b.base_offset for tp, b in request.items()}
+            batches, expected = stamped(parts, request)
+            pending[multi.send_produce(conn, batches)] = expected
             request = next(rounds, None)
         correlation_id, answers = multi.receive_produce(conn)
-        for tp, expected in pending.pop(correlation_id).items():
-            error, base_offset = answers.get(tp, (-1, -1))
-            part = parts[tp]
-            if error or base_offset != expected:
-                part.failed = part.failed or (wire.error_name(error) if error else
-                                              f"written at offset {base_offset}, not {expected}")
-            elif not part.failed:
-                part.written += 1
+        take_answers(parts, pending.pop(correlation_id), answers)
+
+
+def producer_for(conn: wire.BrokerConnection, parts: Mapping[TopicPartition, WholePartition]) -> None:
+    """One new producer id on this leader for the partitions without one (sequences count per partition)."""
+    if any(part.producer is None for part in parts.values()):
+        producer = _producer_id(conn)
+        for part in parts.values():
+            part.producer = part.producer or wire.Idempotence(producer.producer_id, producer.epoch)
+
+
+def stamped(parts: Mapping[TopicPartition, WholePartition], request: Mapping[TopicPartition, wire.Batch]
+            ) -> tuple[dict[TopicPartition, memoryview], dict[TopicPartition, int]]:
+    """A request's batches stamped with their partitions' producers, and the base offset each must get."""
+    return ({tp: parts[tp].producer.stamp(b.for_produce()) for tp, b in request.items()},  # type: ignore[union-attr]
+            {tp: b.base_offset for tp, b in request.items()})
+
+
+def take_answers(parts: Mapping[TopicPartition, WholePartition], expected: Mapping[TopicPartition, int],
+                 answers: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    """A Produce answer: each batch written at its expected offset counts, anything else fails its partition."""
+    for tp, base in expected.items():
+        error, base_offset = answers.get(tp, (-1, -1))
+        part = parts[tp]
+        if error or base_offset != base:
+            part.failed = part.failed or (wire.error_name(error) if error else f"written at offset {base_offset}, not {base}")
+        elif not part.failed:
+            part.written += 1
 
 
 def _producer_id(conn: wire.BrokerConnection, timeout_s: float = 30.0) -> wire.Idempotence:
@@ -208,7 +225,7 @@ def _producer_id(conn: wire.BrokerConnection, timeout_s: float = 30.0) -> wire.I
             time.sleep(0.2)
 
 
-def _requests(parts: dict[TopicPartition, WholePartition], check_lease: Mapping[TopicPartition, object]):
+def produce_requests(parts: Mapping[TopicPartition, WholePartition], check_lease: Mapping[TopicPartition, object]):
     """The Produce requests in order: round k holds the k-th batch of each partition (none of a
     partition that failed since, or whose lease is not held), cut at REQUEST_BYTES."""
     rounds = max(len(p.batches) for p in parts.values())

@@ -3,8 +3,10 @@ wrote whole batches only, and left the DR end where that copy committed it, is f
 that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
 on that leader, and the plain batches each answer brings are written as they are, one Produce a DR
 leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
-sent before an answer is written, so that a fetch and a write are in flight together (as a replica
-fetcher or MirrorMaker's consumer and producer keep them), both from one thread a source leader.
+sent before an answer is written, and a write's answer is read up to `PENDING_TURNS` turns later, so
+that fetches and writes are in flight together (as a replica fetcher or MirrorMaker's consumer and
+producer keep them), all from one thread a source leader. A partition is handed back only once every
+write sent for it is answered (a write still in flight could land after the copy read the DR end).
 
 A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
 a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
@@ -16,6 +18,8 @@ part leaves the partition's DR end unknown: the copy after it checks what is the
 the partition's lease and the term first, as every copy's writes do. Pure Python."""
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -24,7 +28,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.copy.whole import WholePartition, plain, write_all
+from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition, plain, produce_requests, producer_for, stamped, take_answers
 from kmigrate.kafka import leaders, multi, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
@@ -35,6 +39,7 @@ Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
 PARTITION_BYTES = 1 << 20
 FETCH_BYTES = 16 << 20
+PENDING_TURNS = 3        # a turn's writes are answered at most this many turns later
 
 
 @dataclasses.dataclass
@@ -94,30 +99,33 @@ class Streams:
 
     def _run(self, address: tuple[str, int]) -> None:
         """The partitions on `address` in step: the next Fetch is sent before what the last one
-        brought is written, so that it waits on the leader meanwhile, and a partition leaving is
-        handed back after that write; one thread does both (two threads handing answers over spent
-        their time waiting for each other's GIL)."""
+        brought is written, and the writes are answered turns later, so that fetches and writes
+        wait on the brokers meanwhile; a partition leaving is handed back once its writes are
+        answered. One thread does it all (two threads handing answers over spent their time waiting
+        for each other's GIL)."""
         leaving: list[_Streamed] = []
+        writer = _Writer(self.target, self.guard)
         try:
-            with leaders.connection(self.source, address) as conn:
+            with leaders.connection(self.source, address) as conn, writer:
                 writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
                 while True:
                     asked, leaving = self._asked(address)
                     if asked:
                         multi.send_fetch(conn, {k: s.next for k, s in asked.items()}, PARTITION_BYTES, FETCH_BYTES,
                                          max_wait_ms=WAIT_MS)
-                    if writes:
-                        self._write(writes)
+                    writer.send(writes)  # a turn even without writes: the last writes are taken in turns later
+                    writer.settle(PENDING_TURNS if asked and not leaving else 0)
                     for s in leaving:
                         _hand_back(s)
                     leaving = []
                     if not asked:
                         return
-                    writes = self._take(address, asked, multi.receive_fetch(conn))
+                    writes = self._take(address, asked, multi.receive_fetch(conn), writer)
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
         finally:
+            writer.abandon()  # writes not answered: their partitions' DR ends are checked by the next copies
             with self._lock:  # unless _asked found none left (another thread may follow this leader since)
                 mine = self._threads.get(address) is threading.current_thread()
                 streamed = self._leaders.pop(address, {}) if mine else {}
@@ -138,10 +146,10 @@ class Streams:
                 self._threads.pop(address, None)
             return dict(streamed), leaving
 
-    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed],
-              fetched: dict) -> dict[Key, tuple[_Streamed, WholePartition]]:
+    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed], fetched: dict,
+              writer: _Writer) -> dict[Key, tuple[_Streamed, WholePartition]]:
         """What a Fetch brought that goes whole, each partition's position moved past it; a partition
-        whose answer does not qualify is handed back (after its writes, all done by now)."""
+        whose answer does not qualify is handed back once the writes sent are answered."""
         writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
         for key, s in asked.items():
             if s.failed:  # its write failed after this Fetch was sent: handed back already
@@ -154,33 +162,93 @@ class Streams:
                     leaders.forget(self.source, [key])
                 with self._lock:
                     self._leaders.get(address, {}).pop(key, None)
+                writer.settle(0)
                 _hand_back(s)
             elif batches:
                 writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
                 s.next = writes[key][1].end
         return writes
 
-    def _write(self, writes: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
+
+@dataclasses.dataclass
+class _Turn:
+    writes: dict[Key, tuple[_Streamed, WholePartition]]
+    unanswered: int = 0  # its Produce requests not answered yet
+
+
+class _Writer:
+    """A thread's writes to the DR leaders: each turn's Produce requests sent at once (at most
+    MAX_IN_FLIGHT unanswered a leader), their answers read turns later (`settle`), in order on each
+    leader's connection, which the thread holds for its life. A turn is taken in once answered: each
+    partition's DR end moved past its batches, or the partition failed (its DR end unknown: the copy
+    after it checks) and leaves at the next turn."""
+
+    def __init__(self, target: ClusterConfig, guard: Callable[[], None]) -> None:
+        self.target, self.guard = target, guard
+        self.conns: dict[tuple[str, int], Any] = {}
+        # each leader's requests in the order sent: (correlation id, expected base offsets, turn)
+        self.pending: dict[tuple[str, int], collections.deque[tuple[int, dict[Key, int], _Turn]]] = {}
+        self.turns: collections.deque[_Turn] = collections.deque()
+        self._held = contextlib.ExitStack()
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None and self.turns:  # answers left unread: the connections are closed, not pooled
+            unread = ConnectionError("Produce answers left unread")
+            exc = (type(unread), unread, None)
+        self._held.__exit__(*exc)
+
+    def send(self, writes: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
         def check(s: _Streamed) -> Callable[[], None]:
             def checked() -> None:
                 self.guard()
                 s.lease.check()
             return checked
 
+        turn = _Turn(writes)
+        self.turns.append(turn)
         parts = {key: part for key, (_, part) in writes.items()}
-        try:
-            write_all(self.target, parts, {key: check(s) for key, (s, _) in writes.items()})
-        except Exception as exc:  # noqa: BLE001 - each partition written in part is checked by its next copy
-            for part in parts.values():
-                part.failed = part.failed or f"{type(exc).__name__}: {exc}"
-        for key, (s, part) in writes.items():
+        checks = {key: check(s) for key, (s, _) in writes.items()}
+        for address, keys in multi.by_leader({key: part.target_leader for key, part in parts.items()}).items():
+            if address not in self.conns:
+                self.conns[address] = self._held.enter_context(leaders.connection(self.target, address))
+                self.pending[address] = collections.deque()
+            mine = {key: parts[key] for key in keys}
+            producer_for(self.conns[address], mine)
+            for request in produce_requests(mine, checks):
+                while len(self.pending[address]) >= MAX_IN_FLIGHT:
+                    self._receive(address)
+                batches, expected = stamped(mine, request)
+                self.pending[address].append((multi.send_produce(self.conns[address], batches), expected, turn))
+                turn.unanswered += 1
+
+    def settle(self, keep: int) -> None:
+        """Read the answers of every turn but the last `keep`, and take those turns in."""
+        while len(self.turns) > keep:
+            turn = self.turns[0]
+            for address, queue in self.pending.items():
+                while turn.unanswered and any(t is turn for _, _, t in queue):
+                    self._receive(address)
+            self._take_in(self.turns.popleft())
+
+    def _receive(self, address: tuple[str, int]) -> None:
+        correlation_id, expected, turn = self.pending[address].popleft()
+        answered, answers = multi.receive_produce(self.conns[address])
+        if answered != correlation_id:
+            raise ConnectionError(f"the DR broker {address[0]}:{address[1]} answered request {answered}, not {correlation_id}")
+        take_answers({key: part for key, (_, part) in turn.writes.items()}, expected, answers)
+        turn.unanswered -= 1
+
+    def _take_in(self, turn: _Turn) -> None:
+        for key, (s, part) in turn.writes.items():
+            if s.failed:  # an earlier turn's write failed: its DR end is left to the copy
+                continue
             if part.failed or part.written != len(part.batches):
-                log.info("mirror %s[%d]: writing in step failed (%s); the copy checks the DR end", *key, part.failed)
-                leaders.forget(self.target, [key])
-                s.f.committed = None
-                s.f.producer.clear()  # its sequence is not known
-                s.failed = True
-                _hand_back(s)
+                log.info("mirror %s[%d]: writing in step failed (%s); the copy checks the DR end", *key,
+                         part.failed or f"{part.written} of {len(part.batches)} batches sent")
+                self._unknown(s)
                 continue
             records = sum(b.records for b in part.batches)
             s.f.own_end = s.f.committed = part.end
@@ -188,6 +256,19 @@ class Streams:
             s.f.in_step += records
             s.f.copies += 1
             s.records += records
+
+    def abandon(self) -> None:
+        """The turns not answered (the thread stopped): their partitions' DR ends are unknown."""
+        for turn in self.turns:
+            for s, _ in turn.writes.values():
+                self._unknown(s)
+        self.turns.clear()
+
+    def _unknown(self, s: _Streamed) -> None:
+        leaders.forget(self.target, [(s.f.unit.topic, s.f.unit.partition)])
+        s.f.committed = None
+        s.f.producer.clear()  # its sequence is not known
+        s.failed = True
 
 
 def _hand_back(s: _Streamed) -> None:

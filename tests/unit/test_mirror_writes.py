@@ -1,0 +1,129 @@
+"""How a partition followed in step has its writes answered turns later (kmigrate.run.mirror.stream's
+writer; pure logic: the DR leader is a stand-in that answers each Produce in order, so the clusters
+play no part): a turn is taken in only once all its answers are read, at most MAX_IN_FLIGHT requests
+wait on a leader, a write refused fails its partition and no later answer moves its DR end, and a
+writer left with answers unread closes its connections instead of pooling them."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import struct
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+from kmigrate.copy import fastfill
+from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition
+from kmigrate.kafka import wire
+from kmigrate.model import WorkUnit
+from kmigrate.run.mirror import follow, stream
+
+from tests.support.wire import as_fetched
+
+DR = ("dr", 9092)
+
+
+class Leader:
+    """A DR leader that appends each batch at its partition's end and answers each Produce in the
+    order sent, with an error (NOT_LEADER) and no append where `refuse` holds (partition, end)."""
+
+    def __init__(self) -> None:
+        self.refuse: set[tuple[int, int]] = set()
+        self.ends: collections.Counter = collections.Counter()
+        self.sent: collections.deque = collections.deque()
+        self.next_id, self.most_unanswered, self.closed_by = 0, 0, None
+
+    def send(self, conn, batches):  # noqa: ANN001 - multi.send_produce's signature
+        answers = {}
+        for tp, batch in batches.items():
+            base = self.ends[tp]
+            if (tp[1], base) in self.refuse:
+                answers[tp] = (6, -1)
+            else:
+                answers[tp] = (0, base)
+                self.ends[tp] += struct.unpack_from(">i", batch, 57)[0]
+        self.next_id += 1
+        self.sent.append((self.next_id, answers))
+        self.most_unanswered = max(self.most_unanswered, len(self.sent))
+        return self.next_id
+
+    def receive(self, conn):  # noqa: ANN001
+        return self.sent.popleft()
+
+    @contextlib.contextmanager
+    def connection(self, cluster, address):  # noqa: ANN001
+        try:
+            yield self
+        except BaseException as exc:
+            self.closed_by = exc
+            raise
+
+
+@pytest.fixture
+def leader(monkeypatch):
+    dr = Leader()
+    monkeypatch.setattr(stream.multi, "send_produce", dr.send)
+    monkeypatch.setattr(stream.multi, "receive_produce", dr.receive)
+    monkeypatch.setattr(stream.leaders, "connection", dr.connection)
+    monkeypatch.setattr(stream.leaders, "forget", lambda cluster, keys: None)
+    return dr
+
+
+def streamed(partition: int, committed: int = 0) -> stream._Streamed:
+    f = follow._Followed(WorkUnit("t", partition, 0), committed)
+    f.committed, f.producer = committed, [wire.Idempotence(7, 0)]
+    return stream._Streamed(f, SimpleNamespace(check=lambda: None), Future(), DR, committed)
+
+
+def part(s: stream._Streamed, base: int, *sizes: int) -> WholePartition:
+    blob, offset = b"", base
+    for size in sizes:
+        blob += as_fetched(fastfill.filler_batch(size), offset, 0, 42)
+        offset += size
+    return WholePartition(s.f.unit, DR, wire.parse_batches(memoryview(bytearray(blob))), s.f.producer[0])
+
+
+def test_a_turn_is_taken_in_once_answered_and_the_last_ones_wait(leader):
+    a, b = streamed(0), streamed(1)
+    with stream._Writer(None, lambda: None) as writer:
+        writer.send({("t", 0): (a, part(a, 0, 5, 5)), ("t", 1): (b, part(b, 0, 3))})
+        writer.send({})  # a turn without writes
+        writer.send({("t", 0): (a, part(a, 10, 4))})
+        writer.settle(2)
+        assert (a.f.committed, a.f.in_step, b.f.committed, b.records) == (10, 10, 3, 3)  # the first turn only
+        writer.settle(0)
+        assert (a.f.committed, a.f.own_end, a.f.in_step, a.records) == (14, 14, 14, 14)
+        assert not leader.sent and not a.failed and not b.failed
+    assert leader.closed_by is None
+
+
+def test_no_more_than_max_in_flight_requests_wait_on_a_leader(leader, monkeypatch):
+    monkeypatch.setattr(stream, "produce_requests", lambda parts, checks: ({k: b} for k, p in parts.items()
+                                                                           for b in p.batches))
+    a = streamed(0)
+    with stream._Writer(None, lambda: None) as writer:
+        writer.send({("t", 0): (a, part(a, 0, *[1] * (2 * MAX_IN_FLIGHT + 1)))})
+        writer.settle(0)
+    assert leader.most_unanswered == MAX_IN_FLIGHT
+    assert a.f.committed == 2 * MAX_IN_FLIGHT + 1
+
+
+def test_a_refused_write_fails_its_partition_and_no_later_answer_moves_its_end(leader):
+    leader.refuse = {(0, 5)}
+    a, b = streamed(0), streamed(1)
+    with stream._Writer(None, lambda: None) as writer:
+        writer.send({("t", 0): (a, part(a, 0, 5)), ("t", 1): (b, part(b, 0, 2))})
+        writer.send({("t", 0): (a, part(a, 5, 5)), ("t", 1): (b, part(b, 2, 2))})
+        writer.send({("t", 0): (a, part(a, 10, 5))})  # appended at 5, not 10 (a broker would refuse its sequence)
+        writer.settle(0)
+    assert a.failed and a.f.committed is None and a.f.producer == [] and a.f.in_step == 5
+    assert not b.failed and b.f.committed == 4
+
+
+def test_a_writer_left_with_answers_unread_closes_its_connections(leader):
+    a = streamed(0)
+    with stream._Writer(None, lambda: None) as writer:
+        writer.send({("t", 0): (a, part(a, 0, 5))})
+    assert isinstance(leader.closed_by, ConnectionError)
+    writer.abandon()
+    assert a.failed and a.f.committed is None
