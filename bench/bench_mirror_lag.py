@@ -7,14 +7,16 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH]]`
+every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH[:PENDING]]]`
 (copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
-settling whole batches byte for byte: 1, or reading every record: 0); the default compares the
+settling whole batches byte for byte: 1, or reading every record: 0; the turns after which a write
+in step is answered: 0 waits for each, 3 is shipped); the default compares the
 copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
 verify what they copied every --verify-every-s, as the mirror's do. With --stall-s, the first task's
 process is stopped (SIGSTOP) that long every 6 s while the load runs, as a busy machine does not
-schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting.
+schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting, and
+the CPU seconds its task processes used.
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
     python bench/bench_mirror_lag.py --stall-s 0.5 --read-every-s 0.02 --settings 8:10:1:1
@@ -42,24 +44,27 @@ STALL_EVERY_S = 6.0
 
 
 def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
-           verify_every_s: float, rows) -> None:  # noqa: ANN001
+           pending: int, verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
-    from kmigrate.run.mirror import follow as follower
+    from kmigrate.run.mirror import follow as follower, stream
     from kmigrate.run.verify import partition as verification
 
+    stream.PENDING_TURNS = pending
     follower.COPIES_AT_ONCE = copies_at_once
     follower.IN_STEP = in_step
     verification.LIVE_BY_BATCH = by_batch
     for kept in (pools.admins, leaders.connections, records.readers):
         kept.per_key = pool
     term = follower.Term(1, f"lag-{units[0].topic}", seconds, verify_every_s=verify_every_s)
-    rows.put(follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term))
+    done = follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term)
+    used = os.times()
+    rows.put([{**row, "cpu_s": used.user + used.system} for row in done])
 
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
         read_every_s: float) -> dict:
-    copies_at_once, pool, in_step, by_batch = (int(x) for x in (setting + ":1:1").split(":")[:4])
+    copies_at_once, pool, in_step, by_batch, pending = (int(x) for x in (setting + ":1:1:3").split(":")[:5])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()
@@ -73,7 +78,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
-                                                         bool(by_batch), verify_every_s, rows))
+                                                         bool(by_batch), pending, verify_every_s, rows))
                for i in range(tasks)]
     try:
         watcher.start()
@@ -85,7 +90,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
         stalls = stall(workers[0].pid, seconds, stall_s) if stall_s else 0
         time.sleep(max(0.0, began + seconds - time.time()))
         load.stop()
-        done = [row for _ in workers for row in rows.get(timeout=120)]
+        done = [rows.get(timeout=120) for _ in workers]
     finally:
         load.stopping.set()
         watcher.stopping.set()
@@ -99,10 +104,11 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     lags = latencies(load.acked, watcher.samples, "ours")
     return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
             "p99_s": percentile(lags, 0.99), "p999_s": percentile(lags, 0.999), "max_s": round(max(lags), 3),
-            "stalls": stalls, "samples": len(lags), "copies": sum(r["copies"] for r in done),
+            "stalls": stalls, "samples": len(lags), "copies": sum(r["copies"] for task in done for r in task),
+            "tasks_cpu_s": round(sum(task[0]["cpu_s"] for task in done if task), 1),
             # each partition's last verification while live, its seconds added up: one round's cost
-            "verification_s": round(sum((r["verified"] or {}).get("seconds", 0) for r in done), 2),
-            "failed": [r["error"] for r in done if r["error"]][:3]}
+            "verification_s": round(sum((r["verified"] or {}).get("seconds", 0) for task in done for r in task), 2),
+            "failed": [r["error"] for task in done for r in task if r["error"]][:3]}
 
 
 def stall(pid: int, seconds: float, stall_s: float) -> int:
