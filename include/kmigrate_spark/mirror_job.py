@@ -91,7 +91,8 @@ def mirror(args: argparse.Namespace) -> int:
                                                args.refresh_s, args.verify_every_s, args.term_s)
                           ) if args.topics else read_spec(manifest)
         clients = load_clients_from(args.clients)
-        with SessionSoon(f"kmigrate-mirror-{args.run_id}", args.remote) as session:
+        # its client tries a server that went away every 2 s (a new session after a restart gets it too)
+        with SessionSoon(f"kmigrate-mirror-{args.run_id}", args.remote, prepare=patient_client) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a DR cluster
             task = functools.partial(follow_task, clients=clients,
                                      **({"fetch_max_bytes": args.fetch_max_bytes} if args.fetch_max_bytes else {}))
@@ -106,9 +107,7 @@ def mirror(args: argparse.Namespace) -> int:
                 if why:  # the server restarted, or was away: a new session, or the term fails and the next tries again
                     say(JOB, f"the Spark session is gone ({why}); term {term.number} starts a new one")
                     session.renew()
-                spark = session.get()
-                patient_client(spark)
-                return follow_on_spark(spark, units, extras, functools.partial(task, term=dataclasses.asdict(term)),
+                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
                                        args.parallelism, held)
 
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is

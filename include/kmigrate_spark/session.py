@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -20,13 +21,13 @@ class SessionSoon:
     second of waiting on the clusters). `with SessionSoon(...) as session:` stops the session on
     the way out, once it has started, whatever happened meanwhile."""
 
-    def __init__(self, app_name: str, remote: str | None, started: SparkSession | None = None) -> None:
-        self.app_name, self.remote = app_name, remote
+    def __init__(self, app_name: str, remote: str | None, started: SparkSession | None = None,
+                 prepare: Callable[[SparkSession], None] = lambda spark: None) -> None:
+        self.app_name, self.remote, self.prepare = app_name, remote, prepare
         self.begun = time.monotonic()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-session")
         # `started`: a session the caller started before (the cutover task's, while the source quiesced)
-        self._future = self._pool.submit(lambda: started) if started is not None else \
-            self._pool.submit(start_spark, app_name, remote)
+        self._future = self._pool.submit(lambda: started) if started is not None else self._pool.submit(self._start)
 
     def get(self) -> SparkSession:
         return self._future.result()
@@ -47,12 +48,17 @@ class SessionSoon:
         """A new session for the next `get` (after `gone`): a restarted Spark Connect server knows
         none of its sessions, and a server that was away may be back."""
         old = self._future
-        self._future = self._pool.submit(start_spark, self.app_name, self.remote)
+        self._future = self._pool.submit(self._start)
         if old.done() and old.exception() is None and is_connect(old.result()):
             try:
                 old.result().client.close()  # its channel only: the session's id is the shared one, not released
             except Exception:  # noqa: BLE001 - a client of a server gone
                 pass
+
+    def _start(self) -> SparkSession:
+        spark = start_spark(self.app_name, self.remote)
+        self.prepare(spark)  # what the job sets on each session it starts
+        return spark
 
     def __enter__(self) -> SessionSoon:
         return self
