@@ -33,28 +33,31 @@ def copy_topic(stack, topic, mode="preserve", options=CopyOptions()):
             for p, end in enumerate(ends)]
 
 
-def rdkafka_threads() -> set[str]:
-    """This process's librdkafka threads (named rdk:...), by thread id."""
+def rdkafka_clients() -> set[str]:
+    """This process's librdkafka clients: the thread id of each one's main thread (named rdk:main).
+    Not its broker threads (rdk:broker...): a client that an earlier test of this process left behind
+    with its cluster stopped starts new ones each time it bootstraps again."""
     threads = set()
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/comm") as comm:
-            if comm.read().startswith("rdk:"):
+            if comm.read().strip() == "rdk:main":
                 threads.add(tid)
     return threads
 
 
 @contextlib.contextmanager
 def leaves_no_client_running():
-    """Asserts that the block, run with the garbage collector off, leaves no librdkafka client's
-    threads behind but the process's pooled admin clients and record readers (one a cluster,
-    reused from partition to partition) and its claims log clients: the copier closes the clients it opened, where a reference cycle (a
-    producer's callback refers to its writer) would keep them until a full collection. The pools
-    are emptied first, so that what earlier tests of this process left in them does not count."""
+    """Asserts that the block, run with the garbage collector off, leaves no librdkafka client running
+    but the process's pooled admin clients and record readers (one a cluster, reused from partition
+    to partition) and its claims log clients: the copier closes the clients it opened, where a
+    reference cycle (a producer's callback refers to its writer) would keep them until a full
+    collection. The pools are emptied first, so that what earlier tests of this process left in them
+    does not count."""
     pool.admins.close_all()
     records.readers.close_all()
     claims.close_all()
     gc.collect()
-    before = rdkafka_threads()
+    before = rdkafka_clients()
     gc.disable()
     try:
         yield
@@ -62,12 +65,12 @@ def leaves_no_client_running():
         pool.admins.close_all()
         records.readers.close_all()
         claims.close_all()  # the claims log's reader and writer, kept per process like the pool
-        left = rdkafka_threads() - before
+        left = rdkafka_clients() - before
     finally:
         gc.enable()
     assert pooled <= 2, f"{pooled} admin clients pooled for two clusters"
     assert readers <= 2, f"{readers} record readers pooled for two clusters"
-    assert not left, f"{len(left)} librdkafka threads still running after the copy"
+    assert not left, f"{len(left)} librdkafka clients still running after the copy"
 
 
 def plain_topic_keeps_offsets_and_content(stack, unique_name, source_untouched):
