@@ -162,5 +162,8 @@ def test_a_scheduled_cutover_stops_no_earlier_and_keeps_the_target_one_round_beh
             assert target_end >= done[-1], (at, target_end, done[-1])
             checked += 1
     assert checked >= 10
-    # and it moved: the lag while waiting stayed below 45 s of writes
-    assert max(source_end - target_end for at, source_end, target_end in ends if at > finished[0][0]) < 50 * 45
+    # and it moved: each catch-up round planned past the round before it, the last one by at least
+    # 10 s of writes past the pre-copy (without them the target would stay at the pre-copy's end). A
+    # bound in seconds would depend on how long a round's job takes on the machine.
+    planned = [r["planned_end"] for r in rounds]
+    assert planned == sorted(set(planned)) and planned[-1] >= planned[0] + 50 * 10, planned
