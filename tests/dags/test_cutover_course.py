@@ -7,11 +7,8 @@ process on the session warmed up while the connectors stopped."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
-import sys
 import uuid
-from pathlib import Path
 
 from airflow.dag_processing.dagbag import DagBag
 from kmigrate.manifest import Manifest
@@ -22,7 +19,6 @@ from kmigrate_demo.workload import seed_mixed
 from tests.support.airflow import local, task_states, window_cells
 from tests.support.connect import delete_connectors
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
-from tests.support.stack import load_spark_cluster_module
 
 
 def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_ends_exact(
@@ -87,17 +83,11 @@ def test_a_failure_at_each_window_step_is_retried_from_that_step_and_the_run_end
 
 
 def test_on_a_spark_connect_server_the_window_job_runs_in_the_task_on_a_warm_session(
-        stack, dagbag, tmp_path, capfd, caplog, monkeypatch):
-    """A Spark Connect server on this test's own ports (stopped by pid): the cutover task starts the
+        stack, dagbag, dag_spark_server, tmp_path, capfd, caplog):
+    """On a Spark Connect server (the DAG tests', tests/conftest.py): the cutover task starts the
     job's session while the connectors stop and runs the job in its own process, so the window holds
     no process or session start; the run ends migrated exactly."""
-    module = load_spark_cluster_module()
-    remote = "sc://127.0.0.1:30112"
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_WINDOW",
-                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 30112}))
-    server = module.connect_service(tmp_path / "spark", "local[2]", 30112, 30150, Path(sys.executable))
-    server.conf["spark.ui.enabled"] = "false"
-    assert module.connect_up(server, Path(sys.executable), timeout_s=120)
+    remote = dag_spark_server
     prefix = f"warm{uuid.uuid4().hex[:6]}"
     w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=200)
     state = tmp_path / "state"
@@ -109,13 +99,11 @@ def test_on_a_spark_connect_server_the_window_job_runs_in_the_task_on_a_warm_ses
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
             "quiesce_seconds": 1, "state_location": str(state), "run_name": prefix,
-            "spark_connect_conn_id": "spark_connect_window"})
+            "spark_connect_conn_id": "spark_connect_default"})
         log = "".join(capfd.readouterr()) + caplog.text  # the job's lines, and the task's log lines
         assert str(run.state) == "success", task_states(run)
     finally:
-        module.down([server])
         delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
-    assert server.pid() is None
     assert f"running window_copy in this task as a client of the Spark Connect server {remote}" in log
     assert "warming up the window's Spark job failed" not in log and "the job starts cold" not in log
     # no Spark Connect mode left in this process's environment for later spark-submit jobs to inherit

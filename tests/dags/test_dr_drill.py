@@ -4,12 +4,9 @@ spark_connect_conn_id that is no connection id (a URL) is refused by the trigger
 running mirror verifies the standby at a cut and fails its connectors over dry."""
 from __future__ import annotations
 
-import json
 import re
-import sys
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -24,7 +21,6 @@ from kmigrate.run.report.markdown import summarize
 from tests.support.airflow import run_dag, task_states
 from tests.support.connect import delete_connectors, file_source_config
 from tests.support.kafka import commit_offsets, create_topic, produce, seed_plain
-from tests.support.stack import load_spark_cluster_module
 from tests.support.waiting import wait_until
 
 
@@ -51,29 +47,18 @@ def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_record
         assert [target.watermarks(topic, p) for p in (0, 1)] == [source.watermarks(topic, p) for p in (0, 1)]
 
 
-def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, tmp_path, capfd, monkeypatch):
+def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, dag_spark_server, tmp_path, capfd):
     """spark_connect_conn_id: the copy and verify jobs run as Python clients of the Spark Connect
-    server of that Airflow connection (started here on this test's own ports, stopped by pid), with
-    no spark-submit."""
-    module = load_spark_cluster_module()
-    remote = "sc://127.0.0.1:30102"  # the URL the connection below gives
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DRILL",
-                       json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": 30102}))
-    server = module.connect_service(tmp_path / "spark", "local[2]", 30102, 30140, Path(sys.executable))
-    server.conf["spark.ui.enabled"] = "false"  # the test reads no UI
-    assert module.connect_up(server, Path(sys.executable), timeout_s=120)
-    try:
-        topic = f"dagremote{uuid.uuid4().hex[:6]}.events"
-        seed_plain(stack.source, topic, partitions=2, per_partition=500)
-        state = tmp_path / "state"
-        capfd.readouterr()
-        run = run_dag(dagbag, "kafka_dr_drill", topics_include=topic.replace(".", r"\."), state_location=str(state),
-                      spark_connect_conn_id="spark_connect_drill")
-        log = "".join(capfd.readouterr())
-        assert str(run.state) == "success", task_states(run)
-    finally:
-        module.down([server])
-    assert server.pid() is None
+    server of that Airflow connection (the DAG tests' server, tests/conftest.py), with no spark-submit."""
+    remote = dag_spark_server
+    topic = f"dagremote{uuid.uuid4().hex[:6]}.events"
+    seed_plain(stack.source, topic, partitions=2, per_partition=500)
+    state = tmp_path / "state"
+    capfd.readouterr()
+    run = run_dag(dagbag, "kafka_dr_drill", topics_include=topic.replace(".", r"\."), state_location=str(state),
+                  spark_connect_conn_id="spark_connect_default")
+    log = "".join(capfd.readouterr())
+    assert str(run.state) == "success", task_states(run)
     assert log.count(f"Spark session on {remote}") == 2, log[-3000:]  # the copy job and the verify job
     assert "Spark-Submit cmd" not in log  # what SparkSubmitHook logs when it launches spark-submit
     summary = summarize(Manifest(str(state), run.run_id))

@@ -132,8 +132,10 @@ def test_a_copy_killed_mid_way_resumes_and_the_run_succeeds(stack, dagbag, tmp_p
     for name, value in kill_hook_env(1000, markers).items():  # spark-submit and its Python workers inherit them
         monkeypatch.setenv(name, value)
     state = tmp_path / "state"
+    # under spark-submit, whose Python workers inherit the kill hook's environment (a Spark Connect
+    # server's do not)
     run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), pre_copy=False, quiesce_seconds=1,
-                  state_location=str(state), run_name="killed")
+                  state_location=str(state), run_name="killed", spark_connect_conn_id=None)
     assert str(run.state) == "success", task_states(run)
     assert sorted(p.name for p in markers.iterdir()) == [f"{topic}-0", f"{topic}-1"]
     # A killed task stops the copy's Spark job (local: one attempt a task); the job runs the

@@ -41,8 +41,10 @@ from tests.support.kafka import create_topic, produce, read_partition
 from tests.support.migration import assert_migrated_exactly, partition_watermarks
 from tests.support.results import SECURE_RESULTS_ENV, record
 
+# spark_connect_conn_id None: the jobs run under spark-submit, whose command lines and event logs are checked
 CONN_IDS = {"source_kafka_conn_id": "kafka_secure_source", "target_kafka_conn_id": "kafka_secure_target",
-            "source_connect_conn_id": "connect_secure_source", "target_connect_conn_id": "connect_secure_target"}
+            "source_connect_conn_id": "connect_secure_source", "target_connect_conn_id": "connect_secure_target",
+            "spark_connect_conn_id": None}
 CONNECTOR_SECRET = f"connector-literal-{uuid.uuid4().hex}"  # a literal secret in a connector's config
 USER_INFO_SECRET = f"user-info-{uuid.uuid4().hex}"  # value.converter.basic.auth.user.info's password
 URL_SECRET = f"url-password-{uuid.uuid4().hex}"  # the password in a connector's JDBC URL

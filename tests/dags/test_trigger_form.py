@@ -29,7 +29,9 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-r
 
 
 @pytest.fixture(scope="module")
-def airflow_ui(tmp_path_factory):
+def airflow_ui(tmp_path_factory, dag_spark_server):
+    """Its Spark jobs run on the DAG tests' Spark Connect server (spark_connect_default, in the
+    environment it inherits), as `make demo`'s do on its own."""
     server = LocalAirflow(tmp_path_factory.mktemp("airflow-ui"), PORT)
     try:
         server.start()
