@@ -112,10 +112,11 @@ spark-connect-down:
 # Starts whatever part of the stack is not running, runs pytest, stops only what it started. The tests
 # run in PYTEST_WORKERS processes side by side (pytest-xdist): those that share a stack profile (the
 # fault tests' multi-broker stack, the secure and compat profiles) or servers on fixed ports run in
-# one of them, one after another, and every other module runs whole in one (the groups in tests/conftest.py)
+# one of them, one after another, and every other module runs whole in one (the groups in tests/conftest.py,
+# handed out longest first)
 PYTEST_WORKERS ?= 2
 test: install
-	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@$(STACK) run -- $(VPY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The secure profile's tests: starts the secure stack (what it starts, it stops), runs them, and
 # prints one JSON line of what they showed (tests/secure/summary.py).

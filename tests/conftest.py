@@ -147,15 +147,29 @@ SHARED = {
 }
 
 
+# The groups that take longest, longest first, by their worker-seconds in a full run of the suite
+# (2026-11-27, before the DAG runs had a Spark Connect server). The items are ordered so, and make
+# test keeps that order (--no-loadscope-reorder; pytest-xdist would otherwise hand out the groups
+# with the most tests first): a worker that starts a long group last keeps the suite waiting.
+LONGEST = {"multi-stack": 1732, "spark-servers": 1038, "secure-stack": 466, "tests/chaos/test_chaos.py": 386,
+           "compat-stack": 315, "tests/dags/test_kafka_migration.py": 298, "tests/dags/test_source_changes.py": 273,
+           "tests/dags/test_dr_drill.py": 268, "tests/dags/test_trigger_form.py": 235,
+           "tests/dags/test_dr_mirror.py": 209, "tests/dags/test_dr_unplanned.py": 205,
+           "tests/dags/test_cutover_course.py": 196, "tests/integration/test_copier.py": 163,
+           "tests/dags/test_live_source.py": 131, "tests/dags/test_streams_migration.py": 83}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
         if {"integration", "secure", "faults", "chaos"} & set(item.path.parts):
             item.add_marker(pytest.mark.stack)
         group = next((name for name, member in SHARED.items() if member(item)), None)
-        group = group or str(item.path.relative_to(PROJECT_DIR))
+        group = groups[id(item)] = group or str(item.path.relative_to(PROJECT_DIR))
         item.add_marker(pytest.mark.xdist_group(group))
         if getattr(config.option, "loadgroup", False) and NodeId is not None:
             # pytest-xdist 3.8 marks the group in the node id by setting `_nodeid`, which pytest 9 no longer
             # reads (a node's id is `_id`): without this, --dist loadgroup spreads a group over the workers
             item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    items.sort(key=lambda item: -LONGEST.get(groups[id(item)], 0))  # stable: a group's own order kept
