@@ -54,7 +54,7 @@ def server(tmp_path_factory):
     module = load_spark_cluster_module()
     service = module.connect_service(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT, Path(sys.executable))
     service.conf["spark.ui.enabled"] = "false"
-    assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+    assert module.connect_up(service, Path(sys.executable), timeout_s=300)
     SERVER.update(module=module, service=service)
     patch = pytest.MonkeyPatch()
     patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
@@ -224,7 +224,7 @@ def test_a_mirror_whose_spark_connect_server_restarts_mirrors_again_on_a_new_ses
         module, service = SERVER["module"], SERVER["service"]
         module.down([service])
         assert service.pid() is None
-        assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+        assert module.connect_up(service, Path(sys.executable), timeout_s=300)
         produce(stack.source, topic, [(b"k", b"after the restart")] * 50, 0)
         try:
             wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=180)

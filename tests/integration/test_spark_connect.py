@@ -43,7 +43,7 @@ def connect_server(tmp_path_factory):
     service.env.update(kill_hook_env(KILL_AFTER, markers))  # its Python workers get the hook (tests/support/kill_hook.py)
     # no UI: the tests read none, and its fixed port was once found taken while the suite ran two workers
     service.conf["spark.ui.enabled"] = "false"
-    assert module.connect_up(service, Path(sys.executable), timeout_s=120)
+    assert module.connect_up(service, Path(sys.executable), timeout_s=300)
     try:
         yield f"sc://127.0.0.1:{CONNECT_PORT}", markers
     finally:

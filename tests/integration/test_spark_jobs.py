@@ -104,7 +104,7 @@ def spark_cluster(tmp_path_factory):
     module = load_spark_cluster_module()
     services = module.cluster_services(tmp_path_factory.mktemp("spark-cluster"), 2, MASTER_PORT, MASTER_UI_PORT,
                                        1, "1g")
-    started = module.up(services, Path(sys.executable), MASTER_UI_PORT, timeout_s=120)
+    started = module.up(services, Path(sys.executable), MASTER_UI_PORT, timeout_s=300)
     try:
         yield f"spark://127.0.0.1:{MASTER_PORT}"
     finally:
