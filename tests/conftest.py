@@ -4,7 +4,6 @@ and the local Airflow of the DAG and bad-input tests. Their helpers are in tests
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -100,24 +99,14 @@ DAG_SPARK_PORT, DAG_SPARK_UI_PORT = 30402, 30440
 @pytest.fixture(scope="session")
 def dag_spark_server(tmp_path_factory) -> Iterator[str]:
     """The DAG runs' Spark Connect server (local[4,4]), started here and stopped by pid at the end."""
-    from tests.support.stack import load_spark_cluster_module
+    from tests.support.spark import airflow_connect_server
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     offset = 2 * int(worker[2:] or 0) if worker.startswith("gw") else 0
     port, ui_port = DAG_SPARK_PORT + offset, DAG_SPARK_UI_PORT + offset
-    module = load_spark_cluster_module()
-    service = module.connect_service(tmp_path_factory.mktemp("dag-spark"), "local[4,4]", port, ui_port,
-                                     Path(sys.executable), memory="2g")
-    service.conf["spark.ui.enabled"] = "false"
-    module.connect_up(service, Path(sys.executable), timeout_s=300)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT",
-                 json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}))
-    try:
+    with airflow_connect_server(tmp_path_factory.mktemp("dag-spark"), "local[4,4]", port, ui_port,
+                                "spark_connect_default", memory="2g"):
         yield f"sc://127.0.0.1:{port}"
-    finally:
-        patch.undo()
-        module.down([service])
 
 
 @pytest.fixture(scope="session")

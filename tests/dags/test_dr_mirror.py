@@ -7,7 +7,6 @@ its jobs on the slots the mirror leaves on the same server; a mirror whose serve
 again on a new session."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -37,7 +36,7 @@ from tests.support.migration import (
     partition_watermarks,
 )
 from tests.support.mirror import start_mirror, wait_caught_up, wait_for_round
-from tests.support.stack import load_spark_cluster_module
+from tests.support.spark import airflow_connect_server
 from tests.support.waiting import wait_until
 
 PORT, UI_PORT = 30202, 30240
@@ -51,20 +50,10 @@ def starts(manifest: Manifest) -> list[dict]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A Spark Connect server on this module's ports, known to Airflow as spark_connect_mirror; stopped by pid."""
-    module = load_spark_cluster_module()
-    service = module.connect_service(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT, Path(sys.executable))
-    service.conf["spark.ui.enabled"] = "false"
-    assert module.connect_up(service, Path(sys.executable), timeout_s=300)
-    SERVER.update(module=module, service=service)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AIRFLOW_CONN_SPARK_CONNECT_MIRROR",
-                 json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": PORT}))
-    try:
+    with airflow_connect_server(tmp_path_factory.mktemp("spark"), "local[2]", PORT, UI_PORT,
+                                "spark_connect_mirror") as (module, service):
+        SERVER.update(module=module, service=service)
         yield f"sc://127.0.0.1:{PORT}"
-    finally:
-        patch.undo()
-        module.down([service])
-    assert service.pid() is None
 
 
 def kill_mirrors(manifest: Manifest) -> None:

@@ -2,18 +2,24 @@
 run's plan and client file written first, and what the jobs recorded in the run's state."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+import pytest
 from kmigrate.manifest import Manifest
 from kmigrate.run.copying.plan import build_plan
 from kmigrate_spark.clients import write_clients
 from kmigrate_spark.conf import submit_args
 
 from tests.support.kafka import seed_plain
-from tests.support.stack import PROJECT_DIR
+from tests.support.stack import PROJECT_DIR, load_spark_cluster_module
 
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
 
@@ -48,3 +54,24 @@ def seed_workload(stack, name: str, topics: int = 3, partitions: int = 4, per_pa
     for topic in names:
         seed_plain(stack.source, topic, partitions=partitions, per_partition=per_partition)
     return names
+
+
+@contextlib.contextmanager
+def airflow_connect_server(state: Path, master: str, port: int, ui_port: int, conn_id: str,
+                           memory: str = "1g") -> Iterator[tuple[ModuleType, Any]]:
+    """A Spark Connect server on `port` (no UI: the tests read none), started here and known to
+    Airflow as the connection `conn_id` (in this process's environment) until it is stopped again,
+    by pid, on the way out. Yields stack/spark_cluster.py and the server's service, to restart it."""
+    module = load_spark_cluster_module()
+    service = module.connect_service(state, master, port, ui_port, Path(sys.executable), memory=memory)
+    service.conf["spark.ui.enabled"] = "false"
+    assert module.connect_up(service, Path(sys.executable), timeout_s=300)
+    patch = pytest.MonkeyPatch()
+    patch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}",
+                 json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}))
+    try:
+        yield module, service
+    finally:
+        patch.undo()
+        module.down([service])
+    assert service.pid() is None
