@@ -109,6 +109,14 @@ spark-connect-up: $(VENV)/.installed
 spark-connect-down:
 	@$(PYTHON) stack/spark_cluster.py connect-down
 
+# Every JVM a test target starts (brokers, Connect workers, ZooKeeper, Spark, and the Maven that
+# resolves jars) compiles with C1 only (the java launcher reads JDK_JAVA_OPTIONS): they live minutes
+# and carry test-sized loads, and C2's compiler threads were much of their CPU on this 2-core machine
+# (a local Spark job: 14.3 CPU-s with C2, 8.3 with C1 only). The README's demo and the benchmarks keep
+# the JVM's default, as a user's clusters would run.
+TEST_JVM_OPTIONS ?= -XX:TieredStopAtLevel=1
+test test-secure test-compat test-faults test-chaos test-bad-input test-unit: export JDK_JAVA_OPTIONS = $(TEST_JVM_OPTIONS)
+
 # Starts whatever part of the stack is not running, runs pytest, stops only what it started. The tests
 # run in PYTEST_WORKERS processes side by side (pytest-xdist): those that share a stack profile (the
 # fault tests' multi-broker stack, the secure and compat profiles) or servers on fixed ports run in
