@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,8 +21,8 @@ from tests.support.kill_hook import kill_hook_env
 from tests.support.live_source import LiveSource, compare_with_model
 from tests.support.migration import assert_same_partition
 from tests.support.mirror import start_mirror, stop_mirror, wait_caught_up, wait_for_round
-from tests.support.spark import attempts, make_run, seed_workload
-from tests.support.stack import PROJECT_DIR, load_spark_cluster_module
+from tests.support.spark import attempts, make_run, run_client as run_job, seed_workload
+from tests.support.stack import load_spark_cluster_module
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
 CONNECT_PORT, CONNECT_UI_PORT = 30002, 30040
@@ -49,14 +48,6 @@ def connect_server(tmp_path_factory):
     finally:
         module.down([service])
     assert service.pid() is None
-
-
-def run_job(job: str, state: Path, clients: Path, remote: str, *extra: str) -> subprocess.CompletedProcess:
-    """The job as a Python client: `python spark_jobs/JOB.py --remote ...`, no spark-submit."""
-    return subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "spark_jobs" / f"{job}.py"), "--state-location", str(state),
-         "--run-id", "run-1", "--clients", str(clients), "--remote", remote, *extra],
-        capture_output=True, text=True, timeout=600, cwd=PROJECT_DIR, env={**os.environ})
 
 
 def test_copy_and_verify_on_a_spark_connect_server_then_a_rerun_is_a_noop(stack, unique_name, tmp_path,

@@ -1,6 +1,10 @@
 """The Spark copy and verify jobs through a real `spark-submit`, on `local[2]` and on a Spark
 standalone cluster (a master and two workers started from the pinned pyspark), against the local
-Kafka stack."""
+Kafka stack. The tests of what the driver decides (refusals of bad input, partitions settled
+without a task, a verification naming a difference) run the jobs as Python clients of the test
+process's Spark Connect server (`dag_spark_server`) instead: the same driver code either way, and a
+spark-submit is a JVM start each (about 25 s on a loaded 2-core machine). The wrong bootstrap keeps
+spark-submit, to show that a refusal's exit code and message come through it."""
 from __future__ import annotations
 
 import subprocess
@@ -18,7 +22,7 @@ from kmigrate_spark.clients import write_clients
 from tests.support.kafka import produce, seed_plain
 from tests.support.kill_hook import kill_hook_env
 from tests.support.migration import assert_same_partition
-from tests.support.spark import attempts, make_run, output, seed_workload, spark_submit
+from tests.support.spark import attempts, make_run, output, run_client, seed_workload, spark_submit
 from tests.support.stack import load_spark_cluster_module
 
 # this module's own standalone cluster ports: master 30077, workers 30078-9, UIs 30090-2 (make spark-up: 17077..., 18090...)
@@ -71,7 +75,7 @@ def test_copy_and_verify_on_local_then_a_rerun_is_a_quick_noop(stack, unique_nam
     assert rerun[0]["seconds"] < 30
 
 
-def test_partitions_empty_on_both_sides_get_no_task_and_verify_equal(stack, unique_name, tmp_path):
+def test_partitions_empty_on_both_sides_get_no_task_and_verify_equal(stack, unique_name, tmp_path, dag_spark_server):
     """Of four partitions, two never written (empty at 0 on both sides: settled without a task) and
     one emptied by DeleteRecords (its target must still be aligned to the source's log start)."""
     topic = unique_name
@@ -81,14 +85,14 @@ def test_partitions_empty_on_both_sides_get_no_task_and_verify_equal(stack, uniq
             produce(stack.source, topic, [(b"k%d" % i, b"v") for i in range(50)], partition=partition)
         admin.delete_records(topic, 1, 50)  # partition 1: empty, log start 50
     manifest, clients = make_run(stack, tmp_path, [topic])
-    copied = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    copied = run_client("copy_partitions", tmp_path / "state", clients, dag_spark_server)
     assert copied.returncode == 0, output(copied)[-4000:]
     assert "2 partitions at their end on the target already (empty, or copied by this run): 2 to copy" in copied.stdout
     [copy] = attempts(manifest, "copy-results")
     rows = {r["partition"]: r for r in copy["rows"]}
     assert sorted(rows) == [0, 1, 2, 3] and all(r["ok"] for r in rows.values())
     assert rows[2]["skipped"] and rows[3]["skipped"] and not rows[1].get("skipped")
-    verified = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    verified = run_client("verify_partitions", tmp_path / "state", clients, dag_spark_server)
     assert verified.returncode == 0, output(verified)[-4000:]
     # partition 1 too, once the copy aligned its target at 50
     assert "3 partitions empty on both sides at the same offset: equal; 1 to read" in verified.stdout
@@ -134,7 +138,7 @@ def copy_with_kill_hook(stack, tmp_path: Path, topic: str, partitions: int, mast
     return manifest, clients, markers, result
 
 
-def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_path):
+def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_path, dag_spark_server):
     topic = unique_name
     # local[2,4]: two slots, four attempts per task
     manifest, clients, markers, result = copy_with_kill_hook(stack, tmp_path, topic, 2, "local[2,4]")
@@ -145,7 +149,7 @@ def test_a_task_killed_mid_copy_is_retried_and_resumes(stack, unique_name, tmp_p
         # the retry resumed from what the killed attempt had written, and finished the partition
         assert row["ok"] and row["digests_equal"] and 1000 <= row["target_start"] < 4000
         assert row["records"] == 4000 - row["target_start"] and row["target_end"] == 4000
-    verified = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    verified = run_client("verify_partitions", tmp_path / "state", clients, dag_spark_server)
     assert verified.returncode == 0, output(verified)[-3000:]
     for partition in range(2):
         assert_same_partition(stack, topic, partition)  # no duplicate, nothing missing
@@ -166,12 +170,12 @@ def test_a_task_failing_past_its_retries_stops_the_job_and_the_rest_run_one_job_
         assert_same_partition(stack, topic, partition)  # no duplicate, nothing missing
 
 
-def test_verify_names_a_partition_that_differs(stack, unique_name, tmp_path):
+def test_verify_names_a_partition_that_differs(stack, unique_name, tmp_path, dag_spark_server):
     topics = seed_workload(stack, unique_name, topics=1, partitions=2, per_partition=100)
     manifest, clients = make_run(stack, tmp_path, topics)
-    assert spark_submit("copy_partitions", tmp_path / "state", "run-1", clients).returncode == 0
+    assert run_client("copy_partitions", tmp_path / "state", clients, dag_spark_server).returncode == 0
     produce(stack.target, topics[0], [(b"stray", b"written on the target after the copy")], partition=1)
-    result = spark_submit("verify_partitions", tmp_path / "state", "run-1", clients)
+    result = run_client("verify_partitions", tmp_path / "state", clients, dag_spark_server)
     assert result.returncode == 1
     assert f"1 of 2 partitions differ: {topics[0]}[1]" in output(result)
     [table] = attempts(manifest, "verification")
@@ -192,48 +196,48 @@ def test_wrong_bootstrap_fails_fast_with_one_message(stack, unique_name, tmp_pat
     assert "check bootstrap.servers" in output(result)
 
 
-def test_unknown_topic_fails_fast_and_creates_nothing(stack, unique_name, tmp_path):
+def test_unknown_topic_fails_fast_and_creates_nothing(stack, unique_name, tmp_path, dag_spark_server):
     topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
     missing = f"{unique_name}-missing"
     plan = build_plan(stack.source, topics)
     plan["units"].append({"topic": missing, "partition": 0, "end_offset": 5, "mode": "preserve", "offsets": 5})
     Manifest(str(tmp_path / "state"), "run-1").write_once("plan", plan)
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
-    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    result = run_client("copy_partitions", tmp_path / "state", clients, dag_spark_server)
     assert result.returncode == 2
     assert f"topic '{missing}' of the plan does not exist on the source cluster" in output(result)
     with ClusterAdmin(stack.target) as target:
         assert target.partition_count(missing) is None
 
 
-def test_unreadable_state_location_fails_fast(stack, tmp_path):
+def test_unreadable_state_location_fails_fast(stack, tmp_path, dag_spark_server):
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the state location's folder should be")
     for job in ("copy_partitions", "verify_partitions"):
-        result = spark_submit(job, blocker / "state", "run-1", clients)
+        result = run_client(job, blocker / "state", clients, dag_spark_server)
         assert result.returncode == 2
         assert "reading part 'plan' of the run manifest" in output(result)
         assert "check that the state location exists" in output(result)
 
 
-def test_client_file_others_can_read_is_refused(tmp_path, stack):
+def test_client_file_others_can_read_is_refused(tmp_path, stack, dag_spark_server):
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
     clients.chmod(0o644)
     Manifest(str(tmp_path / "state"), "run-1").write_once("plan", {"units": []})
-    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    result = run_client("copy_partitions", tmp_path / "state", clients, dag_spark_server)
     assert result.returncode == 2
     assert "readable by others" in output(result) and "chmod 600" in output(result)
 
 
-def test_job_without_a_plan_says_what_to_do(tmp_path, stack):
+def test_job_without_a_plan_says_what_to_do(tmp_path, stack, dag_spark_server):
     clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
-    result = spark_submit("copy_partitions", tmp_path / "state", "run-1", clients)
+    result = run_client("copy_partitions", tmp_path / "state", clients, dag_spark_server)
     assert result.returncode == 2
     assert "has no plan; run the snapshot step first" in output(result)
 
 
-def test_jobs_whose_target_is_the_source_refuse_before_writing(stack, unique_name, tmp_path):
+def test_jobs_whose_target_is_the_source_refuse_before_writing(stack, unique_name, tmp_path, dag_spark_server):
     """Run by hand with a clients file whose target is the source (here under another address, so
     that only the cluster ids tell): both jobs refuse before writing; the source gets no claims
     topic and its topic's configs stay as they were."""
@@ -248,7 +252,7 @@ def test_jobs_whose_target_is_the_source_refuse_before_writing(stack, unique_nam
         assert CLAIMS_TOPIC not in admin.list_topics()  # a source has none
         configs = admin.topics_configs(topics)
     for job in ("copy_partitions", "verify_partitions"):
-        result = spark_submit(job, tmp_path / "state", "run-1", clients)
+        result = run_client(job, tmp_path / "state", clients, dag_spark_server)
         assert result.returncode == 2, output(result)[-3000:]
         assert "are the same cluster (id " in output(result) and "pick another target" in output(result)
     with ClusterAdmin(stack.source) as admin:

@@ -35,6 +35,16 @@ def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str,
         capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
 
 
+def run_client(job: str, state: Path, clients: Path, remote: str, *extra: str,
+               run_id: str = "run-1") -> subprocess.CompletedProcess:
+    """The job as a Python client of the Spark Connect server at `remote` (`python spark_jobs/JOB.py
+    --remote ...`): no spark-submit, no JVM in its process."""
+    return subprocess.run(
+        [sys.executable, str(PROJECT_DIR / "spark_jobs" / f"{job}.py"), "--state-location", str(state),
+         "--run-id", run_id, "--clients", str(clients), "--remote", remote, *extra],
+        capture_output=True, text=True, timeout=600, cwd=PROJECT_DIR, env={**os.environ})
+
+
 def output(result: subprocess.CompletedProcess) -> str:
     return result.stdout + result.stderr  # spark-submit merges the Python driver's stderr into stdout
 
