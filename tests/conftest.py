@@ -137,15 +137,16 @@ SHARED = {
 
 
 # The groups that take longest, longest first, by their worker-seconds in a full run of the suite
-# (2026-11-27, before the DAG runs had a Spark Connect server). The items are ordered so, and make
-# test keeps that order (--no-loadscope-reorder; pytest-xdist would otherwise hand out the groups
-# with the most tests first): a worker that starts a long group last keeps the suite waiting.
-LONGEST = {"multi-stack": 1732, "spark-servers": 1038, "secure-stack": 466, "tests/chaos/test_chaos.py": 386,
-           "compat-stack": 315, "tests/dags/test_kafka_migration.py": 298, "tests/dags/test_source_changes.py": 273,
-           "tests/dags/test_dr_drill.py": 268, "tests/dags/test_trigger_form.py": 235,
-           "tests/dags/test_dr_mirror.py": 209, "tests/dags/test_dr_unplanned.py": 205,
-           "tests/dags/test_cutover_course.py": 196, "tests/integration/test_copier.py": 163,
-           "tests/dags/test_live_source.py": 131, "tests/dags/test_streams_migration.py": 83}
+# (2026-11-28, the JVMs on C1 only; spark-servers from a run of its own after its jobs' refusals moved
+# to the Spark Connect server). The items are ordered so, and make test keeps that order
+# (--no-loadscope-reorder; pytest-xdist would otherwise hand out the groups with the most tests first):
+# a worker that starts a long group last keeps the suite waiting.
+LONGEST = {"multi-stack": 714, "secure-stack": 199, "tests/dags/test_dr_unplanned.py": 193,
+           "spark-servers": 171, "tests/dags/test_source_changes.py": 148, "tests/dags/test_kafka_migration.py": 98,
+           "tests/dags/test_dr_mirror.py": 95, "tests/chaos/test_chaos.py": 93, "tests/dags/test_trigger_form.py": 60,
+           "tests/integration/test_copier.py": 60, "tests/dags/test_streams_migration.py": 59, "compat-stack": 57,
+           "tests/dags/test_cutover_course.py": 39, "tests/integration/test_mirror_in_step.py": 30,
+           "tests/dags/test_dr_drill.py": 29}
 
 
 @pytest.hookimpl(tryfirst=True)
