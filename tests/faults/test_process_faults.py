@@ -30,7 +30,7 @@ from kmigrate_spark.conf import submit_args
 from tests.support.faults import MID_FAULT, compare, seeded
 from tests.support.kafka import records_of
 from tests.support.kill_hook import kill_hook_env
-from tests.support.spark import SPARK_SUBMIT, make_run
+from tests.support.spark import SPARK_SUBMIT, job_arguments, make_run
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
 
@@ -129,8 +129,7 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            **kill_hook_env(10 * per_partition, tmp_path)}
     job = [SPARK_SUBMIT, "--master", "local[2]", *submit_args({"spark.ui.enabled": "false"}),
-           str(PROJECT_DIR / "spark_jobs" / "copy_partitions.py"), "--state-location", str(tmp_path / "state"),
-           "--run-id", run, "--clients", str(clients)]
+           *job_arguments("copy_partitions", tmp_path / "state", run, clients)]
     orphan_log = tmp_path / "orphan.log"
     set_client_quota(faulty.target, QUOTA_CLIENT, 2 << 10)
     task = subprocess.Popen([sys.executable, "-c", TASK, str(orphan_log), *job], stdout=subprocess.PIPE, text=True,

@@ -21,7 +21,7 @@ from tests.support.kill_hook import kill_hook_env
 from tests.support.live_source import LiveSource, compare_with_model
 from tests.support.migration import assert_same_partition
 from tests.support.mirror import start_mirror, stop_mirror, wait_caught_up, wait_for_round
-from tests.support.spark import attempts, make_run, run_client as run_job, seed_workload
+from tests.support.spark import attempts, make_run, run_client, seed_workload
 from tests.support.stack import load_spark_cluster_module
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
@@ -55,12 +55,12 @@ def test_copy_and_verify_on_a_spark_connect_server_then_a_rerun_is_a_noop(stack,
     remote, _ = connect_server
     topics = seed_workload(stack, unique_name)
     manifest, clients = make_run(stack, tmp_path, topics)
-    copied = run_job("copy_partitions", tmp_path / "state", clients, remote)
+    copied = run_client("copy_partitions", tmp_path / "state", clients, remote)
     assert copied.returncode == 0, copied.stderr[-4000:]
     assert "12 partitions copied, 6000 new records" in copied.stdout
     assert copied.stdout.count("ok: 500 records") == 12
     assert "Python workers from kmigrate_spark.daemon" in copied.stdout  # the server's conf (stack/spark_cluster.py)
-    verified = run_job("verify_partitions", tmp_path / "state", clients, remote)
+    verified = run_client("verify_partitions", tmp_path / "state", clients, remote)
     assert verified.returncode == 0, verified.stderr[-4000:]
     assert "all 12 partitions equal (6000 records)" in verified.stdout
     [table] = attempts(manifest, "verification")
@@ -70,7 +70,7 @@ def test_copy_and_verify_on_a_spark_connect_server_then_a_rerun_is_a_noop(stack,
             assert_same_partition(stack, topic, partition)
 
     started = time.monotonic()
-    again = run_job("copy_partitions", tmp_path / "state", clients, remote)
+    again = run_client("copy_partitions", tmp_path / "state", clients, remote)
     rerun_s = time.monotonic() - started
     assert again.returncode == 0, again.stderr[-3000:]
     assert "12 partitions copied, 0 new records" in again.stdout
@@ -85,14 +85,14 @@ def test_a_task_killed_on_the_server_is_retried_and_resumes(stack, unique_name, 
     topic = unique_name
     seed_plain(stack.source, topic, partitions=2, per_partition=4000, **{"batch.num.messages": 100})
     manifest, clients = make_run(stack, tmp_path, [topic])
-    result = run_job("copy_partitions", tmp_path / "state", clients, remote, "--fetch-max-bytes", "16384")
+    result = run_client("copy_partitions", tmp_path / "state", clients, remote, "--fetch-max-bytes", "16384")
     assert result.returncode == 0, result.stderr[-4000:]
     assert sorted(p.name for p in markers.iterdir() if p.name.startswith(topic)) == [f"{topic}-0", f"{topic}-1"]
     [copy] = attempts(manifest, "copy-results")
     for row in copy["rows"]:
         assert row["ok"] and row["digests_equal"] and KILL_AFTER <= row["target_start"] < 4000
         assert row["records"] == 4000 - row["target_start"] and row["target_end"] == 4000
-    verified = run_job("verify_partitions", tmp_path / "state", clients, remote)
+    verified = run_client("verify_partitions", tmp_path / "state", clients, remote)
     assert verified.returncode == 0, verified.stderr[-3000:]
     for partition in range(2):
         assert_same_partition(stack, topic, partition)
@@ -106,7 +106,7 @@ def test_an_unreachable_or_wrong_server_fails_fast_with_one_message(stack, uniqu
     topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
     _, clients = make_run(stack, tmp_path, topics)
     started = time.monotonic()
-    result = run_job("copy_partitions", tmp_path / "state", clients, remote)
+    result = run_client("copy_partitions", tmp_path / "state", clients, remote)
     assert result.returncode == 2 and time.monotonic() - started < 60
     assert says in result.stderr and "Traceback" not in result.stderr
 

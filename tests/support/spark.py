@@ -24,14 +24,20 @@ from tests.support.stack import PROJECT_DIR, load_spark_cluster_module
 SPARK_SUBMIT = str(Path(sys.executable).parent / "spark-submit")
 
 
+def job_arguments(job: str, state: Path, run_id: str, clients: Path) -> list[str]:
+    """The job's script and the arguments every run of it takes: spark_jobs/JOB.py --state-location
+    STATE --run-id RUN --clients CLIENTS."""
+    return [str(PROJECT_DIR / "spark_jobs" / f"{job}.py"), "--state-location", str(state), "--run-id", run_id,
+            "--clients", str(clients)]
+
+
 def spark_submit(job: str, state: Path, run_id: str, clients: Path, *extra: str, master: str = "local[2]",
                  env: dict[str, str] | None = None, conf: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                    **(env or {})}
     return subprocess.run(
         [SPARK_SUBMIT, "--master", master, *submit_args({"spark.ui.enabled": "false"}),
-         *(arg for setting in conf for arg in ("--conf", setting)), str(PROJECT_DIR / "spark_jobs" / f"{job}.py"),
-         "--state-location", str(state), "--run-id", run_id, "--clients", str(clients), *extra],
+         *(arg for setting in conf for arg in ("--conf", setting)), *job_arguments(job, state, run_id, clients), *extra],
         capture_output=True, text=True, timeout=600, env=environment, cwd=PROJECT_DIR)
 
 
@@ -39,10 +45,8 @@ def run_client(job: str, state: Path, clients: Path, remote: str, *extra: str,
                run_id: str = "run-1") -> subprocess.CompletedProcess:
     """The job as a Python client of the Spark Connect server at `remote` (`python spark_jobs/JOB.py
     --remote ...`): no spark-submit, no JVM in its process."""
-    return subprocess.run(
-        [sys.executable, str(PROJECT_DIR / "spark_jobs" / f"{job}.py"), "--state-location", str(state),
-         "--run-id", run_id, "--clients", str(clients), "--remote", remote, *extra],
-        capture_output=True, text=True, timeout=600, cwd=PROJECT_DIR, env={**os.environ})
+    return subprocess.run([sys.executable, *job_arguments(job, state, run_id, clients), "--remote", remote, *extra],
+                          capture_output=True, text=True, timeout=600, cwd=PROJECT_DIR)
 
 
 def output(result: subprocess.CompletedProcess) -> str:
