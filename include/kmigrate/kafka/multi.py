@@ -43,25 +43,36 @@ def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[st
 
 
 def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], partition_max_bytes: int = 1 << 20,
-               max_bytes: int = 64 << 20, isolation: int = 0, max_wait_ms: int = 0) -> int:
+               max_bytes: int = 64 << 20, isolation: int = 0, max_wait_ms: int = 0,
+               session: tuple[int, int] = (0, -1), forgotten: Iterable[TopicPartition] = ()) -> int:
     """Send one Fetch for every partition of `positions` from its offset, not waiting for data
     (max wait 0) unless told (the broker answers once any partition has data, or after
-    `max_wait_ms`); read_uncommitted by default (the caller bounds what it reads by offsets)."""
+    `max_wait_ms`); read_uncommitted by default (the caller bounds what it reads by offsets). Outside
+    a fetch session unless given one ((id, epoch): `FetchSession`), and its partitions that leave it."""
     topics = _topics(positions)
-    parts = [struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, isolation, 0, -1), struct.pack(">i", len(topics))]
+    parts = [struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, isolation, *session), struct.pack(">i", len(topics))]
     for topic, wanted in topics.items():
         parts += [wire._string(topic), struct.pack(">i", len(wanted))]
         parts += [struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes) for partition, offset in wanted]
-    parts += [struct.pack(">i", 0), wire._string("")]
+    leaving = _topics({tp: None for tp in forgotten})
+    parts.append(struct.pack(">i", len(leaving)))
+    for topic, gone in leaving.items():
+        parts += [wire._string(topic), struct.pack(f">i{len(gone)}i", len(gone), *(partition for partition, _ in gone))]
+    parts.append(wire._string(""))
     return conn.send(wire.FETCH, wire.FETCH_VERSION, b"".join(parts))
 
 
 def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
     """The answer to `send_fetch`: a `Fetched` a partition. A request-level error is given to every
     partition of the answer as an empty one with that code."""
+    return _read_fetch(conn)[2]
+
+
+def _read_fetch(conn: wire.BrokerConnection) -> tuple[int, int, dict[TopicPartition, Fetched]]:
+    """(request-level error code, session id, a `Fetched` a partition) of a Fetch answer."""
     _, data = conn.receive()
     throttle.note(conn, data, 0)
-    _throttle, error_code, _session, topic_count = struct.unpack_from(">ihii", data, 0)
+    _throttle, error_code, session_id, topic_count = struct.unpack_from(">ihii", data, 0)
     out: dict[TopicPartition, Fetched] = {}
     pos = 14
     for _ in range(max(topic_count, 0)):
@@ -77,7 +88,51 @@ def receive_fetch(conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
             pos += 4
             out[(topic, partition)] = Fetched(code or error_code, high, data[pos:pos + max(length, 0)], stable, start)
             pos += max(length, 0)
-    return out
+    return error_code, session_id, out
+
+
+class FetchSession:
+    """An incremental fetch session (KIP-227) with one broker, for Fetches sent one after another on
+    one connection. The first Fetch names every partition and opens the session; each one after
+    names only the partitions whose position moved or that joined, and those that left, and its
+    answer holds only the partitions with news (records, a high watermark or log start moved, an
+    error): a partition left out of an answer has nothing new. Both sides then read and write a few
+    partitions a turn, not all of them. A broker that keeps no session for it (its cache full) is
+    asked in full each time; one that lost the session is asked in full again."""
+
+    LOST = frozenset({70, 71})  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+
+    def __init__(self) -> None:
+        self.id = self.epoch = 0
+        self.sent: dict[TopicPartition, int] = {}
+
+    def send(self, conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], **options) -> int:  # noqa: ANN003
+        """`send_fetch` of `positions` (every partition the session follows) in the session."""
+        sent, self.sent = self.sent, dict(positions)
+        if not self.id:
+            return send_fetch(conn, positions, session=(0, 0), **options)
+        return send_fetch(conn, {tp: o for tp, o in positions.items() if sent.get(tp) != o}, session=(self.id, self.epoch),
+                          forgotten=[tp for tp in sent if tp not in positions], **options)
+
+    def receive(self, conn: wire.BrokerConnection) -> dict[TopicPartition, Fetched]:
+        """The answer to `send`: the partitions with news. The session lost: none (the next Fetch
+        names every partition again); another request-level error: every partition with its code."""
+        error, session_id, fetched = _read_fetch(conn)
+        if error:
+            self.id = self.epoch = 0
+            return {} if error in self.LOST else {tp: Fetched(error, -1, MISSING.records) for tp in self.sent}
+        if not self.id:
+            self.id, self.epoch = session_id, 0
+        self.epoch = self.epoch % 0x7FFFFFFF + 1 if self.id else 0
+        return fetched
+
+    def close(self, conn: wire.BrokerConnection) -> None:
+        """End the session on the broker (a Fetch of its final epoch naming no partition)."""
+        if self.id:
+            send_fetch(conn, {}, session=(self.id, -1))
+            _read_fetch(conn)
+            self.id = self.epoch = 0
+            self.sent = {}
 
 
 def send_list_offsets(conn: wire.BrokerConnection, partitions: Iterable[TopicPartition], replica_id: int = -1) -> int:

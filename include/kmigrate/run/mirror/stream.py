@@ -1,8 +1,9 @@
 """The mirror's partitions in step with the source (docs/DESIGN.md §12): a partition whose last copy
 wrote whole batches only, and left the DR end where that copy committed it, is followed by Fetches
 that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
-on that leader, and the plain batches each answer brings are written as they are, one Produce a DR
-leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
+on that leader, in an incremental fetch session (each Fetch names the partitions whose position moved,
+each answer holds those with news), and the plain batches each answer brings are written as they are,
+one Produce a DR leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
 sent before an answer is written, and a write's answer is read up to `PENDING_TURNS` turns later, so
 that fetches and writes are in flight together (as a replica fetcher or MirrorMaker's consumer and
 producer keep them), all from one thread a source leader. A partition is handed back only once every
@@ -108,19 +109,21 @@ class Streams:
         try:
             with leaders.connection(self.source, address) as conn, writer:
                 writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
+                session = multi.FetchSession()
                 while True:
                     asked, leaving = self._asked(address)
                     if asked:
-                        multi.send_fetch(conn, {k: s.next for k, s in asked.items()}, PARTITION_BYTES, FETCH_BYTES,
-                                         max_wait_ms=WAIT_MS)
+                        session.send(conn, {k: s.next for k, s in asked.items()}, partition_max_bytes=PARTITION_BYTES,
+                                     max_bytes=FETCH_BYTES, max_wait_ms=WAIT_MS)
                     writer.send(writes)  # a turn even without writes: the last writes are taken in turns later
                     writer.settle(PENDING_TURNS if asked and not leaving else 0)
                     for s in leaving:
                         _hand_back(s)
                     leaving = []
                     if not asked:
+                        session.close(conn)
                         return
-                    writes = self._take(address, asked, multi.receive_fetch(conn), writer)
+                    writes = self._take(address, asked, session.receive(conn), writer)
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
@@ -151,10 +154,10 @@ class Streams:
         """What a Fetch brought that goes whole, each partition's position moved past it; a partition
         whose answer does not qualify is handed back once the writes sent are answered."""
         writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
-        for key, s in asked.items():
-            if s.failed:  # its write failed after this Fetch was sent: handed back already
+        for key, answer in fetched.items():  # a partition the session's answer leaves out has nothing new
+            s = asked.get(key)
+            if s is None or s.failed:  # a write of it failed after this Fetch was sent: handed back already
                 continue
-            answer = fetched.get(key, multi.MISSING)
             batches, why = _writable(s.f, answer, s.next)
             if why:
                 log.info("mirror %s[%d]: handed back to the copy (%s)", *key, why)
