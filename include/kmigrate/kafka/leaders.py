@@ -29,7 +29,8 @@ _remembered: dict[tuple, tuple[float, Address]] = {}
 _remembered_lock = threading.Lock()
 
 
-def look_up(cluster: ClusterConfig, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Address]:
+def look_up(cluster: ClusterConfig, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
+            ) -> dict[TopicPartition, Address]:
     """Each partition's leader address now, from one describe_topics for all their topics; a
     partition without a leader is left out."""
     wanted = set(partitions)
@@ -37,19 +38,30 @@ def look_up(cluster: ClusterConfig, partitions: Iterable[TopicPartition]) -> dic
     if not topics:
         return {}
     with shared_admin(cluster) as admin:
-        futures = admin.client.describe_topics(TopicCollection(topics), request_timeout=30)
-        described = {t: f.result(timeout=30) for t, f in futures.items()}
+        futures = admin.client.describe_topics(TopicCollection(topics), request_timeout=timeout_s)
+        described = {t: f.result(timeout=timeout_s) for t, f in futures.items()}
     return {(topic, p.id): (p.leader.host, p.leader.port) for topic, info in described.items()
             for p in info.partitions if (topic, p.id) in wanted and p.leader is not None}
 
 
-def remember(cluster: ClusterConfig, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Address]:
-    """look_up, kept for `leader` for REMEMBERED_S."""
-    found = look_up(cluster, partitions)
+def remember(cluster: ClusterConfig, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
+             ) -> dict[TopicPartition, Address]:
+    """look_up, kept for `leader` and `leaders` for REMEMBERED_S."""
+    found = look_up(cluster, partitions, timeout_s)
     key, now = identity(cluster), time.monotonic()
     with _remembered_lock:
         _remembered.update({(key, topic, partition): (now, address) for (topic, partition), address in found.items()})
     return found
+
+
+def leaders(cluster: ClusterConfig, partitions: Iterable[TopicPartition], timeout_s: float = 30.0
+            ) -> dict[TopicPartition, Address]:
+    """Each partition's leader as remembered, the others looked up together and remembered; a
+    partition without a leader is left out."""
+    partitions = list(partitions)
+    found = {tp: address for tp in partitions if (address := _remembered_leader(cluster, *tp)) is not None}
+    missing = [tp for tp in partitions if tp not in found]
+    return {**found, **remember(cluster, missing, timeout_s)} if missing else found
 
 
 def forget(cluster: ClusterConfig, partitions: Iterable[TopicPartition]) -> None:
@@ -67,12 +79,13 @@ def _remembered_leader(cluster: ClusterConfig, topic: str, partition: int) -> Ad
     return entry[1]
 
 
-def connection(cluster: ClusterConfig, address: Address, client_id: str = "kmigrate"
+def connection(cluster: ClusterConfig, address: Address, client_id: str = "kmigrate", timeout_s: float = 60.0
                ) -> contextlib.AbstractContextManager[BrokerConnection]:
-    """A pooled connection to the broker at `address`, with the cluster's security settings."""
+    """A pooled connection to the broker at `address`, with the cluster's security settings, whose
+    requests fail once an answer is `timeout_s` late."""
     host, port = address
-    return connections.use((host, port, client_id, identity(cluster)),
-                           lambda: BrokerConnection(host, port, client_id=client_id, transport=Transport.of(cluster)))
+    return connections.use((host, port, client_id, timeout_s, identity(cluster)),
+                           lambda: BrokerConnection(host, port, timeout_s, client_id, Transport.of(cluster)))
 
 
 def leader(cluster: ClusterConfig, topic: str, partition: int, admin: AdminClient | None = None) -> tuple[str, int]:

@@ -135,14 +135,16 @@ class FetchSession:
             self.sent = {}
 
 
-def send_list_offsets(conn: wire.BrokerConnection, partitions: Iterable[TopicPartition], replica_id: int = -1) -> int:
+def send_list_offsets(conn: wire.BrokerConnection, partitions: Iterable[TopicPartition], replica_id: int = -1,
+                      timestamp: int = -1, isolation: int = 0) -> int:
     """Ask for the latest offset of each partition: the high watermark (replica id -1), or the
-    replica's log end offset (the debugging replica id -2, which a follower answers too)."""
+    replica's log end offset (the debugging replica id -2, which a follower answers too); the last
+    stable offset with `isolation` 1 (read_committed), the log start offset with `timestamp` -2."""
     topics = _topics({tp: None for tp in partitions})
-    parts = [struct.pack(">ibi", replica_id, 0, len(topics))]
+    parts = [struct.pack(">ibi", replica_id, isolation, len(topics))]
     for topic, wanted in topics.items():
         parts += [wire._string(topic), struct.pack(">i", len(wanted))]
-        parts += [struct.pack(">iq", partition, -1) for partition, _ in wanted]
+        parts += [struct.pack(">iq", partition, timestamp) for partition, _ in wanted]
     return conn.send(wire.LIST_OFFSETS, 2, b"".join(parts))
 
 

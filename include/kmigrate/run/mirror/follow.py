@@ -26,7 +26,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -35,7 +34,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError, PartitionHeld
-from kmigrate.kafka import leaders
+from kmigrate.kafka import ends, leaders
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 from kmigrate.manifest import Manifest, Part
@@ -183,6 +182,11 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     verifying: Future[None] | None = None
     spacing = verify_next = 0.0
     report = reporter(term.state_location, term.run_id, term.number, followed)
+    done = threading.Event()
+
+    def wake(_: Future[int]) -> None:
+        done.set()
+
     try:
         while not ended() and time.monotonic() < deadline:
             for key in [k for k, r in running.items() if r.done()]:
@@ -209,12 +213,15 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
             for key in [k for k in idle if in_step(followed[k])]:
                 idle.remove(key)
                 running[key] = streams.follow(followed[key], held[key])
+                running[key].add_done_callback(wake)
                 in_stream.add(key)
             read_at = now
             for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
                 running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
-            if running:
-                futures.wait(list(running.values()), term.poll_s, futures.FIRST_COMPLETED)
+                running[key].add_done_callback(wake)
+            if running:  # until a copy is done (one event, not a waiter on each of a dozen futures a turn)
+                done.wait(term.poll_s)
+                done.clear()  # one done meanwhile is found above
                 time.sleep(max(0.0, read_at + READ_EVERY_S - time.monotonic()))
             else:
                 time.sleep(term.poll_s)
@@ -282,26 +289,26 @@ def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     as read now (`CopyOptions.ends_read`; a copy goes up to the source's last stable offset), the
     target topics' configs; every partition waits, named, when a cluster does not answer."""
     try:
-        with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
-            starts, stable = admin.start_offsets(keys, retry=True), admin.stable_ends(keys, retry=True)
-        with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
-            dr_starts, dr_ends = admin.start_offsets(keys, retry=True), admin.end_offsets(keys, retry=True)
-            configs = admin.topics_configs({topic for topic, _ in keys})  # once a read, not once a copy
+        starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S)
+        dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S)
+        behind = [k for k in keys if dr_ends[k] < stable[k] or dr_starts[k] < starts[k]]
+        if behind:
+            with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
+                configs = admin.topics_configs({topic for topic, _ in behind})  # once a read, not once a copy
     except KmigrateError as exc:  # a cluster away for now: every partition read waits, named
         for key in keys:
             _failed(followed[key], f"reading the partitions' offsets: {exc}")
         return {}
-    behind = {}
+    copies = {}
     for key in keys:
         f = followed[key]
-        if dr_ends[key] >= stable[key] and dr_starts[key] >= starts[key]:
+        if key not in behind:
             f.error, f.failures = None, 0
-        else:
-            behind[key] = dataclasses.replace(
-                options, target_configs=configs, continues_at=f.committed, raw_producer=f.producer,
-                eager_producer=not f.whole_only,
-                ends_read=(starts[key], stable[key], dr_starts[key], dr_ends[key]))
-    return behind
+            continue
+        copies[key] = dataclasses.replace(
+            options, target_configs=configs, continues_at=f.committed, raw_producer=f.producer,
+            eager_producer=not f.whole_only, ends_read=(starts[key], stable[key], dr_starts[key], dr_ends[key]))
+    return copies
 
 
 def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> int | None:
