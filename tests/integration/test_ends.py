@@ -1,20 +1,21 @@
 """The ends of many partitions read with raw ListOffsets requests (kmigrate.kafka.ends) on the real
 broker: the log start, the high watermark and the last stable offset each as the admin client reads
-them, a leader remembered wrong looked up again, and a topic the cluster lacks named."""
+them (and through the admin client where the raw connection cannot go), a leader remembered wrong
+looked up again, and a topic the cluster lacks named."""
 from __future__ import annotations
 
 import time
 
 import pytest
 from kmigrate.errors import ClusterUnavailable
-from kmigrate.kafka import ends, leaders
+from kmigrate.kafka import ends, leaders, transport
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import identity
 
 from tests.support.kafka import TxnSeeder, create_topic, produce
 
 
-def test_the_ends_read_raw_are_the_admin_clients(stack, unique_name):
+def test_the_ends_read_raw_are_the_admin_clients(stack, unique_name, monkeypatch):
     topic = unique_name
     create_topic(stack.source, topic, partitions=2)
     seeder = TxnSeeder(stack.source, topic)
@@ -26,8 +27,13 @@ def test_the_ends_read_raw_are_the_admin_clients(stack, unique_name):
             admin.delete_records(topic, 1, 3)  # partition 1 starts at 3
             keys = [(topic, 0), (topic, 1)]
             expected = [admin.start_offsets(keys), admin.end_offsets(keys), admin.stable_ends(keys)]
-        got = ends.read(stack.source, keys, (ends.START, ends.HIGH, ends.STABLE), 10)
+        kinds = (ends.START, ends.HIGH, ends.STABLE)
+        got = ends.read(stack.source, keys, kinds, 10)
         assert got == expected == [{keys[0]: 0, keys[1]: 3}, {keys[0]: 7, keys[1]: 4}, {keys[0]: 5, keys[1]: 4}]
+        with monkeypatch.context() as m:  # a cluster only librdkafka reaches (GSSAPI, say)
+            m.setattr(transport, "raw_capable", lambda cluster, what: False)
+            m.setattr(leaders, "connection", None)  # no raw connection is made
+            assert ends.read(stack.source, keys, kinds, 10) == expected
 
         # partition 0's leader remembered as the DR broker, which lacks the topic: looked up again
         create_topic(stack.target, f"{topic}-dr")

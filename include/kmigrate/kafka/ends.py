@@ -4,7 +4,8 @@ two kinds costs one round trip, not one each, and no admin client's futures and 
 task reads the ends of its partitions not being copied about a dozen times a second; through the
 admin client those reads took 10 ms each and three fifths of the task loop's Python time. Leaders as `leaders` remembers
 them; a leader that moved is looked up again once, and a read that still fails, or a broker that
-does not answer within `timeout_s`, raises ClusterUnavailable."""
+does not answer within `timeout_s`, raises ClusterUnavailable. A cluster the raw connection cannot
+reach (GSSAPI, OAUTHBEARER: `transport.raw_capable`) is read through the admin client."""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,8 @@ from confluent_kafka import KafkaException
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable
-from kmigrate.kafka import leaders, multi, wire
+from kmigrate.kafka import leaders, multi, transport, wire
+from kmigrate.kafka.pool import shared_admin
 
 TopicPartition = tuple[str, int]
 START = (-2, 0)   # (timestamp, isolation): the log start offset
@@ -27,6 +29,10 @@ def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Se
          timeout_s: float) -> list[dict[TopicPartition, int]]:
     """For each of `kinds` (START, HIGH, STABLE), the offset of each partition."""
     partitions = list(dict.fromkeys(partitions))
+    if not transport.raw_capable(cluster, "reading offsets with raw requests"):
+        with shared_admin(cluster, timeout_s) as admin:
+            readers = {START: admin.start_offsets, HIGH: admin.end_offsets, STABLE: admin.stable_ends}
+            return [readers[kind](partitions, retry=True) for kind in kinds]
     try:
         return _read(cluster, partitions, kinds, timeout_s)
     except _Moved as moved:  # a leader moved (or is moving): looked up once more
