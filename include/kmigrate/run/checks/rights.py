@@ -42,12 +42,17 @@ class Missing:
         return f"{self.side}: {', '.join(self.operations)} on {what}"
 
 
+def operation_names(allowed: Iterable | None) -> set[str] | None:
+    """The names of a describe's authorized operations; None when the broker does not say (before 2.3)."""
+    return None if allowed is None else {op.name for op in allowed}
+
+
 def _lacking(side: str, resource: str, name: str, allowed: Iterable | None) -> list[Missing]:
-    if allowed is None:  # a broker before 2.3 does not say; the step that needs a right will fail naming it
+    have = operation_names(allowed)
+    if have is None:  # the step that needs a right will fail naming it
         log.warning("%s: the cluster does not report authorized operations on %s %s; its rights are not checked "
                     "before the run", side, resource, name)
         return []
-    have = {op.name for op in allowed}
     if "ALL" in have:
         return []
     lacking = tuple(op for op in NEEDS[side][resource] if op not in have)
@@ -96,9 +101,14 @@ def group_rights(admin: ClusterAdmin, side: str, groups: Collection[str]) -> lis
     return missing
 
 
-def cluster_rights(admin: ClusterAdmin, side: str) -> list[Missing]:
+def cluster_operations(admin: ClusterAdmin) -> list | None:
+    """The operations the principal may perform on the cluster; None when the broker does not say."""
     described = admin.client.describe_cluster(include_authorized_operations=True, request_timeout=admin.timeout_s)
-    return _lacking(side, "cluster", "", described.result(timeout=admin.timeout_s).authorized_operations)
+    return described.result(timeout=admin.timeout_s).authorized_operations
+
+
+def cluster_rights(admin: ClusterAdmin, side: str) -> list[Missing]:
+    return _lacking(side, "cluster", "", cluster_operations(admin))
 
 
 def claims_rights(target: ClusterAdmin) -> list[Missing]:

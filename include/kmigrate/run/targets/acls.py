@@ -32,6 +32,7 @@ from kmigrate.errors import ConfigError, MissingAcls
 from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks.rights import cluster_operations, operation_names
 from kmigrate.run.cutover.snapshot import read_snapshot
 
 SCOPES = ("off", "resources", "principals")
@@ -172,13 +173,6 @@ def _scram_users(admin: ClusterAdmin, users: list[str]) -> dict[str, list[str]] 
     return found
 
 
-def _cluster_operations(admin: ClusterAdmin) -> set[str] | None:
-    """The operations the principal may perform on the cluster; None when the broker does not say."""
-    described = admin.client.describe_cluster(include_authorized_operations=True, request_timeout=admin.timeout_s)
-    allowed = described.result(timeout=admin.timeout_s).authorized_operations
-    return None if allowed is None else {op.name for op in allowed}
-
-
 def _may(allowed: set[str] | None, operation: str) -> bool:
     return allowed is None or bool(allowed & {operation, "ALL"})
 
@@ -228,7 +222,7 @@ def plan(source: ClusterConfig, target: ClusterConfig, topics: Collection[str], 
         compared = compare(expected, on_target)
         missing = missing_principals(source_admin, target_admin, expected)
         quotas, quotas_to_set = _quotas(source, target, expected)
-        allowed = _cluster_operations(target_admin) if quotas_to_set or compared["to_add"] else None
+        allowed = operation_names(cluster_operations(target_admin)) if quotas_to_set or compared["to_add"] else None
         if quotas_to_set and not _may(allowed, "ALTER_CONFIGS"):
             raise MissingAcls(f"{len(quotas_to_set)} client quotas of the applications' users are not on the target, "
                               "and the run's principal lacks AlterConfigs on the target cluster, which setting them "
