@@ -111,5 +111,5 @@ def test_a_paced_comparison_reads_no_faster_than_asked_and_finds_the_same(stack,
     paced = batch_verify.compare(stack.source, stack.target, window, bytes_per_s=4 << 20)[(unique_name, 0)]
     # the third round is sent once the first two (1 MiB a side each) are paid for at 4 MiB/s
     assert time.monotonic() - began >= 1.0 > unpaced_s
-    assert (paced.end, paced.records, paced.source_hash.digest()) == (fast.end, fast.records, fast.source_hash.digest())
+    assert (paced.end, paced.records, paced.content_hash.digest()) == (fast.end, fast.records, fast.content_hash.digest())
     assert paced.end == 3000

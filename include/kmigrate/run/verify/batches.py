@@ -33,14 +33,13 @@ STALLED_ROUNDS = 3  # rounds in a row in which a partition gained nothing: the r
 
 @dataclasses.dataclass
 class Prefix:
-    """[start, end) of one partition found equal batch for batch, its records, and each side's
-    hash of its own batches' content."""
+    """[start, end) of one partition found equal batch for batch, its records, and the hash of
+    their content: each pair's bytes were found equal before they were hashed, so it is each side's."""
 
     start: int
     end: int
     records: int = 0
-    source_hash: hashlib.blake2b = dataclasses.field(default_factory=lambda: hashlib.blake2b(digest_size=16))
-    target_hash: hashlib.blake2b = dataclasses.field(default_factory=lambda: hashlib.blake2b(digest_size=16))
+    content_hash: hashlib.blake2b = dataclasses.field(default_factory=lambda: hashlib.blake2b(digest_size=16))
 
 
 def content(batch: wire.Batch) -> tuple[memoryview, memoryview]:
@@ -62,13 +61,12 @@ def _pair(prefix: Prefix, a: wire.Batch, b: wire.Batch, window_end: int) -> bool
             or b.transactional or b.control or len(a.data) != len(b.data)):
         return False
     (a_head, a_records), (b_head, b_records) = content(a), content(b)
-    if a_head != b_head or a_records != b_records or not crc_ok(b):
+    # as bytes: a memoryview compares byte by byte through its format (47 us for 20 KB, against 1.7)
+    if a_head.tobytes() != b_head.tobytes() or a_records.tobytes() != b_records.tobytes() or not crc_ok(b):
         return False
-    offset = struct.pack(">q", a.base_offset)
-    for digest, head, records in ((prefix.source_hash, a_head, a_records), (prefix.target_hash, b_head, b_records)):
-        digest.update(offset)
-        digest.update(head)
-        digest.update(records)
+    prefix.content_hash.update(struct.pack(">q", a.base_offset))
+    prefix.content_hash.update(a_head)
+    prefix.content_hash.update(a_records)
     prefix.records += a.records
     prefix.end = a.last_offset + 1
     return True

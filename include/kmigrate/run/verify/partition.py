@@ -70,8 +70,8 @@ def _compare_after(prefix: Prefix, source: ClusterConfig, target: ClusterConfig,
         found: tuple[ContentDigest, ContentDigest, list[str], str | None] = (ContentDigest(), ContentDigest(), [], None)
     else:
         found = _compare(source, target, topic, partition, prefix.end, end, compacted)
-    found[0].absorb(prefix.source_hash.digest(), prefix.records)
-    found[1].absorb(prefix.target_hash.digest(), prefix.records)
+    for side in found[:2]:
+        side.absorb(prefix.content_hash.digest(), prefix.records)
     return found
 
 
