@@ -52,7 +52,7 @@ def _read(cluster: ClusterConfig, partitions: list[TopicPartition], kinds: Seque
         return [{} for _ in kinds]
     try:
         places = leaders.leaders(cluster, partitions, timeout_s)
-    except KafkaException as exc:
+    except (KafkaException, OSError) as exc:  # OSError: TimeoutError, the client not answering in time
         raise ClusterUnavailable(f"cluster {cluster.name} did not say its partitions' leaders: {exc}") from exc
     if len(places) < len(partitions):
         missing = [f"{t}[{p}]" for t, p in partitions if (t, p) not in places]
