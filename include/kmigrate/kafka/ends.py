@@ -1,11 +1,12 @@
 """The ends of many partitions of one cluster, read with raw ListOffsets requests (v2) to their
-leaders: every kind of end asked of every leader before any answer is read, so that a read of
-two kinds costs one round trip, not one each, and no admin client's futures and threads. A mirror's
+leaders: every kind of end asked of every leader before any answer is read, so that a read of two
+kinds costs one round trip, not one each, and no admin client's futures and threads. A mirror's
 task reads the ends of its partitions not being copied about a dozen times a second; through the
-admin client those reads took 10 ms each and three fifths of the task loop's Python time. Leaders as `leaders` remembers
-them; a leader that moved is looked up again once, and a read that still fails, or a broker that
-does not answer within `timeout_s`, raises ClusterUnavailable. A cluster the raw connection cannot
-reach (GSSAPI, OAUTHBEARER: `transport.raw_capable`) is read through the admin client."""
+admin client those reads took 10 ms each and three fifths of the task loop's Python time. Leaders
+as `leaders` remembers them; a leader that moved is looked up again once, and a read that still
+fails, or a broker that does not answer within `timeout_s`, raises ClusterUnavailable. A cluster
+the raw connection cannot reach (GSSAPI, OAUTHBEARER: `transport.raw_capable`) is read through
+the admin client."""
 from __future__ import annotations
 
 import contextlib
@@ -74,7 +75,7 @@ def _read(cluster: ClusterConfig, partitions: list[TopicPartition], kinds: Seque
                         if error:
                             failed[tp] = error
                         answers[tp] = offset
-    except (OSError, ClusterUnavailable) as exc:  # a broker gone, or not answering in time (its connection closed)
+    except OSError as exc:  # a broker gone, or not answering in time (its connection closed)
         raise ClusterUnavailable(f"cluster {cluster.name} did not answer a read of its partitions' offsets in "
                                  f"{timeout_s:g} s: {exc}") from exc
     if failed:
