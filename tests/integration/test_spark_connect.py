@@ -23,6 +23,7 @@ from tests.support.migration import assert_same_partition
 from tests.support.mirror import start_mirror, stop_mirror, wait_caught_up, wait_for_round
 from tests.support.spark import attempts, make_run, run_client, seed_workload
 from tests.support.stack import load_spark_cluster_module
+from tests.support.waiting import wait_until
 
 # this module's own server ports (make spark-connect-up: 15002, UI 14040)
 CONNECT_PORT, CONNECT_UI_PORT = 30002, 30040
@@ -137,6 +138,9 @@ def test_a_mirror_keeps_a_live_exactly_once_source_on_the_dr_cluster_through_kil
         processes[0].communicate(timeout=30)
         processes.append(start_mirror(state, run_id, clients, remote))  # the run's selection, from its manifest
         wait_for_round(manifest, before_kill + 3)
+        # the tasks verify every 2 s what they copied; a term that ends sooner reports none, so the
+        # producers write on until a verification is in the manifest
+        wait_until(lambda: (manifest.read(VERIFIED) or {}).get("rows"), "a verification while the producers write", 120)
         live.stop()
         status = wait_caught_up(manifest, stack.source, {**live.topics, bulk: 2})
         stop_mirror(manifest, processes[1])
