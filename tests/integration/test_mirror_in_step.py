@@ -7,16 +7,23 @@ the producers stop and the mirror caught up, the DR cluster holds exactly what t
 told, at the source's offsets, every live verification was equal, and records were written in step."""
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import threading
 
 import pytest
+from confluent_kafka import Producer
+from kmigrate.kafka import multi
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.loop import VERIFIED, Mirror, MirrorSpec, follow_here
+from kmigrate.run.verify import batches
 
+from tests.support.kafka import create_topic, produce, records_of
 from tests.support.live_source import LiveSource, compare_with_model
 from tests.support.mirror import wait_caught_up, wait_for_round
+from tests.support.waiting import wait_until
 
 SEEDS = [int(s) for s in os.environ.get("KMIGRATE_IN_STEP_SEEDS", "41,42").split(",")]
 
@@ -34,10 +41,33 @@ def test_a_live_source_followed_in_step_lands_every_record_at_its_offset(stack, 
             in_step[row["topic"]] = in_step.get(row["topic"], 0) + row["in_step"]
         return rows
 
-    mirror = Mirror(manifest, stack.source, stack.target,
-                    MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0), follow, say=lambda _: None)
-    stopping = threading.Event()
-    failures: list[BaseException] = []
+    with _mirrored(stack, manifest, MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0), follow):
+        try:
+            wait_for_round(manifest, 1, timeout_s=120)
+            live.start()
+            wait_for_round(manifest, mirror_status.read(manifest)["round"] + 20, timeout_s=120)  # ten seconds of writes
+            live.stop()
+            status = wait_caught_up(manifest, stack.source, live.topics, timeout_s=120)
+        finally:
+            live.stop_writing()
+    compared = compare_with_model(stack, live.topics, live.compacted, live.model)
+    assert all(p["error"] is None for p in status["partitions"])
+    totals = mirror_status.read(manifest)["totals"]
+    assert 0 < totals["in_step"] <= totals["records"], totals
+    assert in_step[f"{unique_name}.mixed"] > 0 and in_step[f"{unique_name}.compact"] > 0, in_step
+    verified = manifest.read(VERIFIED)["rows"]
+    assert verified and all(r["equal"] for r in verified), [r for r in verified if not r["equal"]]
+    print(f"seed {seed}: {compared} records compared, {totals['in_step']} of {totals['records']} written in step "
+          f"({totals['joined']} batches joined into others), {live.model.transactions} transactions, {live.model.deletes} deletes; in step by topic {in_step}")
+
+
+@contextlib.contextmanager
+def _mirrored(stack, manifest: Manifest, spec: MirrorSpec, follow=None):  # noqa: ANN001
+    """The mirror's driver on a thread of this process, its terms followed here (`follow_here`, or
+    `follow`); stopped on leaving."""
+    follow = follow or (lambda units, extras, term: follow_here((stack.source, stack.target), units, extras, term))
+    mirror = Mirror(manifest, stack.source, stack.target, spec, follow, say=lambda _: None)
+    stopping, failures = threading.Event(), []
 
     def run() -> None:
         try:
@@ -48,22 +78,50 @@ def test_a_live_source_followed_in_step_lands_every_record_at_its_offset(stack, 
     driver = threading.Thread(target=run, daemon=True)
     driver.start()
     try:
-        wait_for_round(manifest, 1, timeout_s=120)
-        live.start()
-        wait_for_round(manifest, mirror_status.read(manifest)["round"] + 20, timeout_s=120)  # ten seconds of writes
-        live.stop()
-        status = wait_caught_up(manifest, stack.source, live.topics, timeout_s=120)
+        yield
     finally:
-        live.stop_writing()
         stopping.set()
         driver.join(120)
     assert not driver.is_alive() and not failures, failures
-    compared = compare_with_model(stack, live.topics, live.compacted, live.model)
-    assert all(p["error"] is None for p in status["partitions"])
-    totals = mirror_status.read(manifest)["totals"]
-    assert 0 < totals["in_step"] <= totals["records"], totals
-    assert in_step[f"{unique_name}.mixed"] > 0 and in_step[f"{unique_name}.compact"] > 0, in_step
-    verified = manifest.read(VERIFIED)["rows"]
-    assert verified and all(r["equal"] for r in verified), [r for r in verified if not r["equal"]]
-    print(f"seed {seed}: {compared} records compared, {totals['in_step']} of {totals['records']} written in step, "
-          f"{live.model.transactions} transactions, {live.model.deletes} deletes; in step by topic {in_step}")
+
+
+def test_batches_waiting_after_a_stall_are_joined_and_land_at_their_offsets(stack, unique_name, tmp_path,
+                                                                           monkeypatch):
+    """The in-step follower held after a Fetch answer (a stalled process, or a DR broker slow to
+    answer) while 60 batches of one record each are written; once it goes on they come in one
+    answer, are joined, and land at the source's offsets with their content; the batch verification
+    settles them byte for byte."""
+    topic = f"{unique_name}.burst"
+    create_topic(stack.source, topic, 1)
+    produce(stack.source, topic, [(b"k", b"before the stall")])
+    going, followed = threading.Event(), threading.Event()
+    going.set()
+    real = multi.FetchSession.receive
+
+    def receive(session, conn):  # noqa: ANN001 - the follower's Fetch answers, held while `going` is clear
+        answer = real(session, conn)
+        followed.set()
+        going.wait(60)
+        return answer
+
+    monkeypatch.setattr(multi.FetchSession, "receive", receive)
+    manifest = Manifest(str(tmp_path / "state"), "joined")
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=30.0)
+    with _mirrored(stack, manifest, spec):
+        wait_caught_up(manifest, stack.source, {topic: 1}, timeout_s=120)
+        produce(stack.source, topic, [(b"k", b"in step")])
+        wait_until(followed.is_set, "the partition followed in step", 60)
+        going.clear()
+        try:
+            producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
+            for i in range(60):  # a batch each
+                producer.produce(topic, key=f"k{i}".encode(), value=b"v" * i, partition=0,
+                                 headers=[("i", str(i).encode())])
+                assert producer.flush(10) == 0
+        finally:
+            going.set()
+        wait_caught_up(manifest, stack.source, {topic: 1}, timeout_s=120)
+    assert records_of(stack.target, topic, 0) == records_of(stack.source, topic, 0)
+    assert mirror_status.read(manifest)["totals"]["joined"] >= 50
+    end = len(records_of(stack.source, topic, 0))
+    assert batches.compare(stack.source, stack.target, {(topic, 0): (0, end)})[(topic, 0)].end == end

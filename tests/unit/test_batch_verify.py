@@ -1,14 +1,16 @@
 """The batch comparison's rule for a pair of batches, and the multi-partition Fetch's bytes (pure bytes)."""
 from __future__ import annotations
 
+import dataclasses
+import random
 import struct
 
 import crc32c
 from kmigrate.copy import fastfill
-from kmigrate.kafka import multi, wire
-from kmigrate.run.verify.batches import Prefix, _pair
+from kmigrate.kafka import merge, multi, wire
+from kmigrate.run.verify.batches import Prefix, _pair, _take
 
-from tests.support.wire import as_fetched
+from tests.support.wire import as_fetched, random_batches
 
 
 def copied(batch: bytes, base_offset: int) -> wire.Batch:
@@ -86,3 +88,27 @@ def test_one_fetch_asks_for_every_partition_and_its_answer_is_read_per_partition
     assert set(got) == {("a", 0), ("a", 3), ("b", 1)}
     assert got[("a", 0)][:2] == (0, 8) and bytes(got[("a", 0)][2]) == records
     assert got[("a", 3)][0] == 6 and not got[("b", 1)][2]
+
+
+def _as_written(batch: wire.Batch) -> wire.Batch:
+    """`batch` as the mirror's in-step write leaves it on the DR cluster: its offset, our producer id, CRC."""
+    data = wire.Idempotence(900, 0, 5).stamp(dataclasses.replace(batch, data=bytes(batch.data)).for_produce())
+    struct.pack_into(">q", data, 0, batch.base_offset)
+    return wire.parse_batches(bytes(data))[0]
+
+
+def test_a_batch_joined_on_the_way_pairs_with_the_source_batches_it_holds():
+    a, b, c, d = random_batches(random.Random(3), 500, 4)
+    targets = [_as_written(x) for x in merge.join([a, b, c], 1 << 20)] + [_as_written(d)]
+    assert len(targets) == 2
+    prefix = Prefix(500, 500)
+    assert _take(prefix, [a, b, c, d], targets, 10**6)
+    assert (prefix.end, prefix.records) == (d.last_offset + 1, a.records + b.records + c.records + d.records)
+
+    short = Prefix(500, 500)  # the source's answer ends inside the joined batch: the next round reads on
+    assert _take(short, [a, b], targets, 10**6) and short.end == 500
+
+    tampered = bytearray(targets[0].data)
+    tampered[-1] ^= 1  # the last record's last byte, CRC made right again
+    struct.pack_into(">I", tampered, 17, crc32c.crc32c(bytes(tampered[21:])))
+    assert not _take(Prefix(500, 500), [a, b, c, d], [wire.parse_batches(bytes(tampered))[0]], 10**6)

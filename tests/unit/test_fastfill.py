@@ -8,16 +8,7 @@ from kmigrate.copy import fastfill
 from kmigrate.kafka.records import FILLER_HEADER, FILLER_KEY
 from kmigrate.kafka.varint import varint
 
-
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+from tests.support.wire import read_varint
 
 
 def test_varint_zigzag():

@@ -30,3 +30,9 @@ def uvarint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
 
+
+
+def varint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The signed (zigzag) varint at `pos`, and the position after it."""
+    value, pos = uvarint_at(data, pos)
+    return (value >> 1) ^ -(value & 1), pos

@@ -96,11 +96,13 @@ class _Followed:
     producer: list[Any] = dataclasses.field(default_factory=list)  # CopyOptions.raw_producer, kept across copies
     whole_only: bool = False  # its last copy wrote whole batches only (CopyOptions.eager_producer off)
     source_start: int | None = None  # the source's log start its last copy aligned the DR log start to
+    batch_limit: int | None = None  # the DR topic's max.message.bytes as its last copy read it
+    joined: int = 0  # of the batches written in step, those joined into a larger one (`merge.join`)
 
     def row(self) -> dict[str, Any]:
         return {"ok": self.error is None, "topic": self.unit.topic, "partition": self.unit.partition,
-                "records": self.records, "in_step": self.in_step, "copies": self.copies, "own_end": self.own_end,
-                "error": self.error, "verified": self.checked}
+                "records": self.records, "in_step": self.in_step, "joined": self.joined, "copies": self.copies,
+                "own_end": self.own_end, "error": self.error, "verified": self.checked}
 
 
 def follow_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
@@ -277,6 +279,7 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
     f.own_end = f.committed = result.target_end
     f.whole_only = result.records > 0 and result.records == result.whole_records
     f.source_start = options.ends_read[0]
+    f.batch_limit = int((options.target_configs or {}).get(f.unit.topic, {}).get("max.message.bytes", 0)) or None
     f.error, f.failures = None, 0
     f.records += result.records
     f.copies += 1

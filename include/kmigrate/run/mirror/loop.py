@@ -141,7 +141,7 @@ class Mirror:
         # terms numbered on past any a killed driver began (its tasks' reports name theirs)
         self.rounds = earlier.get("round", 0)
         self.terms = max(earlier.get("term") or 0, (manifest.read(TERM) or {}).get("term") or 0)
-        self.totals = {"records": 0, "in_step": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
+        self.totals = {"records": 0, "in_step": 0, "joined": 0, "offsets": 0, "rounds": 0, "terms": 0, "failed_rounds": 0,
                        **earlier.get("totals", {})}
         self.started = time.time()
         self.last_status: dict[str, Any] = earlier
@@ -323,6 +323,7 @@ class Mirror:
                 self.asked.pop(key, None)
             self.totals["records"] += row["records"]
             self.totals["in_step"] += row.get("in_step", 0)
+            self.totals["joined"] += row.get("joined", 0)
         self.totals["terms"] += 1
         self.totals["failed_rounds"] += bool(self.errors)
         if self.errors:

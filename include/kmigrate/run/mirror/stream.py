@@ -30,7 +30,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition, plain, produce_requests, producer_for, stamped, take_answers
-from kmigrate.kafka import leaders, multi, wire
+from kmigrate.kafka import leaders, merge, multi, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
 
@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
 PARTITION_BYTES = 1 << 20
+# the consecutive batches of a partition one answer brings are joined up to this size (`merge.join`), and
+# at most the DR topic's max.message.bytes: one Produce round for them, not one each
+JOIN_BYTES = 256 << 10
 FETCH_BYTES = 16 << 20
 PENDING_TURNS = 3        # a turn's writes are answered at most this many turns later
 
@@ -168,6 +171,10 @@ class Streams:
                 writer.settle(0)
                 _hand_back(s)
             elif batches:
+                if len(batches) > 1 and s.f.batch_limit:
+                    joined = merge.join(batches, min(JOIN_BYTES, s.f.batch_limit))
+                    s.f.joined += len(batches) - len(joined)
+                    batches = joined
                 writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
                 s.next = writes[key][1].end
         return writes

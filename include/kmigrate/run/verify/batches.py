@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import crc32c
 
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka import leaders, multi, wire
+from kmigrate.kafka import leaders, merge, multi, wire
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,24 @@ def _pair(prefix: Prefix, a: wire.Batch, b: wire.Batch, window_end: int) -> bool
     return True
 
 
+def _take(prefix: Prefix, sources: list[wire.Batch], targets: list[wire.Batch], window_end: int) -> bool:
+    """Take the equal pairs at the prefix's end, in order; a target batch that the mirror joined from
+    several source batches (`merge.join`) pairs with those joined again. False at a pair that is
+    not equal whole batches (not when one side's answer ends first: the next round reads on)."""
+    at = 0
+    for b in targets:
+        run = []
+        while at < len(sources) and (not run or run[-1].last_offset < b.last_offset):
+            run.append(sources[at])
+            at += 1
+        if not run or run[-1].last_offset < b.last_offset:
+            return True
+        joined = merge.join(run, 1 << 62) if len(run) > 1 else run
+        if len(joined) != 1 or not _pair(prefix, joined[0], b, window_end):
+            return False
+    return True
+
+
 def compare(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
             bytes_per_s: float | None = None) -> dict[TopicPartition, Prefix]:
     """For each partition's window [start, end), the prefix equal batch for batch on both sides
@@ -116,11 +134,8 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
                     open_.discard(tp)
                     continue
                 before = prefix.end
-                pairs = list(zip(wire.parse_batches(s_blob), wire.parse_batches(t_blob)))
-                taken = 0
-                while taken < len(pairs) and _pair(prefix, *pairs[taken], window_end):
-                    taken += 1
-                if prefix.end >= window_end or taken < len(pairs):
+                unequal = not _take(prefix, wire.parse_batches(s_blob), wire.parse_batches(t_blob), window_end)
+                if prefix.end >= window_end or unequal:
                     open_.discard(tp)  # done, or a pair that is not equal whole batches
                 elif prefix.end == before:
                     stalled[tp] = stalled.get(tp, 0) + 1
