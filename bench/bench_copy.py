@@ -33,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import SOURCE, TARGET
+from common import SOURCE, TARGET, broker_pids, process_cpu_s
 from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import fastfill
@@ -111,7 +111,7 @@ def copy(topic: str, partitions: int, source: ClusterConfig = SOURCE, target: Cl
         prepare_target_topic(source_admin, target_admin, topic)
         ends = [source_admin.watermarks(topic, p)[1] for p in range(partitions)]
     pids = (cpu or {}).get("pids", {})
-    before = {side: _cpu_s(pid) for side, pid in pids.items()}
+    before = {side: process_cpu_s(pid) for side, pid in pids.items()}
     started = time.monotonic()
     for p, end in enumerate(ends):
         result = copy_partition(source, target, WorkUnit(topic, p, end),
@@ -119,23 +119,8 @@ def copy(topic: str, partitions: int, source: ClusterConfig = SOURCE, target: Cl
         assert (result.whole_batches > 0) == raw_batches or end < 100, "the copy took another path"
     seconds = time.monotonic() - started
     for side, pid in pids.items():
-        cpu.setdefault("shares", {}).setdefault(side, []).append(round((_cpu_s(pid) - before[side]) / seconds, 3))
+        cpu.setdefault("shares", {}).setdefault(side, []).append(round((process_cpu_s(pid) - before[side]) / seconds, 3))
     return seconds
-
-
-def _cpu_s(pid: int | None) -> float:
-    """CPU seconds (user and system) of a process so far: this one's for None, else from /proc."""
-    if pid is None:
-        times = os.times()
-        return times.user + times.system
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def broker_pids(state_dir: Path) -> dict[str, int]:
-    """The source's and the target's broker process of a stack state directory."""
-    return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
-            for side in ("source", "target")}
 
 
 def _stack():  # noqa: ANN202 - stack/stack.py, loaded once

@@ -7,17 +7,18 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH[:PENDING[:JOIN]]]]`
+every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH[:PENDING[:JOIN[:LINGER]]]]]`
 (copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
 settling whole batches byte for byte: 1, or reading every record: 0; the turns after which a write
 in step is answered: 0 waits for each, 3 is shipped; the batches one Fetch answer brings for a
-partition joined before the write in step: 1, shipped, or written as they came: 0); the default compares the
+partition joined before the write in step: 1, shipped, or written as they came: 0; the milliseconds a
+Fetch in step waits for more after an answer with records: 10 shipped, 0 none); the default compares the
 copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
 verify what they copied every --verify-every-s, as the mirror's do. With --stall-s, the first task's
 process is stopped (SIGSTOP) that long every 6 s while the load runs, as a busy machine does not
 schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting, and
-the CPU seconds its task processes used.
+the CPU seconds its task processes and each cluster's broker used (the broker's while the load ran).
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
     python bench/bench_mirror_lag.py --stall-s 0.5 --read-every-s 0.02 --settings 8:10:1:1
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SOURCE, TARGET, delete_groups, delete_topics  # noqa: E402
+from common import PROJECT_DIR, SOURCE, TARGET, broker_pids, delete_groups, delete_topics, process_cpu_s  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.model import WorkUnit  # noqa: E402
@@ -45,7 +46,7 @@ STALL_EVERY_S = 6.0
 
 
 def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
-           pending: int, join: bool, verify_every_s: float, rows) -> None:  # noqa: ANN001
+           pending: int, join: bool, linger_ms: int, verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
     from kmigrate.run.mirror import follow as follower, stream
@@ -53,6 +54,7 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 
     stream.PENDING_TURNS = pending
     stream.JOIN_BYTES = stream.JOIN_BYTES if join else 0  # a limit of 0 joins no two batches
+    stream.LINGER_MS = linger_ms
     follower.COPIES_AT_ONCE = copies_at_once
     follower.IN_STEP = in_step
     verification.LIVE_BY_BATCH = by_batch
@@ -66,7 +68,8 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
         read_every_s: float) -> dict:
-    copies_at_once, pool, in_step, by_batch, pending, join = (int(x) for x in (setting + ":1:1:3:1").split(":")[:6])
+    copies_at_once, pool, in_step, by_batch, pending, join, linger_ms = (
+        int(x) for x in (setting + ":1:1:3:1:10").split(":")[:7])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()
@@ -80,7 +83,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
-                                                         bool(by_batch), pending, bool(join), verify_every_s, rows))
+                                                         bool(by_batch), pending, bool(join), linger_ms, verify_every_s, rows))
                for i in range(tasks)]
     try:
         watcher.start()
@@ -88,10 +91,13 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
             worker.start()
         time.sleep(3)  # the load starts once the tasks follow (the bench's pace, not a wait for a condition)
         began = time.time()
+        brokers = broker_pids(PROJECT_DIR / ".stack")
+        before = {side: process_cpu_s(pid) for side, pid in brokers.items()}
         load.start()
         stalls = stall(workers[0].pid, seconds, stall_s) if stall_s else 0
         time.sleep(max(0.0, began + seconds - time.time()))
         load.stop()
+        broker_cpu = {f"{side}_cpu_s": round(process_cpu_s(pid) - before[side], 1) for side, pid in brokers.items()}
         done = [rows.get(timeout=120) for _ in workers]
     finally:
         load.stopping.set()
@@ -107,7 +113,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
             "p99_s": percentile(lags, 0.99), "p999_s": percentile(lags, 0.999), "max_s": round(max(lags), 3),
             "stalls": stalls, "samples": len(lags), "copies": sum(r["copies"] for task in done for r in task),
-            "tasks_cpu_s": round(sum(task[0]["cpu_s"] for task in done if task), 1),
+            "tasks_cpu_s": round(sum(task[0]["cpu_s"] for task in done if task), 1), **broker_cpu,
             # each partition's last verification while live, its seconds added up: one round's cost
             "verification_s": round(sum((r["verified"] or {}).get("seconds", 0) for task in done for r in task), 2),
             "failed": [r["error"] for task in done for r in task if r["error"]][:3]}

@@ -31,6 +31,23 @@ SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
 TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
 
 
+# ---------------------------------------------------------------------------------- processes
+
+def process_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user and system) of a process so far: this one's for None, else from /proc."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def broker_pids(state_dir: Path) -> dict[str, int]:
+    """The source's and the target's broker process of a stack state directory."""
+    return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
+            for side in ("source", "target")}
+
+
 # ---------------------------------------------------------------------------------- workload
 
 @dataclass

@@ -64,9 +64,11 @@ def test_one_fetch_asks_for_every_partition_and_its_answer_is_read_per_partition
             return 1
 
     conn = Recorder()
-    multi.send_fetch(conn, {("a", 0): 5, ("a", 3): 7, ("b", 1): 0}, partition_max_bytes=1000)
+    multi.send_fetch(conn, {("a", 0): 5, ("a", 3): 7, ("b", 1): 0}, partition_max_bytes=1000, max_wait_ms=5,
+                     min_bytes=4096)
     api_key, version, body = conn.sent
     assert (api_key, version) == (wire.FETCH, wire.FETCH_VERSION)
+    assert struct.unpack_from(">iii", body, 0) == (-1, 5, 4096)  # replica id, max wait, min bytes
     assert struct.unpack_from(">i", body, 25)[0] == 2  # two topics, after the 25 bytes of the header
     assert body.count(struct.pack(">iiqqi", 3, -1, 7, -1, 1000)) == 1
 

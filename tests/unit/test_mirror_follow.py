@@ -12,7 +12,8 @@ from kmigrate.copy.options import CopyOptions
 from kmigrate.kafka import multi
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import follow
-from kmigrate.run.mirror.stream import _writable
+from kmigrate.run.mirror import stream
+from kmigrate.run.mirror.stream import _writable, fetch_waits
 
 from tests.support.waiting import wait_until
 from tests.support.wire import as_fetched
@@ -107,6 +108,14 @@ def _in_step_at(committed: int, source_start: int = 0) -> follow._Followed:
     f = follow._Followed(WorkUnit("t", 0, 0), committed)
     f.committed, f.source_start = committed, source_start
     return f
+
+
+def test_in_step_a_fetch_after_records_lingers_for_more_and_one_after_none_waits_for_the_first(monkeypatch):
+    assert fetch_waits(True) == {"max_wait_ms": stream.LINGER_MS, "min_bytes": stream.LINGER_BYTES}
+    assert 0 < stream.LINGER_MS <= 10 < stream.WAIT_MS  # a few milliseconds added to a busy source's records
+    assert fetch_waits(False) == {"max_wait_ms": stream.WAIT_MS, "min_bytes": 1}
+    monkeypatch.setattr(stream, "LINGER_MS", 0)  # no linger: each answer as soon as a record is there
+    assert fetch_waits(True) == fetch_waits(False)
 
 
 def test_in_step_a_batch_goes_whole_only_where_a_copy_would_send_it_whole():

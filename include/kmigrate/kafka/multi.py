@@ -44,13 +44,13 @@ def by_leader(places: Mapping[TopicPartition, tuple[str, int]]) -> dict[tuple[st
 
 def send_fetch(conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], partition_max_bytes: int = 1 << 20,
                max_bytes: int = 64 << 20, isolation: int = 0, max_wait_ms: int = 0,
-               session: tuple[int, int] = (0, -1), forgotten: Iterable[TopicPartition] = ()) -> int:
+               session: tuple[int, int] = (0, -1), forgotten: Iterable[TopicPartition] = (), min_bytes: int = 1) -> int:
     """Send one Fetch for every partition of `positions` from its offset, not waiting for data
-    (max wait 0) unless told (the broker answers once any partition has data, or after
+    (max wait 0) unless told (the broker answers once its partitions have `min_bytes`, or after
     `max_wait_ms`); read_uncommitted by default (the caller bounds what it reads by offsets). Outside
     a fetch session unless given one ((id, epoch): `FetchSession`), and its partitions that leave it."""
     topics = _topics(positions)
-    parts = [struct.pack(">iiiibii", -1, max_wait_ms, 1, max_bytes, isolation, *session), struct.pack(">i", len(topics))]
+    parts = [struct.pack(">iiiibii", -1, max_wait_ms, min_bytes, max_bytes, isolation, *session), struct.pack(">i", len(topics))]
     for topic, wanted in topics.items():
         parts += [wire._string(topic), struct.pack(">i", len(wanted))]
         parts += [struct.pack(">iiqqi", partition, -1, offset, -1, partition_max_bytes) for partition, offset in wanted]

@@ -1,6 +1,7 @@
 """The mirror's partitions in step with the source (docs/DESIGN.md §12): a partition whose last copy
 wrote whole batches only, and left the DR end where that copy committed it, is followed by Fetches
-that wait on the source leader for new records (`WAIT_MS`), one for all such partitions of the task
+that wait on the source leader for new records (`WAIT_MS`; after an answer with records, a few
+milliseconds for more, `LINGER_MS`), one for all such partitions of the task
 on that leader, in an incremental fetch session (each Fetch names the partitions whose position moved,
 each answer holds those with news), and the plain batches each answer brings are written as they are,
 one Produce a DR leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
+# after an answer that brought records, the next Fetch waits up to LINGER_MS for LINGER_BYTES: a busy
+# source's records in fewer, larger turns (each turn's writes cost the DR broker a Produce request)
+LINGER_MS = 10
+LINGER_BYTES = 64 << 10
 PARTITION_BYTES = 1 << 20
 # the consecutive batches of a partition one answer brings are joined up to this size (`merge.join`), and
 # at most the DR topic's max.message.bytes: one Produce round for them, not one each
@@ -117,7 +122,7 @@ class Streams:
                     asked, leaving = self._asked(address)
                     if asked:
                         session.send(conn, {k: s.next for k, s in asked.items()}, partition_max_bytes=PARTITION_BYTES,
-                                     max_bytes=FETCH_BYTES, max_wait_ms=WAIT_MS)
+                                     max_bytes=FETCH_BYTES, **fetch_waits(bool(writes)))
                     writer.send(writes)  # a turn even without writes: the last writes are taken in turns later
                     writer.settle(PENDING_TURNS if asked and not leaving else 0)
                     for s in leaving:
@@ -279,6 +284,15 @@ class _Writer:
         s.f.committed = None
         s.f.producer.clear()  # its sequence is not known
         s.failed = True
+
+
+def fetch_waits(brought: bool) -> dict[str, int]:
+    """How long the next Fetch in step waits, and for how many bytes: after an answer that `brought`
+    records, LINGER_MS for LINGER_BYTES (a busy source's records in fewer, larger turns); else
+    WAIT_MS for the first record."""
+    if brought and LINGER_MS > 0:
+        return {"max_wait_ms": LINGER_MS, "min_bytes": LINGER_BYTES}
+    return {"max_wait_ms": WAIT_MS, "min_bytes": 1}
 
 
 def _hand_back(s: _Streamed) -> None:
