@@ -11,7 +11,7 @@ every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:
 (copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
 settling whole batches byte for byte: 1, or reading every record: 0; the turns after which a write
-in step is answered: 0 waits for each, 3 is shipped; the batches one Fetch answer brings for a
+in step is answered: 0 waits for each, 4 is shipped; the batches one Fetch answer brings for a
 partition joined before the write in step: 1, shipped, or written as they came: 0; the milliseconds a
 Fetch in step waits for more after an answer with records: 10 shipped, 0 none); the default compares the
 copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
@@ -69,7 +69,7 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
         read_every_s: float) -> dict:
     copies_at_once, pool, in_step, by_batch, pending, join, linger_ms = (
-        int(x) for x in (setting + ":1:1:3:1:10").split(":")[:7])
+        int(x) for x in (setting + ":1:1:4:1:10").split(":")[:7])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()

@@ -48,7 +48,7 @@ PARTITION_BYTES = 1 << 20
 # at most the DR topic's max.message.bytes: one Produce round for them, not one each
 JOIN_BYTES = 256 << 10
 FETCH_BYTES = 16 << 20
-PENDING_TURNS = 3        # a turn's writes are answered at most this many turns later
+PENDING_TURNS = 4        # a turn's writes are answered at most this many turns later
 
 
 @dataclasses.dataclass
