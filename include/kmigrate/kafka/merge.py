@@ -11,14 +11,11 @@ the first batch of a run keep their bytes; those of the later ones get their off
 deltas written again against the first batch's base. Pure Python."""
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 
 from kmigrate.kafka.varint import varint, varint_at
-from kmigrate.kafka.wire import Batch
+from kmigrate.kafka.wire import BATCH_HEADER as _HEADER, Batch
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2, 61 bytes
-_MAX_TIMESTAMP = struct.Struct(">q")
 _SLACK = 10  # bytes a record's length and deltas can grow by when written against another base
 _JOINABLE_OFF = 0x07 | 0x08 | 0x10 | 0x20 | 0x40  # compression, LogAppendTime, transactional, control, horizon
 
@@ -56,12 +53,11 @@ def _joined(run: list[Batch]) -> list[Batch]:
     first = run[0]
     (base, _length, epoch, magic, _crc, attributes, _last, base_ts, max_ts, pid, producer_epoch, sequence,
      _count) = _HEADER.unpack_from(first.data, 0)
-    body = [bytes(first.data[61:])]
+    body = [bytes(first.data[_HEADER.size:])]
     for batch in run[1:]:
-        shift_offset = batch.base_offset - base
-        (batch_ts,) = _MAX_TIMESTAMP.unpack_from(batch.data, 27)
-        max_ts = max(max_ts, _MAX_TIMESTAMP.unpack_from(batch.data, 35)[0])
-        body.append(_rebased(batch.data, batch.records, shift_offset, batch_ts - base_ts))
+        batch_ts, batch_max_ts = _HEADER.unpack_from(batch.data, 0)[7:9]
+        max_ts = max(max_ts, batch_max_ts)
+        body.append(_rebased(batch.data, batch.records, batch.base_offset - base, batch_ts - base_ts))
     records = sum(b.records for b in run)
     data = bytearray(_HEADER.size) + b"".join(body)
     _HEADER.pack_into(data, 0, base, len(data) - 12, epoch, magic, 0, attributes, records - 1, base_ts, max_ts, pid,
@@ -72,7 +68,7 @@ def _joined(run: list[Batch]) -> list[Batch]:
 def _rebased(data: bytes | memoryview, count: int, shift_offset: int, shift_ts: int) -> bytes:
     """The records of one batch, their offset deltas moved by `shift_offset` and their timestamp
     deltas by `shift_ts`."""
-    view, pos, out = memoryview(data), 61, []
+    view, pos, out = memoryview(data), _HEADER.size, []
     for _ in range(count):
         length, pos = varint_at(view, pos)
         end = pos + length

@@ -31,7 +31,6 @@ def uvarint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-
 def varint_at(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """The signed (zigzag) varint at `pos`, and the position after it."""
     value, pos = uvarint_at(data, pos)

@@ -40,7 +40,7 @@ ERRORS = {
 # Errors that pass (a leader moving, a broker restarting, the ISR shrinking for a while, a write refused
 # because the one before it was): the copy resumes from the target's end (`CopyInterrupted`).
 TRANSIENT = frozenset({3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 59, 74, 75, 78})
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
 
 
 def error_name(code: int) -> str:
@@ -164,10 +164,10 @@ def parse_batches(records: bytes | memoryview) -> list[Batch]:
         if magic < 2:
             out.append(Batch(records[pos:end], base, base, 0, 1, magic))
         else:
-            if pos + _HEADER.size > size:
+            if pos + BATCH_HEADER.size > size:
                 break
             (base, length, _epoch, magic, _crc, attributes, last_delta, _t0, _t1, _pid, _pe, _seq,
-             count) = _HEADER.unpack_from(records, pos)
+             count) = BATCH_HEADER.unpack_from(records, pos)
             out.append(Batch(records[pos:end], base, base + last_delta, attributes, count))
         pos = end
     return out

@@ -84,7 +84,7 @@ def _take(prefix: Prefix, sources: list[wire.Batch], targets: list[wire.Batch], 
             at += 1
         if not run or run[-1].last_offset < b.last_offset:
             return True
-        joined = merge.join(run, 1 << 62) if len(run) > 1 else run
+        joined = merge.join(run, 1 << 62)  # a run of one comes back as it is
         if len(joined) != 1 or not _pair(prefix, joined[0], b, window_end):
             return False
     return True
