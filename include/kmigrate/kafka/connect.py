@@ -69,6 +69,12 @@ class ConnectClient:
                     "is running and the URL in the connection is right",
                     connector=connector,
                 ) from exc
+            except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+                raise ConnectUnreachable(  # a worker killed while it answered
+                    f"Kafka Connect at {self.url} broke off its answer to {method} {path} ({type(exc).__name__}); "
+                    "check that the worker is running",
+                    connector=connector,
+                ) from exc
             except requests.Timeout as exc:
                 raise ConnectUnreachable(
                     f"Kafka Connect at {self.url} did not answer {method} {path} within {self.request_timeout_s:.0f}s; "
