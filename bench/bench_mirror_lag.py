@@ -7,12 +7,12 @@ a compacted one of 2, --rate-mb MB/s of 1 KiB values, two groups consuming); the
 created first. Each setting runs --tasks processes (as many Spark tasks), each following its share
 of the 24 partitions for one term of --seconds while the load writes; every 10th record of the
 plain topic is timed from its acknowledgement on the source to the DR cluster's end passing it (read
-every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH[:PENDING[:JOIN[:LINGER]]]]]`
+every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:IN_STEP[:BY_BATCH[:IN_FLIGHT[:JOIN[:LINGER]]]]]`
 (copies side by side in a task, idle clients kept a key in the process's pools, partitions followed
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
-settling whole batches byte for byte: 1, or reading every record: 0; the turns after which a write
-in step is answered: 0 waits for each, 4 is shipped; the batches one Fetch answer brings for a
-partition joined before the write in step: 1, shipped, or written as they came: 0; the milliseconds a
+settling whole batches byte for byte: 1, or reading every record: 0; the Produce requests in step
+unanswered a DR leader before what comes for it is held and joined: 2 is shipped; the batches one
+Fetch answer brings for a partition joined before the write in step: 1, shipped, or written as they came: 0; the milliseconds a
 Fetch in step waits for more after an answer with records: 10 shipped, 0 none); the default compares the
 copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
 verify what they copied every --verify-every-s, as the mirror's do. With --stall-s, the first task's
@@ -46,13 +46,13 @@ STALL_EVERY_S = 6.0
 
 
 def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
-           pending: int, join: bool, linger_ms: int, verify_every_s: float, rows) -> None:  # noqa: ANN001
+           in_flight: int, join: bool, linger_ms: int, verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
     from kmigrate.run.mirror import follow as follower, stream
     from kmigrate.run.verify import partition as verification
 
-    stream.PENDING_TURNS = pending
+    stream.WRITES_IN_FLIGHT = in_flight
     stream.JOIN_BYTES = stream.JOIN_BYTES if join else 0  # a limit of 0 joins no two batches
     stream.LINGER_MS = linger_ms
     follower.COPIES_AT_ONCE = copies_at_once
@@ -68,8 +68,8 @@ def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
         read_every_s: float) -> dict:
-    copies_at_once, pool, in_step, by_batch, pending, join, linger_ms = (
-        int(x) for x in (setting + ":1:1:4:1:10").split(":")[:7])
+    copies_at_once, pool, in_step, by_batch, in_flight, join, linger_ms = (
+        int(x) for x in (setting + ":1:1:2:1:10").split(":")[:7])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     load = Load(prefix, rate_mb, 1024)
     load.create()
@@ -83,7 +83,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
-                                                         bool(by_batch), pending, bool(join), linger_ms, verify_every_s, rows))
+                                                         bool(by_batch), in_flight, bool(join), linger_ms, verify_every_s, rows))
                for i in range(tasks)]
     try:
         watcher.start()

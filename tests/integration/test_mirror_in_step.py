@@ -14,9 +14,10 @@ import threading
 
 import pytest
 from confluent_kafka import Producer
-from kmigrate.kafka import multi
+from kmigrate.kafka import multi, wire
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror import stream
 from kmigrate.run.mirror.loop import VERIFIED, Mirror, MirrorSpec, follow_here
 from kmigrate.run.verify import batches
 
@@ -125,3 +126,57 @@ def test_batches_waiting_after_a_stall_are_joined_and_land_at_their_offsets(stac
     assert mirror_status.read(manifest)["totals"]["joined"] >= 50
     end = len(records_of(stack.source, topic, 0))
     assert batches.compare(stack.source, stack.target, {(topic, 0): (0, end)})[(topic, 0)].end == end
+
+
+def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_offsets(stack, unique_name, tmp_path,
+                                                                                      monkeypatch):
+    """A DR leader slow to answer: while the answer to the in-step follower's one write in flight is
+    not read, it goes on fetching, and what each Fetch brings for the three partitions (a batch of one
+    record each, 40 a partition) is held, joined to what they held; once the answer is read, the
+    next write carries it all. No more than one write is unanswered meanwhile, and every record
+    lands at the source's offset with its content."""
+    topic = f"{unique_name}.held"
+    create_topic(stack.source, topic, 3)
+    for partition in range(3):
+        produce(stack.source, topic, [(b"k", b"before")], partition=partition)
+    monkeypatch.setattr(stream, "WRITES_IN_FLIGHT", 1)
+    answering, in_step, unanswered = threading.Event(), set(), [0]
+    answering.set()
+    real_waiting, real_follow = wire.BrokerConnection.answer_waiting, stream.Streams.follow
+    real_send = stream._Writer.send
+
+    def answer_waiting(conn):  # noqa: ANN001 - the DR leader's answers read only while `answering` is set
+        return answering.is_set() and real_waiting(conn)
+
+    def follow(streams, f, lease):  # noqa: ANN001
+        in_step.add(f.unit.partition)
+        return real_follow(streams, f, lease)
+
+    def send(writer, writes, *args):  # noqa: ANN001
+        held = real_send(writer, writes, *args)
+        if not answering.is_set():
+            unanswered[0] = max(unanswered[0], sum(len(q) for q in writer.pending.values()))
+        return held
+
+    monkeypatch.setattr(wire.BrokerConnection, "answer_waiting", answer_waiting)
+    monkeypatch.setattr(stream.Streams, "follow", follow)
+    monkeypatch.setattr(stream._Writer, "send", send)
+    manifest = Manifest(str(tmp_path / "state"), "held")
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=30.0)
+    with _mirrored(stack, manifest, spec):
+        wait_caught_up(manifest, stack.source, {topic: 3}, timeout_s=120)
+        wait_until(lambda: in_step == {0, 1, 2}, "the three partitions followed in step", 60)
+        answering.clear()
+        try:
+            producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
+            for i in range(40):  # a batch each, the follower fetching meanwhile
+                for partition in range(3):
+                    producer.produce(topic, key=f"k{i}".encode(), value=b"v" * i, partition=partition)
+                assert producer.flush(10) == 0
+        finally:
+            answering.set()
+        wait_caught_up(manifest, stack.source, {topic: 3}, timeout_s=120)
+    assert unanswered[0] == 1  # one write in flight, the rest held
+    for partition in range(3):
+        assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
+    assert mirror_status.read(manifest)["totals"]["joined"] >= 90

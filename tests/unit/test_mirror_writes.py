@@ -1,8 +1,9 @@
-"""How a partition followed in step has its writes answered turns later (kmigrate.run.mirror.stream's
-writer; pure logic: the DR leader is a stand-in that answers each Produce in order, so the clusters
-play no part): a turn is taken in only once all its answers are read, at most MAX_IN_FLIGHT requests
-wait on a leader, a write refused fails its partition and no later answer moves its DR end, and a
-writer left with answers unread closes its connections instead of pooling them."""
+"""How a partition followed in step has its writes answered (kmigrate.run.mirror.stream's writer;
+pure logic: the DR leader is a stand-in that answers each Produce in order, so the clusters play no
+part): a turn is taken in only once all its answers are read, answers are read without waiting when
+they are there, writes for a leader with requests unanswered are held, at most MAX_IN_FLIGHT
+requests wait on a leader, a write refused fails its partition and no later answer moves its DR
+end, and a writer left with answers unread closes its connections instead of pooling them."""
 from __future__ import annotations
 
 import collections
@@ -50,6 +51,9 @@ class Leader:
     def receive(self, conn):  # noqa: ANN001
         return self.sent.popleft()
 
+    def answer_waiting(self) -> bool:  # the connection's: every request sent is answered at once here
+        return bool(self.sent)
+
     @contextlib.contextmanager
     def connection(self, cluster, address):  # noqa: ANN001
         try:
@@ -87,14 +91,41 @@ def test_a_turn_is_taken_in_once_answered_and_the_last_ones_wait(leader):
     a, b = streamed(0), streamed(1)
     with stream._Writer(None, lambda: None) as writer:
         writer.send({("t", 0): (a, part(a, 0, 5, 5)), ("t", 1): (b, part(b, 0, 3))})
-        writer.send({})  # a turn without writes
+        writer.send({})  # nothing to write: no turn
         writer.send({("t", 0): (a, part(a, 10, 4))})
-        writer.settle(2)
+        writer.settle(1)
         assert (a.f.committed, a.f.in_step, b.f.committed, b.records) == (10, 10, 3, 3)  # the first turn only
         writer.settle(0)
         assert (a.f.committed, a.f.own_end, a.f.in_step, a.records) == (14, 14, 14, 14)
         assert not leader.sent and not a.failed and not b.failed
     assert leader.closed_by is None
+
+
+def test_writes_for_a_leader_with_requests_unanswered_are_held_and_answers_read_without_waiting(leader, monkeypatch):
+    a, b = streamed(0), streamed(1)
+    slow = {"answering": False}
+    monkeypatch.setattr(leader, "answer_waiting", lambda: slow["answering"] and bool(leader.sent))
+    with stream._Writer(None, lambda: None) as writer:
+        assert writer.send({("t", 0): (a, part(a, 0, 5))}, 1) == {}
+        second = {("t", 0): (a, part(a, 5, 2)), ("t", 1): (b, part(b, 0, 3))}
+        assert writer.send(second, 1) == second  # one request unanswered on the leader: held, nothing sent
+        writer.take_answered()  # no answer there yet: nothing waited for, nothing taken in
+        assert len(leader.sent) == 1 and a.f.committed == 0
+        slow["answering"] = True
+        writer.take_answered()
+        assert (a.f.committed, a.records, len(leader.sent)) == (5, 5, 0)
+        assert writer.send(second, 1) == {}
+        writer.take_answered()
+        assert (a.f.committed, b.f.committed, a.f.in_step + b.f.in_step) == (7, 3, 10)
+
+
+def test_the_writes_of_a_partition_that_failed_are_dropped_not_sent(leader):
+    a, b = streamed(0), streamed(1)
+    a.failed = True
+    with stream._Writer(None, lambda: None) as writer:
+        assert writer.send({("t", 0): (a, part(a, 0, 5)), ("t", 1): (b, part(b, 0, 2))}, 1) == {}
+        writer.settle(0)
+    assert leader.ends == {("t", 1): 2} and b.f.committed == 2
 
 
 def test_no_more_than_max_in_flight_requests_wait_on_a_leader(leader, monkeypatch):

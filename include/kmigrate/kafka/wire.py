@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import select
 import socket
 import ssl
 import struct
@@ -254,6 +255,12 @@ class BrokerConnection:
         (size,) = struct.unpack(">i", self._recv(4))
         data = self._recv(size)
         return struct.unpack_from(">i", data, 0)[0], data[4:]
+
+    def answer_waiting(self) -> bool:
+        """Whether a response has begun to arrive (asked without waiting)."""
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True
+        return bool(select.select([self._sock], [], [], 0)[0])
 
     def _recv(self, size: int) -> memoryview:
         view, got = memoryview(bytearray(size)), 0

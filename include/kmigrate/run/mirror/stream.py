@@ -5,10 +5,14 @@ milliseconds for more, `LINGER_MS`), one for all such partitions of the task
 on that leader, in an incremental fetch session (each Fetch names the partitions whose position moved,
 each answer holds those with news), and the plain batches each answer brings are written as they are,
 one Produce a DR leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
-sent before an answer is written, and a write's answer is read up to `PENDING_TURNS` turns later, so
-that fetches and writes are in flight together (as a replica fetcher or MirrorMaker's consumer and
-producer keep them), all from one thread a source leader. A partition is handed back only once every
-write sent for it is answered (a write still in flight could land after the copy read the DR end).
+sent before an answer is written, and a write's answer is read when it is there, without waiting
+for it, so that fetches and writes are in flight together (as a replica fetcher or MirrorMaker's
+consumer and producer keep them), all from one thread a source leader. A DR leader has at most
+`WRITES_IN_FLIGHT` requests unanswered: what the Fetches bring for it meanwhile is held, joined, and
+goes in the next request once one is answered, so that a DR broker short of CPU, which answers a
+connection's requests one after another, gets fewer, larger requests and the Fetches go on. A
+partition is handed back only once every write sent for it is answered (a write still in flight
+could land after the copy read the DR end); what it held unsent is dropped (the copy reads it again).
 
 A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
 a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
@@ -48,7 +52,8 @@ PARTITION_BYTES = 1 << 20
 # at most the DR topic's max.message.bytes: one Produce round for them, not one each
 JOIN_BYTES = 256 << 10
 FETCH_BYTES = 16 << 20
-PENDING_TURNS = 4        # a turn's writes are answered at most this many turns later
+WRITES_IN_FLIGHT = 2     # a DR leader's Produce requests unanswered before the batches for it are held
+HELD_BYTES = 64 << 20    # batches held past this: the thread waits for the writes' answers before it fetches more
 
 
 @dataclasses.dataclass
@@ -108,30 +113,34 @@ class Streams:
 
     def _run(self, address: tuple[str, int]) -> None:
         """The partitions on `address` in step: the next Fetch is sent before what the last one
-        brought is written, and the writes are answered turns later, so that fetches and writes
-        wait on the brokers meanwhile; a partition leaving is handed back once its writes are
-        answered. One thread does it all (two threads handing answers over spent their time waiting
-        for each other's GIL)."""
+        brought is written, and the writes' answers are read when they are there, so that fetches
+        and writes wait on the brokers meanwhile; a partition leaving is handed back once its
+        writes are answered. One thread does it all (two threads handing answers over spent their
+        time waiting for each other's GIL)."""
         leaving: list[_Streamed] = []
         writer = _Writer(self.target, self.guard)
         try:
             with leaders.connection(self.source, address) as conn, writer:
-                writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
+                held: dict[Key, tuple[_Streamed, WholePartition]] = {}  # fetched, not sent yet
                 session = multi.FetchSession()
                 while True:
                     asked, leaving = self._asked(address)
-                    if asked:
+                    writer.take_answered()
+                    if asked:  # while anything is held, the Fetch comes back soon: an answer may free its leader
                         session.send(conn, {k: s.next for k, s in asked.items()}, partition_max_bytes=PARTITION_BYTES,
-                                     max_bytes=FETCH_BYTES, **fetch_waits(bool(writes)))
-                    writer.send(writes)  # a turn even without writes: the last writes are taken in turns later
-                    writer.settle(PENDING_TURNS if asked and not leaving else 0)
+                                     max_bytes=FETCH_BYTES, **fetch_waits(bool(held)))
+                    for s in leaving:  # what a partition leaving held is not written: the copy reads it again
+                        held.pop((s.f.unit.topic, s.f.unit.partition), None)
+                    held = writer.send(held, WRITES_IN_FLIGHT)
+                    if leaving or not asked or _bytes(held) > HELD_BYTES:
+                        writer.settle(0)
                     for s in leaving:
                         _hand_back(s)
                     leaving = []
                     if not asked:
                         session.close(conn)
                         return
-                    writes = self._take(address, asked, session.receive(conn), writer)
+                    self._take(address, asked, session.receive(conn), writer, held)
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
@@ -157,14 +166,15 @@ class Streams:
                 self._threads.pop(address, None)
             return dict(streamed), leaving
 
-    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed], fetched: dict,
-              writer: _Writer) -> dict[Key, tuple[_Streamed, WholePartition]]:
-        """What a Fetch brought that goes whole, each partition's position moved past it; a partition
-        whose answer does not qualify is handed back once the writes sent are answered."""
-        writes: dict[Key, tuple[_Streamed, WholePartition]] = {}
+    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed], fetched: dict, writer: _Writer,
+              held: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
+        """What a Fetch brought that goes whole added to what each partition holds, its position moved
+        past it; a partition whose answer does not qualify is handed back once the writes sent are
+        answered, what it held dropped."""
         for key, answer in fetched.items():  # a partition the session's answer leaves out has nothing new
             s = asked.get(key)
-            if s is None or s.failed:  # a write of it failed after this Fetch was sent: handed back already
+            if s is None or s.failed:  # a write of it failed after this Fetch was sent: handed back soon
+                held.pop(key, None)
                 continue
             batches, why = _writable(s.f, answer, s.next)
             if why:
@@ -173,16 +183,18 @@ class Streams:
                     leaders.forget(self.source, [key])
                 with self._lock:
                     self._leaders.get(address, {}).pop(key, None)
+                held.pop(key, None)
                 writer.settle(0)
                 _hand_back(s)
             elif batches:
+                if key in held:  # not sent yet: what came since goes with it
+                    batches = held[key][1].batches + batches
                 if len(batches) > 1 and s.f.batch_limit:
                     joined = merge.join(batches, min(JOIN_BYTES, s.f.batch_limit))
                     s.f.joined += len(batches) - len(joined)
                     batches = joined
-                writes[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
-                s.next = writes[key][1].end
-        return writes
+                held[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
+                s.next = held[key][1].end
 
 
 @dataclasses.dataclass
@@ -193,10 +205,10 @@ class _Turn:
 
 class _Writer:
     """A thread's writes to the DR leaders: each turn's Produce requests sent at once (at most
-    MAX_IN_FLIGHT unanswered a leader), their answers read turns later (`settle`), in order on each
-    leader's connection, which the thread holds for its life. A turn is taken in once answered: each
-    partition's DR end moved past its batches, or the partition failed (its DR end unknown: the copy
-    after it checks) and leaves at the next turn."""
+    MAX_IN_FLIGHT unanswered a leader), their answers read when they are there (`take_answered`) or
+    waited for (`settle`), in order on each leader's connection, which the thread holds for its
+    life. A turn is taken in once answered: each partition's DR end moved past its batches, or the
+    partition failed (its DR end unknown: the copy after it checks) and leaves at the next turn."""
 
     def __init__(self, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.target, self.guard = target, guard
@@ -215,13 +227,22 @@ class _Writer:
             exc = (type(unread), unread, None)
         self._held.__exit__(*exc)
 
-    def send(self, writes: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
+    def send(self, writes: dict[Key, tuple[_Streamed, WholePartition]], in_flight: int | None = None
+             ) -> dict[Key, tuple[_Streamed, WholePartition]]:
+        """A turn's writes sent, but those of a partition that failed (dropped) and, with `in_flight`,
+        those for a leader with that many requests unanswered: returned, held for a later turn."""
         def check(s: _Streamed) -> Callable[[], None]:
             def checked() -> None:
                 self.guard()
                 s.lease.check()
             return checked
 
+        writes = {key: w for key, w in writes.items() if not w[0].failed}
+        held = {key: w for key, w in writes.items()
+                if in_flight is not None and len(self.pending.get(w[1].target_leader, ())) >= in_flight}
+        writes = {key: w for key, w in writes.items() if key not in held}
+        if not writes:
+            return held
         turn = _Turn(writes)
         self.turns.append(turn)
         parts = {key: part for key, (_, part) in writes.items()}
@@ -238,6 +259,15 @@ class _Writer:
                 batches, expected = stamped(mine, request)
                 self.pending[address].append((multi.send_produce(self.conns[address], batches), expected, turn))
                 turn.unanswered += 1
+        return held
+
+    def take_answered(self) -> None:
+        """The answers already there read, without waiting for any, and the turns they complete taken in."""
+        for address, queue in self.pending.items():
+            while queue and self.conns[address].answer_waiting():
+                self._receive(address)
+        while self.turns and not self.turns[0].unanswered:
+            self._take_in(self.turns.popleft())
 
     def settle(self, keep: int) -> None:
         """Read the answers of every turn but the last `keep`, and take those turns in."""
@@ -293,6 +323,10 @@ def fetch_waits(brought: bool) -> dict[str, int]:
     if brought and LINGER_MS > 0:
         return {"max_wait_ms": LINGER_MS, "min_bytes": LINGER_BYTES}
     return {"max_wait_ms": WAIT_MS, "min_bytes": 1}
+
+
+def _bytes(writes: dict[Key, tuple[_Streamed, WholePartition]]) -> int:
+    return sum(len(batch.data) for _, part in writes.values() for batch in part.batches)
 
 
 def _hand_back(s: _Streamed) -> None:
