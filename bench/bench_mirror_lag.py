@@ -12,12 +12,12 @@ every --read-every-s, 0.1 s as in bench-dr). A setting is `COPIES_AT_ONCE:POOL[:
 in step with the source once their copies allow: 1, or copied only: 0; the live verification
 settling whole batches byte for byte: 1, or reading every record: 0; the Produce requests in step
 unanswered a DR leader before what comes for it is held and joined: 2 is shipped; the batches one
-Fetch answer brings for a partition joined before the write in step: 1, shipped, or written as they came: 0; the milliseconds a
-Fetch in step waits for more after an answer with records: 10 shipped, 0 none); the default compares the
-copies alone, the verification reading every record, and the shipped settings (8:10:1:1). The tasks
-verify what they copied every --verify-every-s, as the mirror's do. With --stall-s, the first task's
-process is stopped (SIGSTOP) that long every 6 s while the load runs, as a busy machine does not
-schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting, and
+Fetch answer brings for a partition joined before the write in step: 1, shipped, or written as
+they came: 0; the milliseconds a Fetch in step waits for more after an answer with records: 10
+shipped, 0 none); the default compares the copies alone, the verification reading every record,
+and the shipped settings (8:10:1:1). The tasks verify what they copied every --verify-every-s, as
+the mirror's do. With --stall-s, the first task's process is stopped (SIGSTOP) that long every 6 s
+while the load runs, as a busy machine does not schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting, and
 the CPU seconds its task processes and each cluster's broker used (the broker's while the load ran).
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]

@@ -173,8 +173,7 @@ class Streams:
         answered, what it held dropped."""
         for key, answer in fetched.items():  # a partition the session's answer leaves out has nothing new
             s = asked.get(key)
-            if s is None or s.failed:  # a write of it failed after this Fetch was sent: handed back soon
-                held.pop(key, None)
+            if s is None or s.failed:  # a write of it failed after this Fetch was sent (what it held is not sent)
                 continue
             batches, why = _writable(s.f, answer, s.next)
             if why:
@@ -316,11 +315,12 @@ class _Writer:
         s.failed = True
 
 
-def fetch_waits(brought: bool) -> dict[str, int]:
-    """How long the next Fetch in step waits, and for how many bytes: after an answer that `brought`
-    records, LINGER_MS for LINGER_BYTES (a busy source's records in fewer, larger turns); else
-    WAIT_MS for the first record."""
-    if brought and LINGER_MS > 0:
+def fetch_waits(holding: bool) -> dict[str, int]:
+    """How long the next Fetch in step waits, and for how many bytes: while the thread is `holding`
+    batches (those the last answer brought, or those waiting for their leader's answer), LINGER_MS
+    for LINGER_BYTES (a busy source's records in fewer, larger turns, and the thread back soon to
+    send what waits); else WAIT_MS for the first record."""
+    if holding and LINGER_MS > 0:
         return {"max_wait_ms": LINGER_MS, "min_bytes": LINGER_BYTES}
     return {"max_wait_ms": WAIT_MS, "min_bytes": 1}
 
