@@ -8,6 +8,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
 
 from tests.support.kafka import create_topic
+from tests.support.waiting import wait_until
 
 
 def test_the_copy_settings_are_restored_to_the_source_values_and_a_second_restore_changes_nothing(stack, unique_name):
@@ -37,6 +38,9 @@ def test_source_changes_are_applied_to_a_topic_the_run_created_and_refused_on_an
     with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
         source.add_partitions(unique_name, 3)
         source.alter_topic_configs(unique_name, {"retention.ms": "3600000"})
+        # the broker applies a change once the controller's record reaches it: a describe right after may be older
+        wait_until(lambda: source.topic_configs(unique_name)["retention.ms"] == "3600000"
+                   and source.partition_count(unique_name) == 3, f"{unique_name}: the source's changes", 30)
         with pytest.raises(TopicMismatch, match=rf"'{unique_name}' changed.*partitions 2 -> 3.*did not create"):
             reconcile_target_topic(source, target, unique_name, created_by_run=False)
         assert target.partition_count(unique_name) == 2  # nothing changed
