@@ -81,7 +81,28 @@ class ForeignTarget(CopyError):
 
 
 class TargetDiverged(CopyError):
-    """The target partition's last records differ from the source's at the same offsets."""
+    """The target partition's last records differ from the source's at the same offsets; `window`,
+    the offsets compared (when known)."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, window: tuple[int, int] | None = None) -> None:
+        super().__init__(message, topic=topic, partition=partition)
+        self.window = window
+
+
+class RepeatedMarker(CopyError):
+    """The target's transaction coordinator wrote a marker a second time, at an offset the source
+    holds other data at (`copy/repeats.py`)."""
+
+    def __init__(self, topic: str, partition: int, marker: int, repeat: int) -> None:
+        super().__init__(
+            f"{topic}[{partition}]: the target holds the transaction marker at offset {marker} a second time, at "
+            f"offset {repeat}, where the source holds other data: the target's transaction coordinator sent that "
+            "marker again after a broker failure (it had not got the answer) and the broker appended it anew. A "
+            f"log's end cannot be cut, so this target partition cannot hold the source's offsets from {repeat} on; "
+            "the source is untouched. Delete the topic on the target, then run the copy again (the topic is created "
+            "again and copied from the source's log start)", topic=topic, partition=partition)
+        self.marker = marker
+        self.repeat = repeat
 
 
 class SourceNotReady(CopyError):

@@ -20,6 +20,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka import leaders, multi, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
+from kmigrate.kafka.varint import uvarint, uvarint_at, varint_at
 
 from tests.support.waiting import wait_until
 
@@ -220,3 +221,47 @@ def _produced(cluster: ClusterConfig, address: tuple[str, int], body: bytes, top
     code, offset = answers[(topic, partition)]
     assert code in (0, 48, 49), wire.error_name(code)
     return [offset] if code == 0 else []
+
+
+WRITE_TXN_MARKERS = 27
+
+
+def repeat_marker(cluster: ClusterConfig, topic: str, partition: int, offset: int) -> int:
+    """Append the transaction marker at `offset` of `topic[partition]` again, as its coordinator does
+    when it sends a marker a second time (it lost the leader's answer): WriteTxnMarkers v1 to the
+    leader, with the marker's producer id, epoch, kind and coordinator epoch. Returns the offset it
+    landed at (a cluster without an authorizer lets any client send it)."""
+    address = leaders.look_up(cluster, [(topic, partition)])[(topic, partition)]
+    with leaders.connection(cluster, address) as conn:
+        multi.send_fetch(conn, {(topic, partition): offset}, 1 << 20, 1 << 20, max_wait_ms=0)
+        [batch] = [b for b in wire.parse_batches(multi.receive_fetch(conn)[(topic, partition)].records)
+                   if b.base_offset == offset]
+        assert batch.control, f"{topic}[{partition}] holds no marker at {offset}"
+        producer_id, epoch = struct.unpack_from(">qh", batch.data, 43)
+        kind, coordinator_epoch = _marker_fields(bytes(batch.data))
+        name = topic.encode()
+        body = (b"\x00" + uvarint(2) + struct.pack(">qhb", producer_id, epoch, kind)  # header tags; one marker
+                + uvarint(2) + uvarint(len(name) + 1) + name + uvarint(2) + struct.pack(">i", partition) + b"\x00"
+                + struct.pack(">i", coordinator_epoch) + b"\x00" + b"\x00")
+        conn.send(WRITE_TXN_MARKERS, 1, body)
+        _, data = conn.receive()
+    pos = 1 + 1 + 8 + 1  # header tags, one marker, its producer id, one topic
+    name_length, pos = uvarint_at(data, pos)
+    pos += name_length - 1 + 1  # the name, one partition
+    (_index, code) = struct.unpack_from(">ih", data, pos)
+    assert not code, wire.error_name(code)
+    with ClusterAdmin(cluster) as admin:
+        _, end = admin.watermarks(topic, partition)
+    return end - 1
+
+
+def _marker_fields(batch: bytes) -> tuple[int, int]:
+    """(kind: 0 abort, 1 commit; coordinator epoch) of a control batch's one record."""
+    _length, pos = varint_at(batch, 61)
+    _timestamp_delta, pos = varint_at(batch, pos + 1)  # after the record's attributes (1 byte)
+    _offset_delta, pos = varint_at(batch, pos)
+    key_length, pos = varint_at(batch, pos)
+    (kind,) = struct.unpack_from(">h", batch, pos + 2)
+    _value_length, pos = varint_at(batch, pos + key_length)
+    (_version, coordinator_epoch) = struct.unpack_from(">hi", batch, pos)
+    return kind, coordinator_epoch

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from kmigrate.config import ClusterConfig
+from kmigrate.copy import repeats
 from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer, transient
@@ -136,10 +137,13 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
         try:
             result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer,
                                    own_end)
-        except BaseException:
+        except BaseException as exc:
             if attempted is not None:
                 attempted[0] = max(attempted[0], writer.next_offset + 1)  # + 1: a marker after the last write
             writer.abandon()
+            repeated = repeats.explain(target, exc)  # a marker the target's coordinator wrote twice, named
+            if repeated is not None:
+                raise repeated from exc
             raise
         writer.close()
         return result

@@ -344,7 +344,7 @@ def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str
                 map(_record, on_source), lambda: map(_record, read_range(target, topic, partition, start, target_high)),
                 target_only_ok=True)
             if problems:
-                raise _diverged(topic, partition, target_high, problems[0])
+                raise _diverged(topic, partition, (start, target_high), problems[0])
             compared = len(on_source)
         else:
             on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
@@ -354,19 +354,19 @@ def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str
                              min(len(on_target), len(on_source)))
                 at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
                       if first < len(on_source) else target_high)
-                raise _diverged(topic, partition, target_high, f"first difference at offset {at}")
+                raise _diverged(topic, partition, (start, target_high), f"first difference at offset {at}")
             compared = len(on_target)
         if compared or start == low:
             return compared
         window *= 8
 
 
-def _diverged(topic: str, partition: int, target_high: int, detail: str) -> TargetDiverged:
+def _diverged(topic: str, partition: int, window: tuple[int, int], detail: str) -> TargetDiverged:
     return TargetDiverged(
-        f"{topic}[{partition}]: the target's records before its end {target_high} differ from the source's "
+        f"{topic}[{partition}]: the target's records before its end {window[1]} differ from the source's "
         f"({detail}), so it is not a copy of this partition: another producer wrote to it, or it holds another "
         "source's data. Nothing was written. Stop whatever writes to the target topic; if it is not in use, migrate "
-        "this topic to a target where it does not exist yet", topic=topic, partition=partition)
+        "this topic to a target where it does not exist yet", topic=topic, partition=partition, window=window)
 
 
 def _record(msg: Any) -> tuple[int, bytes | None, bytes | None, Any, int]:
