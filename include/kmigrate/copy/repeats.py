@@ -48,7 +48,8 @@ def find(target: ClusterConfig, topic: str, partition: int, start: int, end: int
     partition that repeats an earlier one: the same producer id, epoch and kind, with no batch of
     that producer between them (a producer's next transaction writes records first, or ends with
     another epoch). Read from LOOKBACK offsets before `start`."""
-    if not transport.raw_capable(target, "the search for a repeated transaction marker"):
+    if not transport.raw_capable(target, "the search for a repeated transaction marker",
+                                 "a copy stopped by one keeps its general error"):
         return None
     with shared_admin(target) as admin:
         low, _ = admin.watermarks(topic, partition)

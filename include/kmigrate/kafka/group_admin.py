@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupError, KmigrateError
-from kmigrate.kafka import group_wire
+from kmigrate.kafka import group_wire, transport
 
 
 class Committed(NamedTuple):
@@ -30,6 +30,12 @@ class GroupCalls:
 
     def _unavailable(self, what: str, exc: KafkaException) -> KmigrateError:
         raise NotImplementedError
+
+    @property
+    def _raw(self) -> bool:
+        """Whether group offsets go over the raw connection (`group_wire`: their metadata whole)."""
+        return transport.raw_capable(self.cluster, "group offsets over raw requests",
+                                     "librdkafka's admin client reads and writes them")
 
     def list_groups(self) -> list[str]:
         try:
@@ -66,7 +72,7 @@ class GroupCalls:
         """Everything the group committed, by (topic, partition): offset and metadata (not the leader
         epoch, meaningless on another cluster); empty for an unknown group. Read over the raw
         connection where it can (`group_wire`: the metadata whole), else librdkafka."""
-        if group_wire.raw_capable(self.cluster):
+        if self._raw:
             return {key: Committed(*value) for key, value in group_wire.committed(self.cluster, group).items()}
         try:
             answer = self._admin.list_consumer_group_offsets(
@@ -81,7 +87,7 @@ class GroupCalls:
     def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int | Committed]) -> None:
         """Set the group's committed offsets, with their metadata when given (the group must have
         no members); over the raw connection where it can (`group_wire`: the metadata as it is)."""
-        if group_wire.raw_capable(self.cluster):
+        if self._raw:
             group_wire.commit(self.cluster, group, {key: (value.offset, value.metadata) if isinstance(value, Committed)
                                                     else (value, "") for key, value in offsets.items()})
             return

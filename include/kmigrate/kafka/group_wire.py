@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupError
 from kmigrate.kafka import wire
-from kmigrate.kafka.transport import Transport, Unsupported
+from kmigrate.kafka.transport import Transport
 
 OFFSET_FETCH, OFFSET_COMMIT = 9, 8
 _RETRY = frozenset({7, 13, 14, 15, 16})  # the coordinator loading, moving or not there yet
@@ -51,14 +51,6 @@ def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int,
             raise GroupError(f"{cluster.name}: the offsets of consumer group {group!r} could not be read or written in "
                              f"{timeout_s:.0f} s (last: {code})", group=group)
         time.sleep(0.1)
-
-
-def raw_capable(cluster: ClusterConfig) -> bool:
-    try:
-        Transport.of(cluster)
-    except Unsupported:
-        return False
-    return True
 
 
 def committed(cluster: ClusterConfig, group: str, timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int, str]]:

@@ -88,18 +88,18 @@ def _ssl_context(settings) -> ssl.SSLContext:  # noqa: ANN001 - a cluster's sett
     return context
 
 
-_noted: set[tuple[str, str]] = set()
+_noted: set[tuple[str, str, str]] = set()
 
 
-def raw_capable(cluster: ClusterConfig, what: str = "whole-batch copy") -> bool:
+def raw_capable(cluster: ClusterConfig, what: str = "whole-batch copy",
+                instead: str = "the record path (librdkafka) copies instead") -> bool:
     """Whether the raw connection can reach `cluster`; when it cannot, says why in the log once per
-    cluster and setting, and the caller takes librdkafka's record path."""
+    cluster, setting and use (`what`, and what the caller does `instead`)."""
     try:
         Transport.of(cluster)
         return True
     except Unsupported as exc:
-        if (cluster.name, str(exc)) not in _noted:
-            _noted.add((cluster.name, str(exc)))
-            log.info("%s: %s is not available with %s; the record path (librdkafka) copies instead",
-                     cluster.name, what, exc)
+        if (cluster.name, what, str(exc)) not in _noted:
+            _noted.add((cluster.name, what, str(exc)))
+            log.info("%s: %s is not available with %s; %s", cluster.name, what, exc, instead)
         return False
