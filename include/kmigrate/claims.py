@@ -12,7 +12,13 @@ took effect, with no coordinator and no clock but the partition leader's.
 - A copier leases the partition it writes (`kmigrate.leases`). A lease takes effect when the partition is free, its
   lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process is gone
   (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops writing
-  when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over."""
+  when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over.
+- The log is kept short: a reader that has folded SNAPSHOT_AFTER records since the last snapshot
+  (or the log's start) appends the state it folded as a snapshot, which takes effect only where
+  nothing landed between its fold and it (its `through` is its own offset), and then deletes the
+  records below the snapshot before it. A process that starts later reads at most twice
+  SNAPSHOT_AFTER records, from a snapshot on, not the whole history (a mirror's renewals alone add
+  one record a partition every 6 s); the last SNAPSHOT_AFTER records stay readable as they were."""
 from __future__ import annotations
 
 import json
@@ -24,15 +30,17 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable, TopicsHeld
+from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicsHeld
 from kmigrate.kafka.pool import identity, shared_admin
 
 log = logging.getLogger(__name__)
 
 CLAIMS_TOPIC = "kmigrate-claims"
+SNAPSHOT_AFTER = 10_000  # records folded since the last snapshot (or the log's start) before a reader writes the next
+SNAPSHOT_MAX_BYTES = 900_000  # a larger state is not snapshotted (the topic's records are at most 1 MB)
 CLAIMS_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
                   "message.timestamp.type": "LogAppendTime"}
 
@@ -55,16 +63,37 @@ class Claims:
         return {other: sorted(wanted & set(claim["topics"])) for other, claim in self.runs.items()
                 if other != run and wanted & set(claim["topics"])}
 
-    def apply(self, ts_ms: int, record: Any) -> bool:
+    def apply(self, ts_ms: int, record: Any, offset: int = -1) -> bool:
         """Fold one record (broker timestamp `ts_ms`); True when it took effect. A record this rule
         cannot read (another version's, or not ours) changes nothing, for every reader alike."""
         try:
-            return self._apply(ts_ms, record)
+            return self._apply(ts_ms, record, offset)
         except (AttributeError, KeyError, TypeError, ValueError):
             return False
 
-    def _apply(self, ts_ms: int, record: dict[str, Any]) -> bool:
+    def snapshot(self, through: int) -> dict[str, Any]:
+        """This state as a record, to take effect at offset `through` (the next one this state has not folded)."""
+        return {"kind": "snapshot", "through": through, "runs": self.runs, "parts": self.parts, "born": self.born,
+                "leased": sorted(self.leased)}
+
+    def holds(self, record: dict[str, Any]) -> bool:
+        """Whether the state is what `record` asked for: its outcome, for a record of this reader's that a
+        snapshot folded in before the reader read it (the log was trimmed past it meanwhile)."""
+        kind, holder = record.get("kind"), self.parts.get(record.get("scope", ""), {}).get("holder")
+        if kind == "run":
+            return set(record["topics"]) <= set(self.runs.get(record["run"], {}).get("topics", ()))
+        if kind == "run-release":
+            return record["run"] not in self.runs
+        return (holder == record.get("holder")) == (kind == "lease")
+
+    def _apply(self, ts_ms: int, record: dict[str, Any], offset: int) -> bool:
         kind = record.get("kind")
+        if kind == "snapshot":  # in effect only at the offset it was taken for: nothing landed in between
+            if record["through"] != offset or not isinstance(record["runs"], dict) or not isinstance(record["parts"], dict):
+                return False
+            self.runs, self.parts, self.born = dict(record["runs"]), dict(record["parts"]), record["born"]
+            self.leased = set(record["leased"])
+            return True
         if kind == "run":
             if (not isinstance(record["run"], str) or not isinstance(record["topics"], list)
                     or self.conflicts(record["run"], record["topics"])):
@@ -124,6 +153,10 @@ class ClaimLog:
         self.state = Claims()
         self._lock = threading.Lock()
         self._next = 0  # the next offset to fold
+        self._base = 0  # where the fold began: the log's first record, or the last snapshot that took effect
+        self._snapshots: list[int] = []  # the offsets of the last two snapshots that took effect, as folded here
+        self._trims = True  # False once DeleteRecords was refused here (the principal lacks Delete on the topic)
+        self._retry_at = 0  # after a snapshot that did not take effect, the next is tried from this offset
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
 
@@ -138,10 +171,17 @@ class ClaimLog:
                 admin.create_topic(CLAIMS_TOPIC, 1, {**CLAIMS_CONFIGS, "min.insync.replicas": str(min(2, replicas))},
                                    replicas=replicas)
         self._producer = Producer(self.cluster.producer(**{"acks": "all", "enable.idempotence": True,
-                                                            "linger.ms": 0}))
+                                                            "linger.ms": 0, "compression.type": "lz4"}))
         consumer = Consumer(self.cluster.consumer("kmigrate-claims-reader", **{"enable.partition.eof": False}))
-        # at an offset, not OFFSET_BEGINNING: librdkafka's look-up of the beginning costs 0.5 s here; a
-        # log start above it (records deleted by hand) resets to the earliest offset
+        # at an offset, not OFFSET_BEGINNING: librdkafka's look-up of the beginning costs 0.5 s here. A first
+        # read starts at the log start (a snapshot's, once trimmed); a reader whose next offset a trim
+        # deleted meanwhile is reset to it (auto.offset.reset), as after records deleted by hand
+        if self._next == 0:
+            try:
+                self._next = self._base = consumer.get_watermark_offsets(TopicPartition(CLAIMS_TOPIC, 0),
+                                                                         timeout=self.timeout_s)[0]
+            except KafkaException:  # a topic just created, not known everywhere yet: from 0
+                pass
         consumer.assign([TopicPartition(CLAIMS_TOPIC, 0, self._next)])
         self._consumer = consumer
         return True
@@ -183,9 +223,46 @@ class ClaimLog:
                             msg.offset(), CLAIMS_TOPIC, _what(msg.value()))
                 outcomes[msg.offset()] = False
             else:
-                outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record)
+                outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record, msg.offset())
+                if outcomes[msg.offset()] and record.get("kind") == "snapshot":
+                    self._base, self._snapshots = msg.offset(), [*self._snapshots[-1:], msg.offset()]
             self._next = msg.offset() + 1
         return outcomes
+
+    def _trim(self) -> None:
+        """Once SNAPSHOT_AFTER records lie between the fold's start (or last snapshot) and its end: the
+        state as a snapshot, and, when it took effect (nothing landed before it), the records below the
+        snapshot before it deleted. Best effort: a log not trimmed is only longer to read."""
+        if not self._trims or self._next - self._base < SNAPSHOT_AFTER or self._next < self._retry_at:
+            return
+        try:
+            self._snapshot_and_trim()
+        except KmigrateError as exc:  # the next reader past the mark tries again
+            log.warning("%s: %s not trimmed this time (%s)", self.cluster.name, CLAIMS_TOPIC, exc)
+
+    def _snapshot_and_trim(self) -> None:
+        through = self._next
+        snapshot = self.state.snapshot(through)
+        if len(json.dumps(snapshot)) > SNAPSHOT_MAX_BYTES:
+            self._trims = False
+            log.warning("%s: the claims' state is over %d bytes; %s is not trimmed", self.cluster.name,
+                        SNAPSHOT_MAX_BYTES, CLAIMS_TOPIC)
+            return
+        [offset] = self._append([snapshot])
+        self._fold_through(offset)
+        if offset != through:  # another claim came first: not in effect; tried again some records later
+            self._retry_at = self._next + SNAPSHOT_AFTER // 20
+            return
+        if len(self._snapshots) < 2:  # the first this reader knows of: nothing below a snapshot to delete yet
+            return
+        below = self._snapshots[0]
+        try:
+            with shared_admin(self.cluster) as admin:
+                admin.delete_records(CLAIMS_TOPIC, 0, below)
+            log.info("%s: %s trimmed below its snapshot at offset %d", self.cluster.name, CLAIMS_TOPIC, below)
+        except KmigrateError as exc:  # the snapshots stand; the next one trims
+            self._trims = "AUTHORIZATION" not in str(exc).upper()
+            log.warning("%s: %s not trimmed below offset %d (%s)", self.cluster.name, CLAIMS_TOPIC, below, exc)
 
     def _restart_if_behind(self, end: int) -> None:
         """The log ends below what was read: the topic was deleted and created again (or the cluster
@@ -195,7 +272,7 @@ class ClaimLog:
                         "it from the start", self.cluster.name, CLAIMS_TOPIC, end, self._next)
             self._consumer.close()
             self._producer = self._consumer = None
-            self.state, self._next = Claims(), 0
+            self.state, self._next, self._base, self._snapshots = Claims(), 0, 0, []
             self._open(create=True)
 
     def submit(self, record: dict[str, Any]) -> bool:
@@ -211,7 +288,11 @@ class ClaimLog:
             offsets = self._append(records)
             self._restart_if_behind(max(offsets) + 1)
             outcomes = self._fold_through(max(offsets))
-            return [bool(outcomes.get(offset)) for offset in offsets]
+            # a record of ours that a snapshot took in before this reader got to it: the state tells its outcome
+            taken = [outcomes[offset] if offset in outcomes else self.state.holds(record)
+                     for offset, record in zip(offsets, records, strict=True)]
+            self._trim()
+            return taken
 
     def close(self) -> None:
         """Close its clients (opened again when next used; what was read is kept)."""
@@ -229,6 +310,7 @@ class ClaimLog:
                 self._restart_if_behind(high)
                 if high > self._next:
                     self._fold_through(high - 1)
+                    self._trim()
             return self.state
 
 
@@ -283,22 +365,6 @@ def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: 
 def release_topics(target: ClusterConfig, run: str) -> bool:
     """Release the run's topics; False when it held none."""
     return claim_log(target).submit({"kind": "run-release", "run": run})
-
-
-def _started(pid: int) -> str | None:
-    """The process's start time (clock ticks since boot), to tell a reused process id apart."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _gone(holder: dict[str, Any]) -> bool:
-    """Whether the lease's holder process has ended (known only on the same host)."""
-    if holder.get("host") != socket.gethostname() or not holder.get("pid"):
-        return False
-    return _started(holder["pid"]) != holder.get("started")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,9 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from kmigrate.claims import _gone, _started, claim_log
+from kmigrate.claims import claim_log
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyInterrupted, PartitionHeld
 from kmigrate.kafka.pool import shared_admin
@@ -57,7 +58,8 @@ class PartitionLease:
         if self.held():
             return
         self._stop_renewer()
-        deadline = time.monotonic() + (2 * self.lease_s if wait_s is None else wait_s)
+        began = time.monotonic()
+        deadline = began + (2 * self.lease_s if wait_s is None else wait_s)
         while True:
             sent = time.monotonic()
             other = self.log.state.parts.get(self.scope)
@@ -69,12 +71,20 @@ class PartitionLease:
                 return
             other = self.log.state.parts.get(self.scope, {})
             if time.monotonic() > deadline:
+                if other.get("holder"):
+                    holder = (f"another copier holds the target partition: {other['holder']} (run "
+                              f"{other.get('run')!r}, host {other.get('host')}, pid {other.get('pid')})")
+                elif self._young_log():  # `Claims.born`: a copier leased in a claims topic deleted since may write
+                    holder = (f"the claims topic is younger than a lease ({self.lease_s:.0f} s) and the target "
+                              "partition is not empty: a copier of a claims topic deleted since may still write")
+                else:
+                    holder = "another copier held the target partition when this one claimed it (released since)"
                 raise PartitionHeld(
-                    f"{self.topic}[{self.partition}]: another copier holds the target partition: {other.get('holder')} "
-                    f"(run {other.get('run')!r}, host {other.get('host')}, pid {other.get('pid')}); it was not "
-                    f"released in {2 * self.lease_s:.0f} s. Two copies of one partition never write at once: let that "
-                    f"one end (a dead holder's lease runs out {self.lease_s:.0f} s after its last renewal), then "
-                    "retry; the copy resumes from the target's end", topic=self.topic, partition=self.partition)
+                    f"{self.topic}[{self.partition}]: {holder}"
+                    + (f"; it was not released in {time.monotonic() - began:.0f} s" if wait_s != 0 else "") +
+                    f". Two copies of one partition never write at once: let that one end (a dead holder's lease "
+                    f"runs out {self.lease_s:.0f} s after its last renewal), then retry; the copy resumes from the "
+                    "target's end", topic=self.topic, partition=self.partition)
             time.sleep(min(1.0, self.lease_s / 10))
 
     def _claim(self, breaks: str | None = None, empty: bool = False) -> dict:
@@ -194,3 +204,19 @@ def _target_ends(leases: Sequence[PartitionLease]) -> dict[str, int]:
     with shared_admin(leases[0].log.cluster) as admin:
         ends = admin.end_offsets([(lease.topic, lease.partition) for lease in leases], retry=True)
     return {lease.scope: ends[(lease.topic, lease.partition)] for lease in leases}
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), to tell a reused process id apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether the lease's holder process has ended (known only on the same host)."""
+    if holder.get("host") != socket.gethostname() or not holder.get("pid"):
+        return False
+    return _started(holder["pid"]) != holder.get("started")

@@ -2,9 +2,13 @@
 takes effect, in log order."""
 from __future__ import annotations
 
+import copy
+import json
 import os
+import random
 
-from kmigrate import claims
+import pytest
+from kmigrate import claims, leases
 from kmigrate.claims import Claims
 
 
@@ -98,8 +102,73 @@ def test_the_refusal_names_the_holding_run_its_dag_and_the_way_out():
 
 
 def test_a_holder_is_known_gone_only_on_its_own_host():
-    me = {"host": claims.socket.gethostname(), "pid": os.getpid(), "started": claims._started(os.getpid())}
-    assert claims._started(os.getpid()) is not None
-    assert not claims._gone(me)
-    assert claims._gone({**me, "started": "0"})          # the process id was reused by another process
-    assert not claims._gone({**me, "host": "elsewhere", "started": "0"})  # cannot tell from here
+    me = {"host": leases.socket.gethostname(), "pid": os.getpid(), "started": leases._started(os.getpid())}
+    assert leases._started(os.getpid()) is not None
+    assert not leases._gone(me)
+    assert leases._gone({**me, "started": "0"})          # the process id was reused by another process
+    assert not leases._gone({**me, "host": "elsewhere", "started": "0"})  # cannot tell from here
+
+
+def random_claims(rng: random.Random, count: int) -> list[tuple[int, dict]]:
+    """(broker time, record) of `count` random claims: runs claiming and releasing overlapping topics,
+    holders taking, renewing, breaking and releasing leases on a few partitions, some too late."""
+    out, ts = [], 10_000
+    for _ in range(count):
+        ts += rng.choice((1, 500, 5_000, 31_000))
+        kind = rng.random()
+        if kind < 0.25:
+            record = run_claim(rng.choice("abc"), *rng.sample(["o", "p", "q", "r"], rng.randint(1, 2)))
+        elif kind < 0.35:
+            record = {"kind": "run-release", "run": rng.choice("abc")}
+        elif kind < 0.85:
+            extra = {"breaks": rng.choice("xyz")} if rng.random() < 0.1 else {}
+            extra.update({"target_empty": True} if rng.random() < 0.1 else {})
+            record = lease(rng.choice("xyz"), scope=f"t:{rng.randint(0, 2)}", **extra)
+        else:
+            record = {"kind": "lease-release", "scope": f"t:{rng.randint(0, 2)}", "holder": rng.choice("xyz")}
+        out.append((ts, record))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_reader_starting_at_a_snapshot_decides_every_later_claim_as_one_that_read_from_the_start(seed):
+    """The trimmed log's promise: a snapshot taken at any offset and read back through JSON (as a new
+    process reads it, the records below it deleted) leaves a reader that agrees with one that folded
+    the whole history, on the state and on the outcome of every later claim."""
+    rng = random.Random(seed)
+    history = random_claims(rng, 300)
+    cut = rng.randint(1, len(history) - 1)
+    whole = Claims()
+    whole.born = 10_000  # the first record's time, as a reader of offset 0 sets it
+    outcomes = [whole.apply(ts, record, offset) for offset, (ts, record) in enumerate(history[:cut])]
+    snapshot = json.loads(json.dumps(whole.snapshot(cut)))
+    again = copy.deepcopy(whole)
+    assert again.apply(history[cut - 1][0], snapshot, cut)  # in effect where it was taken for: a no-op there
+    assert (again.runs, again.parts, again.born, again.leased) == (whole.runs, whole.parts, whole.born, whole.leased)
+    fresh = Claims()
+    assert fresh.apply(history[cut - 1][0], snapshot, cut)
+    later = [(whole.apply(ts, r, cut + 1 + i), fresh.apply(ts, r, cut + 1 + i)) for i, (ts, r) in enumerate(history[cut:])]
+    assert [a for a, _ in later] == [b for _, b in later]
+    assert (fresh.runs, fresh.parts, fresh.born, fresh.leased) == (whole.runs, whole.parts, whole.born, whole.leased)
+    assert any(outcomes) and not all(outcomes)  # the history holds both outcomes
+
+
+def test_a_snapshot_that_another_claim_came_before_is_void_for_every_reader():
+    state = Claims()
+    assert state.apply(1_000, lease("x"))
+    stale = json.loads(json.dumps(state.snapshot(1)))
+    assert state.apply(2_000, lease("y", scope="t:1"))  # landed at offset 1, before the snapshot
+    assert not state.apply(3_000, stale, 2)              # taken for offset 1, found at 2: void
+    assert state.parts["t:1"]["holder"] == "y"
+    assert not Claims().apply(3_000, stale, 2)
+
+
+def test_the_outcome_of_a_claim_a_snapshot_took_in_is_read_from_the_state():
+    state = Claims()
+    assert state.apply(1_000, lease("x"))
+    assert state.apply(1_001, run_claim("a", "orders"))
+    assert state.holds(lease("x")) and not state.holds(lease("y"))
+    assert state.holds(run_claim("a", "orders")) and not state.holds(run_claim("b", "orders"))
+    assert state.holds({"kind": "lease-release", "scope": "t:0", "holder": "y"})
+    assert not state.holds({"kind": "lease-release", "scope": "t:0", "holder": "x"})
+    assert state.holds({"kind": "run-release", "run": "b"}) and not state.holds({"kind": "run-release", "run": "a"})
