@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from kmigrate.kafka.pool import Pool
 
+from tests.support.waiting import wait_until
+
 
 class Client:
     made = 0
@@ -43,3 +45,16 @@ def test_idle_clients_are_closed_and_the_cap_holds(monkeypatch):
     now[0] += 31
     with pool.use("c", Client) as c:  # any use sweeps what has been idle too long, whatever its key
         assert kept.closed and b.closed and not c.closed
+
+
+def test_what_stays_idle_is_closed_though_no_one_uses_the_pool_again():
+    """A Spark worker between jobs uses its pool no more: its idle clients are closed all the same."""
+    pool: Pool[Client] = Pool(Client.close, idle_s=0.2)
+    with pool.use("a", Client) as a, pool.use("b", Client) as b:
+        pass
+    assert not a.closed and pool.idle() == 2
+    wait_until(lambda: a.closed and b.closed and pool.idle() == 0, "the idle clients closed", 5, poll_s=0.02)
+    with pool.use("a", Client) as again:  # a new client, and a new reaper for it
+        pass
+    assert again is not a
+    wait_until(lambda: again.closed, "the next idle client closed", 5, poll_s=0.02)
