@@ -268,9 +268,12 @@ class ClusterAdmin(GroupCalls):
             self.wait_for_topics({topic: partitions})
         return True
 
-    def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+    def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = (),
+                            visible: bool = False) -> None:
         """Set some of the topic's configs and remove the overrides of others (IncrementalAlterConfigs:
-        the topic's other configs stay as they are)."""
+        the topic's other configs stay as they are). `visible`: return once the values set read back.
+        A broker applies the change when the controller's record reaches it, and a copy that wrote at
+        once could have its first batches stamped under the old settings (LogAppendTime, say)."""
         entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
                    for name, value in sorted(set_configs.items())]
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in sorted(delete)]
@@ -284,6 +287,13 @@ class ClusterAdmin(GroupCalls):
             raise KmigrateError(f"{self.cluster.name}: changing configs {', '.join(e.name for e in entries)} of topic "
                                 f"{topic!r} failed: {exc.args[0].str()}; check the principal's AlterConfigs "
                                 "permission on the topic") from exc
+        deadline = time.monotonic() + self.timeout_s
+        while visible and any(self.topic_configs(topic).get(name) != value for name, value in set_configs.items()):
+            if time.monotonic() > deadline:
+                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic!r} accepted configs {dict(set_configs)} but "
+                                         f"did not show them within {self.timeout_s:.0f} s; nothing was written. "
+                                         "Check the brokers' metadata (a broker behind its controller), then retry")
+            time.sleep(0.02)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow the topic to `total` partitions (CreatePartitions), and wait until each has a leader."""

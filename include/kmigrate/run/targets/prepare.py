@@ -158,7 +158,7 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     if writes:
         relax = {k: v for k, v in COPY_SETTINGS.items() if target_configs.get(k) != v}
         if relax:
-            target.alter_topic_configs(topic, relax)
+            target.alter_topic_configs(topic, relax, visible=True)  # the copy's first write follows
             log.info("%s on %s: %s set for the copy (restored after the verification)", topic, target.cluster.name,
                      relax)
     return TopicPlan(topic, partitions, wanted, False)
