@@ -20,9 +20,10 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka import leaders, multi, txn_wire, wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, timestamp_of
-from kmigrate.kafka.varint import uvarint, uvarint_at, varint_at
+from kmigrate.kafka.varint import uvarint, uvarint_at
 
 from tests.support.waiting import wait_until
+from tests.support.wire import records_of as records_of_batch
 
 
 def create_topic(cluster: ClusterConfig, topic: str, partitions: int = 1, config: dict[str, str] | None = None,
@@ -238,7 +239,8 @@ def repeat_marker(cluster: ClusterConfig, topic: str, partition: int, offset: in
                    if b.base_offset == offset]
         assert batch.control, f"{topic}[{partition}] holds no marker at {offset}"
         producer_id, epoch = struct.unpack_from(">qh", batch.data, 43)
-        kind, coordinator_epoch = _marker_fields(bytes(batch.data))
+        [(_, _, key, value, _)] = records_of_batch(batch)  # a control record: version and kind; version and epoch
+        (kind,), (coordinator_epoch,) = struct.unpack_from(">h", key, 2), struct.unpack_from(">i", value, 2)
         name = topic.encode()
         body = (b"\x00" + uvarint(2) + struct.pack(">qhb", producer_id, epoch, kind)  # header tags; one marker
                 + uvarint(2) + uvarint(len(name) + 1) + name + uvarint(2) + struct.pack(">i", partition) + b"\x00"
@@ -253,15 +255,3 @@ def repeat_marker(cluster: ClusterConfig, topic: str, partition: int, offset: in
     with ClusterAdmin(cluster) as admin:
         _, end = admin.watermarks(topic, partition)
     return end - 1
-
-
-def _marker_fields(batch: bytes) -> tuple[int, int]:
-    """(kind: 0 abort, 1 commit; coordinator epoch) of a control batch's one record."""
-    _length, pos = varint_at(batch, 61)
-    _timestamp_delta, pos = varint_at(batch, pos + 1)  # after the record's attributes (1 byte)
-    _offset_delta, pos = varint_at(batch, pos)
-    key_length, pos = varint_at(batch, pos)
-    (kind,) = struct.unpack_from(">h", batch, pos + 2)
-    _value_length, pos = varint_at(batch, pos + key_length)
-    (_version, coordinator_epoch) = struct.unpack_from(">hi", batch, pos)
-    return kind, coordinator_epoch
