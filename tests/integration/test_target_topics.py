@@ -51,3 +51,14 @@ def test_source_changes_are_applied_to_a_topic_the_run_created_and_refused_on_an
         assert target.partition_count(unique_name) == 3
         assert reconcile_target_topic(source, target, unique_name, created_by_run=False) == {
             "partitions": None, "configs": {}}  # now they agree
+
+
+def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(stack, unique_name):
+    create_topic(stack.target, unique_name, config={"retention.ms": "3600000"})
+    with ClusterAdmin(stack.target) as target:
+        assert not target._shows(unique_name, {}, {"retention.ms"})  # the override is still there
+        assert not target._shows(unique_name, {"segment.ms": "7200000"}, set())
+        target.alter_topic_configs(unique_name, {"segment.ms": "7200000"}, delete=["retention.ms"], visible=True)
+        assert target._shows(unique_name, {"segment.ms": "7200000"}, {"retention.ms"})
+        own = target.topic_configs(unique_name, explicit_only=True)
+        assert own.get("segment.ms") == "7200000" and "retention.ms" not in own

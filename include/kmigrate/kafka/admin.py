@@ -271,7 +271,7 @@ class ClusterAdmin(GroupCalls):
     def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = (),
                             visible: bool = False) -> None:
         """Set some of the topic's configs and remove the overrides of others (IncrementalAlterConfigs:
-        the topic's other configs stay as they are). `visible`: return once the values set read back.
+        the topic's other configs stay as they are). `visible`: return once the values set, and the overrides removed, read back.
         A broker applies the change when the controller's record reaches it, and a copy that wrote at
         once could have its first batches stamped under the old settings (LogAppendTime, say)."""
         entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
@@ -288,12 +288,19 @@ class ClusterAdmin(GroupCalls):
                                 f"{topic!r} failed: {exc.args[0].str()}; check the principal's AlterConfigs "
                                 "permission on the topic") from exc
         deadline = time.monotonic() + self.timeout_s
-        while visible and any(self.topic_configs(topic).get(name) != value for name, value in set_configs.items()):
+        delete = {entry.name for entry in entries if entry.incremental_operation == AlterConfigOpType.DELETE}
+        while visible and not self._shows(topic, set_configs, delete):
             if time.monotonic() > deadline:
-                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic!r} accepted configs {dict(set_configs)} but "
-                                         f"did not show them within {self.timeout_s:.0f} s; nothing was written. "
-                                         "Check the brokers' metadata (a broker behind its controller), then retry")
+                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic!r} accepted configs {dict(set_configs)} "
+                                         f"(overrides removed: {sorted(delete)}) but did not show them within "
+                                         f"{self.timeout_s:.0f} s; nothing was written. Check the brokers' metadata "
+                                         "(a broker behind its controller), then retry")
             time.sleep(0.02)
+
+    def _shows(self, topic: str, set_configs: Mapping[str, str], deleted: set[str]) -> bool:
+        """Whether the topic's own configs read back hold `set_configs` and none of `deleted`."""
+        own = self.topic_configs(topic, explicit_only=True)
+        return all(own.get(name) == value for name, value in set_configs.items()) and not deleted & own.keys()
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow the topic to `total` partitions (CreatePartitions), and wait until each has a leader."""

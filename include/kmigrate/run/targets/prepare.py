@@ -188,7 +188,7 @@ def reconcile_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: st
     if grown:
         target.add_partitions(topic, partitions)
     if wrong:
-        target.alter_topic_configs(topic, {k: want for k, (_have, want) in wrong.items()})
+        target.alter_topic_configs(topic, {k: want for k, (_have, want) in wrong.items()}, visible=True)
     return {"partitions": grown, "configs": {k: [have, want] for k, (have, want) in sorted(wrong.items())}}
 
 
@@ -202,12 +202,13 @@ def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str)
     effective = {**config_versions.for_target(source.topic_configs(topic), kafka_4)[0], **explicit}
     before = target.topic_configs(topic)
     stale = [k for k in COPY_SETTINGS if k in effective and before.get(k) != effective[k]]
+    # read back below: a describe before the change reached the broker asked would report the copy's values
     target.alter_topic_configs(topic, {k: explicit[k] for k in stale if k in explicit},
-                               delete=[k for k in stale if k not in explicit])
+                               delete=[k for k in stale if k not in explicit], visible=True)
     after = target.topic_configs(topic)
     differs = {k: effective[k] for k in stale if after.get(k) != effective[k]}
     if differs:  # the target broker's default is not the source's
-        target.alter_topic_configs(topic, differs)
+        target.alter_topic_configs(topic, differs, visible=True)
         after = target.topic_configs(topic)
     return {k: [before.get(k), after.get(k)] for k in COPY_SETTINGS}
 
