@@ -19,6 +19,9 @@ records a group would read twice on the DR cluster from the offsets MM2 synced. 
 an unplanned failover of a second mirror (bench/dr_unplanned.py): the source broker killed under the
 load, the DR cluster promoted through the scheduler, the broker started again.
 
+The collection pauses of the source broker, the DR broker and MM2's worker over the load are read from
+their gc.log (`gc_paused_s`): both mirrors wait on the brokers', the tail of both lags with them.
+
 Last line: one JSON object. Failover RTO is the time from the trigger to the connectors resumed on
 the DR cluster (the run's report; unplanned: the DR cluster promoted), the scheduler's task starts
 included."""
@@ -46,12 +49,14 @@ from kmigrate.run.report.markdown import write_report
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stack"))
 import local_airflow as local  # noqa: E402
 
-from common import PROJECT_DIR, SOURCE, TARGET, delete_groups, delete_topics, poll  # noqa: E402
+from common import PROJECT_DIR, SOURCE, TARGET, delete_groups, delete_topics, gc_pauses, poll  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from dr_unplanned import unplanned_failover  # noqa: E402
 from mm2 import TARGET_CONNECT_URL, mm2_configs  # noqa: E402
 
 STATE = PROJECT_DIR / ".stack" / "bench-dr" / "state"
+# the JVMs both mirrors wait on, and MM2's worker: their collection pauses over the load are reported
+GC_LOGGED = {"source_broker": "source-kafka", "dr_broker": "target-kafka", "dr_connect_worker": "target-connect"}
 def say(line: str) -> None:
     print(f"bench-dr: {line}", flush=True)
 
@@ -92,6 +97,11 @@ def main() -> int:
                 f"the oldest missing record decided at most {status.get('behind_s_max')}s ago")
         load.stop()
         seconds = time.time() - began
+        paused = {name: gc_pauses(PROJECT_DIR / ".stack" / service, began, began + seconds)
+                  for name, service in GC_LOGGED.items()}
+        say("collection pauses over the load (count, seconds paused, longest): " + "; ".join(
+            f"{name} {p['pauses']}, {p['paused_s']} s, {p['longest_s']} s" if p else f"{name} not logged (a stack "
+            "started before its JVMs logged their collections)" for name, p in paused.items()))
         with ClusterAdmin(SOURCE) as admin:
             ends = admin.end_offsets([(load.plain, p) for p in range(20)])
         poll(lambda: watcher.samples and all(watcher.samples[-1][1][n][p] >= ends[(load.plain, p)]
@@ -131,6 +141,7 @@ def main() -> int:
                "unplanned_partitions_lost": unplanned.get("partitions_lost"),
                "unplanned_behind_records": unplanned.get("behind_records"), "unplanned_run": unplanned.get("run"),
                "failover_run": failed_over, "mirror_run": mirror_state, "failback_runs": back.get("runs"),
+               "gc_paused_s": {name: p and p["paused_s"] for name, p in paused.items()},
                "report": summary.get("report")}
         print(json.dumps(out))
         return 0 if (failed_over == "success" and lost == 0 and summary.get("groups_exact") == len(load.groups)

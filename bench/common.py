@@ -7,6 +7,7 @@ reporting (the versions that ran, writing a result into docs/BENCHMARKS.md betwe
 markers). Running the two tools compared is in mm2.py (MirrorMaker 2) and ours.py (this project)."""
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import platform
@@ -47,6 +48,24 @@ def broker_pids(state_dir: Path) -> dict[str, int]:
     return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
             for side in ("source", "target")}
 
+
+GC_PAUSE = re.compile(r"\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(\d+\) Pause .* ([\d.]+)ms$")
+
+
+def gc_pauses(service_dir: Path, began: float, ended: float) -> dict[str, float] | None:
+    """The collection pauses a stack JVM logged (its logs/gc.log, `stack_settings.java_command`)
+    between two epoch times: their count, their sum and the longest, in seconds; None without a log
+    (a stack started before it had one)."""
+    logs = sorted(service_dir.glob("logs/gc.log*"))
+    if not logs:
+        return None
+    pauses = []
+    for path in logs:
+        for line in path.read_text(errors="replace").splitlines():
+            match = GC_PAUSE.match(line)
+            if match and began <= datetime.datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() < ended:
+                pauses.append(float(match[2]) / 1000)
+    return {"pauses": len(pauses), "paused_s": round(sum(pauses), 2), "longest_s": round(max(pauses, default=0), 3)}
 
 # ---------------------------------------------------------------------------------- workload
 

@@ -116,8 +116,13 @@ def new_cluster_id() -> str:
 
 
 def java_command(java: str, service: Service, heap: str, main_class: str, *args: str,
-                 jvm: tuple[str, ...] = ()) -> list[str]:
+                 jvm: tuple[str, ...] = (), gc_log: bool = False) -> list[str]:
+    """`gc_log`: the JVM's collections logged to logs/gc.log, as Kafka's own start scripts log a
+    broker's (the benchmarks read the pauses from it)."""
     log4j = write_log4j(service)
+    if gc_log:
+        (service.dir / "logs").mkdir(parents=True, exist_ok=True)
+        jvm = (f"-Xlog:gc:file={service.dir / 'logs' / 'gc.log'}:time,uptime:filecount=3,filesize=10m", *jvm)
     classpath = str(service.cluster.home / "libs" / "*")
     return [
         java, *heap.split(), *JVM_FLAGS.split(), *jvm,
@@ -152,7 +157,7 @@ def prepare_zk_kafka(java: str, service: Service) -> list[str]:
         "advertised.listeners": f"PLAINTEXT://localhost:{service.port}",
         "log.dirs": str(service.dir / "data"),
     })
-    return java_command(java, service, BROKER_HEAP, "kafka.Kafka", str(props))
+    return java_command(java, service, BROKER_HEAP, "kafka.Kafka", str(props), gc_log=True)
 
 
 def prepare_kafka(java: str, service: Service) -> list[str]:
@@ -188,7 +193,7 @@ def prepare_kafka(java: str, service: Service) -> list[str]:
         result = subprocess.run(fmt, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"{service.name}: formatting {data_dir} failed: {(result.stderr or result.stdout).strip()}")
-    return java_command(java, service, BROKER_HEAP, "kafka.Kafka", str(props))
+    return java_command(java, service, BROKER_HEAP, "kafka.Kafka", str(props), gc_log=True)
 
 
 def prepare_connect(java: str, service: Service) -> list[str]:
@@ -213,7 +218,7 @@ def prepare_connect(java: str, service: Service) -> list[str]:
     write_properties(props, settings)
     props.chmod(0o600)
     return java_command(java, service, CONNECT_HEAP, "org.apache.kafka.connect.cli.ConnectDistributed", str(props),
-                        jvm=jvm)
+                        jvm=jvm, gc_log=True)
 
 
 def launch(java: str, service: Service) -> subprocess.Popen:

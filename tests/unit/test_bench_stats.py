@@ -1,4 +1,5 @@
-"""The benchmarks' interval of a median (bench/common.py): pure arithmetic."""
+"""The benchmarks' interval of a median and their reading of a JVM's collection pauses
+(bench/common.py): pure arithmetic and parsing."""
 from __future__ import annotations
 
 import random
@@ -9,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from common import median_interval  # noqa: E402
+from common import gc_pauses, median_interval  # noqa: E402
 
 
 def test_five_rounds_give_the_range_and_its_coverage():
@@ -35,3 +36,19 @@ def test_the_interval_covers_a_known_median_as_often_as_it_says():
 def test_no_values_is_an_error():
     with pytest.raises(ValueError):
         median_interval([])
+
+
+def test_the_pauses_of_a_window_are_read_from_the_gc_log_and_its_rotated_files(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "gc.log.0").write_text(
+        "[2026-11-28T17:37:31.672+0000][1410.984s] GC(1441) Pause Young (Mixed) (G1 Evacuation Pause) "
+        "405M->383M(512M) 14.941ms\n")
+    (tmp_path / "logs" / "gc.log").write_text(
+        "[2026-11-28T18:37:33.048+0100][1412.360s] GC(1442) Pause Young (Normal) (G1 Evacuation Pause) "
+        "404M->383M(512M) 118.360ms\n"
+        "[2026-11-28T17:37:33.100+0000][1412.400s] GC(1443) Concurrent Mark Cycle 40.000ms\n"
+        "[2026-11-28T17:40:00.000+0000][1559.000s] GC(1444) Pause Remark 300M->300M(512M) 5.000ms\n")
+    began = 1795887451.0  # 2026-11-28T17:37:31Z
+    assert gc_pauses(tmp_path, began, began + 60) == {"pauses": 2, "paused_s": 0.13, "longest_s": 0.118}
+    assert gc_pauses(tmp_path, began, began + 1000)["pauses"] == 3
+    assert gc_pauses(tmp_path / "elsewhere", began, began + 60) is None
