@@ -271,9 +271,10 @@ class ClusterAdmin(GroupCalls):
     def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete: Iterable[str] = (),
                             visible: bool = False) -> None:
         """Set some of the topic's configs and remove the overrides of others (IncrementalAlterConfigs:
-        the topic's other configs stay as they are). `visible`: return once the values set, and the overrides removed, read back.
-        A broker applies the change when the controller's record reaches it, and a copy that wrote at
-        once could have its first batches stamped under the old settings (LogAppendTime, say)."""
+        the topic's other configs stay as they are). `visible`: return once the values set, and the
+        overrides removed, read back. A broker applies the change when the controller's record reaches
+        it, and a copy that wrote at once could have its first batches stamped under the old settings
+        (LogAppendTime, say)."""
         entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
                    for name, value in sorted(set_configs.items())]
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in sorted(delete)]
@@ -287,12 +288,14 @@ class ClusterAdmin(GroupCalls):
             raise KmigrateError(f"{self.cluster.name}: changing configs {', '.join(e.name for e in entries)} of topic "
                                 f"{topic!r} failed: {exc.args[0].str()}; check the principal's AlterConfigs "
                                 "permission on the topic") from exc
+        if not visible:
+            return
         deadline = time.monotonic() + self.timeout_s
-        delete = {entry.name for entry in entries if entry.incremental_operation == AlterConfigOpType.DELETE}
-        while visible and not self._shows(topic, set_configs, delete):
+        removed = {entry.name for entry in entries if entry.incremental_operation == AlterConfigOpType.DELETE}
+        while not self._shows(topic, set_configs, removed):
             if time.monotonic() > deadline:
                 raise ClusterUnavailable(f"{self.cluster.name}: topic {topic!r} accepted configs {dict(set_configs)} "
-                                         f"(overrides removed: {sorted(delete)}) but did not show them within "
+                                         f"(overrides removed: {sorted(removed)}) but did not show them within "
                                          f"{self.timeout_s:.0f} s; nothing was written. Check the brokers' metadata "
                                          "(a broker behind its controller), then retry")
             time.sleep(0.02)

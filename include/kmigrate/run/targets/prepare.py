@@ -202,7 +202,7 @@ def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str)
     effective = {**config_versions.for_target(source.topic_configs(topic), kafka_4)[0], **explicit}
     before = target.topic_configs(topic)
     stale = [k for k in COPY_SETTINGS if k in effective and before.get(k) != effective[k]]
-    # read back below: a describe before the change reached the broker asked would report the copy's values
+    # waited for: a describe before the change reached the broker it asks would report the copy's values
     target.alter_topic_configs(topic, {k: explicit[k] for k in stale if k in explicit},
                                delete=[k for k in stale if k not in explicit], visible=True)
     after = target.topic_configs(topic)
