@@ -133,8 +133,9 @@ def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_off
     """A DR leader slow to answer: while the answer to the in-step follower's one write in flight is
     not read, it goes on fetching, and what each Fetch brings for the three partitions (a batch of one
     record each, 40 a partition) is held, joined to what they held; once the answer is read, the
-    next write carries it all. No more than one write is unanswered meanwhile, and every record
-    lands at the source's offset with its content."""
+    next write carries it all. No more than one write a lane (`LANES` connections to the DR leader,
+    the partitions spread over them) is unanswered meanwhile, and every record lands at the source's
+    offset with its content."""
     topic = f"{unique_name}.held"
     create_topic(stack.source, topic, 3)
     for partition in range(3):
@@ -176,7 +177,7 @@ def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_off
         finally:
             answering.set()
         wait_caught_up(manifest, stack.source, {topic: 3}, timeout_s=120)
-    assert unanswered[0] == 1  # one write in flight, the rest held
+    assert unanswered[0] == stream.LANES  # one write in flight a lane, the rest held
     for partition in range(3):
         assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
     assert mirror_status.read(manifest)["totals"]["joined"] >= 90

@@ -102,6 +102,7 @@ def test_a_turn_is_taken_in_once_answered_and_the_last_ones_wait(leader):
 
 
 def test_writes_for_a_leader_with_requests_unanswered_are_held_and_answers_read_without_waiting(leader, monkeypatch):
+    monkeypatch.setattr(stream, "LANES", 1)
     a, b = streamed(0), streamed(1)
     slow = {"answering": False}
     monkeypatch.setattr(leader, "answer_waiting", lambda: slow["answering"] and bool(leader.sent))
@@ -117,6 +118,36 @@ def test_writes_for_a_leader_with_requests_unanswered_are_held_and_answers_read_
         assert writer.send(second, 1) == {}
         writer.take_answered()
         assert (a.f.committed, b.f.committed, a.f.in_step + b.f.in_step) == (7, 3, 10)
+
+
+def test_a_leaders_partitions_are_spread_over_its_lanes_each_keeping_its_own(monkeypatch):
+    """Two lanes: each its own connection (a stand-in leader of its own, whose ends count only what
+    came on it, so that a partition moved to the other lane would be written at the wrong offset and
+    fail), the partitions given one in turn, and writes held only for a lane with a request unanswered."""
+    monkeypatch.setattr(stream, "LANES", 2)
+    lanes: list[Leader] = []
+
+    @contextlib.contextmanager
+    def connection(cluster, address):  # noqa: ANN001
+        lanes.append(Leader())
+        yield lanes[-1]
+
+    monkeypatch.setattr(stream.leaders, "connection", connection)
+    monkeypatch.setattr(stream.multi, "send_produce", lambda conn, batches: conn.send(conn, batches))
+    monkeypatch.setattr(stream.multi, "receive_produce", lambda conn: conn.receive(conn))
+    s = [streamed(p) for p in range(4)]
+    with stream._Writer(None, lambda: None) as writer:
+        assert writer.send({("t", p): (s[p], part(s[p], 0, 2)) for p in range(4)}, 1) == {}
+        assert len(lanes) == 2 and [sorted(tp[1] for tp in lane.ends) for lane in lanes] == [[0, 2], [1, 3]]
+        writer.take_answered()
+        assert writer.send({("t", p): (s[p], part(s[p], 2, 3)) for p in (3, 2, 1, 0)}, 1) == {}
+        writer.settle(0)
+        later = {("t", 1): (s[1], part(s[1], 5, 1)), ("t", 2): (s[2], part(s[2], 5, 1))}
+        assert writer.send({("t", 0): (s[0], part(s[0], 5, 1))}, 1) == {}
+        assert writer.send(later, 1) == {("t", 2): later[("t", 2)]}  # lane 0 has a request unanswered, lane 1 not
+        writer.settle(0)
+    assert [x.f.committed for x in s] == [6, 6, 5, 5] and not any(x.failed for x in s)
+    assert [dict(lane.ends) for lane in lanes] == [{("t", 0): 6, ("t", 2): 5}, {("t", 1): 6, ("t", 3): 5}]
 
 
 def test_the_writes_of_a_partition_that_failed_are_dropped_not_sent(leader):

@@ -4,10 +4,11 @@ that wait on the source leader for new records (`WAIT_MS`; after an answer with 
 milliseconds for more, `LINGER_MS`), one for all such partitions of the task
 on that leader, in an incremental fetch session (each Fetch names the partitions whose position moved,
 each answer holds those with news), and the plain batches each answer brings are written as they are,
-one Produce a DR leader for all of them, with the producer id and sequence the copies before used. The next Fetch is
-sent before an answer is written, and a write's answer is read when it is there, without waiting
+one Produce a lane for all of them, with the producer id and sequence the copies before used (a lane
+is one of the thread's `LANES` connections to a DR leader; a partition's writes all go on one). The next
+Fetch is sent before an answer is written, and a write's answer is read when it is there, without waiting
 for it, so that fetches and writes are in flight together (as a replica fetcher or MirrorMaker's
-consumer and producer keep them), all from one thread a source leader. A DR leader has at most
+consumer and producer keep them), all from one thread a source leader. A lane has at most
 `WRITES_IN_FLIGHT` requests unanswered: what the Fetches bring for it meanwhile is held, joined, and
 goes in the next request once one is answered, so that a DR broker short of CPU, which answers a
 connection's requests one after another, gets fewer, larger requests and the Fetches go on. A
@@ -52,7 +53,11 @@ PARTITION_BYTES = 1 << 20
 # at most the DR topic's max.message.bytes: one Produce round for them, not one each
 JOIN_BYTES = 256 << 10
 FETCH_BYTES = 16 << 20
-WRITES_IN_FLIGHT = 2     # a DR leader's Produce requests unanswered before the batches for it are held
+WRITES_IN_FLIGHT = 2     # a lane's Produce requests unanswered before the batches for it are held
+# a thread's connections to a DR leader (lanes), its partitions spread over them, each partition on one: a
+# broker reads a connection's next request only once it has answered the one before, so that a DR broker
+# out of a pause works on this many of the thread's requests at once (as on those of MM2's producers)
+LANES = 2
 HELD_BYTES = 64 << 20    # batches held past this: the thread waits for the writes' answers before it fetches more
 
 
@@ -204,16 +209,19 @@ class _Turn:
 
 class _Writer:
     """A thread's writes to the DR leaders: each turn's Produce requests sent at once (at most
-    MAX_IN_FLIGHT unanswered a leader), their answers read when they are there (`take_answered`) or
-    waited for (`settle`), in order on each leader's connection, which the thread holds for its
+    MAX_IN_FLIGHT unanswered a lane), their answers read when they are there (`take_answered`) or
+    waited for (`settle`), in order on each lane's connection, which the thread holds for its
     life. A turn is taken in once answered: each partition's DR end moved past its batches, or the
     partition failed (its DR end unknown: the copy after it checks) and leaves at the next turn."""
 
     def __init__(self, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.target, self.guard = target, guard
-        self.conns: dict[tuple[str, int], Any] = {}
-        # each leader's requests in the order sent: (correlation id, expected base offsets, turn)
-        self.pending: dict[tuple[str, int], collections.deque[tuple[int, dict[Key, int], _Turn]]] = {}
+        # a lane (DR leader, lane number): its connection, its requests in the order sent (correlation
+        # id, expected base offsets, turn); a partition keeps the lane it was given first (its writes in order)
+        self.conns: dict[tuple[tuple[str, int], int], Any] = {}
+        self.pending: dict[tuple[tuple[str, int], int], collections.deque[tuple[int, dict[Key, int], _Turn]]] = {}
+        self.lanes: dict[Key, int] = {}
+        self.given: collections.Counter[tuple[str, int]] = collections.Counter()  # partitions given a lane, a leader
         self.turns: collections.deque[_Turn] = collections.deque()
         self._held = contextlib.ExitStack()
 
@@ -238,7 +246,7 @@ class _Writer:
 
         writes = {key: w for key, w in writes.items() if not w[0].failed}
         held = {key: w for key, w in writes.items()
-                if in_flight is not None and len(self.pending.get(w[1].target_leader, ())) >= in_flight}
+                if in_flight is not None and len(self.pending.get(self._lane(key, w[1]), ())) >= in_flight}
         writes = {key: w for key, w in writes.items() if key not in held}
         if not writes:
             return held
@@ -246,25 +254,33 @@ class _Writer:
         self.turns.append(turn)
         parts = {key: part for key, (_, part) in writes.items()}
         checks = {key: check(s) for key, (s, _) in writes.items()}
-        for address, keys in multi.by_leader({key: part.target_leader for key, part in parts.items()}).items():
-            if address not in self.conns:
-                self.conns[address] = self._held.enter_context(leaders.connection(self.target, address))
-                self.pending[address] = collections.deque()
+        for lane, keys in multi.by_leader({key: self._lane(key, part) for key, part in parts.items()}).items():
+            if lane not in self.conns:
+                self.conns[lane] = self._held.enter_context(leaders.connection(self.target, lane[0]))
+                self.pending[lane] = collections.deque()
             mine = {key: parts[key] for key in keys}
-            producer_for(self.conns[address], mine)
+            producer_for(self.conns[lane], mine)
             for request in produce_requests(mine, checks):
-                while len(self.pending[address]) >= MAX_IN_FLIGHT:
-                    self._receive(address)
+                while len(self.pending[lane]) >= MAX_IN_FLIGHT:
+                    self._receive(lane)
                 batches, expected = stamped(mine, request)
-                self.pending[address].append((multi.send_produce(self.conns[address], batches), expected, turn))
+                self.pending[lane].append((multi.send_produce(self.conns[lane], batches), expected, turn))
                 turn.unanswered += 1
         return held
 
+    def _lane(self, key: Key, part: WholePartition) -> tuple[tuple[str, int], int]:
+        """The lane a partition's writes go on: the one it was given first, else its leader's next in turn."""
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = self.lanes[key] = self.given[part.target_leader] % LANES
+            self.given[part.target_leader] += 1
+        return part.target_leader, lane
+
     def take_answered(self) -> None:
         """The answers already there read, without waiting for any, and the turns they complete taken in."""
-        for address, queue in self.pending.items():
-            while queue and self.conns[address].answer_waiting():
-                self._receive(address)
+        for lane, queue in self.pending.items():
+            while queue and self.conns[lane].answer_waiting():
+                self._receive(lane)
         while self.turns and not self.turns[0].unanswered:
             self._take_in(self.turns.popleft())
 
@@ -272,16 +288,17 @@ class _Writer:
         """Read the answers of every turn but the last `keep`, and take those turns in."""
         while len(self.turns) > keep:
             turn = self.turns[0]
-            for address, queue in self.pending.items():
+            for lane, queue in self.pending.items():
                 while turn.unanswered and any(t is turn for _, _, t in queue):
-                    self._receive(address)
+                    self._receive(lane)
             self._take_in(self.turns.popleft())
 
-    def _receive(self, address: tuple[str, int]) -> None:
-        correlation_id, expected, turn = self.pending[address].popleft()
-        answered, answers = multi.receive_produce(self.conns[address])
+    def _receive(self, lane: tuple[tuple[str, int], int]) -> None:
+        correlation_id, expected, turn = self.pending[lane].popleft()
+        answered, answers = multi.receive_produce(self.conns[lane])
         if answered != correlation_id:
-            raise ConnectionError(f"the DR broker {address[0]}:{address[1]} answered request {answered}, not {correlation_id}")
+            (host, port), _ = lane
+            raise ConnectionError(f"the DR broker {host}:{port} answered request {answered}, not {correlation_id}")
         take_answers({key: part for key, (_, part) in turn.writes.items()}, expected, answers)
         turn.unanswered -= 1
 
