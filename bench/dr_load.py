@@ -156,10 +156,11 @@ class Watcher(threading.Thread):
                 self.samples.append((time.time(), {n: [ends[k] for k in ks] for n, ks in keys.items()}))
 
 
-def latencies(acked: list[tuple[int, int, float]], samples: list, name: str) -> list[float]:
-    """Seconds from each sampled record's acknowledgement to the first sample of `name`'s DR end past it."""
+def latencies(acked: list[tuple[int, int, float]], samples: list, name: str, after: float = 0.0) -> list[float]:
+    """Seconds from each sampled record's acknowledgement (those acknowledged at epoch `after` or
+    later) to the first sample of `name`'s DR end past it."""
     out, i = [], 0
-    for partition, offset, at in sorted(acked, key=lambda a: a[2]):
+    for partition, offset, at in sorted((a for a in acked if a[2] >= after), key=lambda a: a[2]):
         while i < len(samples) and samples[i][0] < at:
             i += 1
         j = i
