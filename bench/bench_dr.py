@@ -57,9 +57,11 @@ from dr_unplanned import unplanned_failover  # noqa: E402
 from mm2 import TARGET_CONNECT_URL, mm2_configs  # noqa: E402
 
 STATE = PROJECT_DIR / ".stack" / "bench-dr" / "state"
-# the JVMs both mirrors wait on, and MM2's worker: their collection pauses over the load are reported
 SETTLED_S = 60  # `*_settled_s`: the records acknowledged this long after the load started, or later
+# the JVMs both mirrors wait on, and MM2's worker: their collection pauses over the load are reported
 GC_LOGGED = {"source_broker": "source-kafka", "dr_broker": "target-kafka", "dr_connect_worker": "target-connect"}
+
+
 def say(line: str) -> None:
     print(f"bench-dr: {line}", flush=True)
 

@@ -300,10 +300,10 @@ class ClusterAdmin(GroupCalls):
                                          "(a broker behind its controller), then retry")
             time.sleep(0.02)
 
-    def _shows(self, topic: str, set_configs: Mapping[str, str], deleted: set[str]) -> bool:
-        """Whether the topic's own configs read back hold `set_configs` and none of `deleted`."""
+    def _shows(self, topic: str, set_configs: Mapping[str, str], removed: set[str]) -> bool:
+        """Whether the topic's own configs read back hold `set_configs` and none of `removed`."""
         own = self.topic_configs(topic, explicit_only=True)
-        return all(own.get(name) == value for name, value in set_configs.items()) and not deleted & own.keys()
+        return all(own.get(name) == value for name, value in set_configs.items()) and not removed & own.keys()
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow the topic to `total` partitions (CreatePartitions), and wait until each has a leader."""
