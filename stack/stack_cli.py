@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             raise StackError("--secure, --brokers N and --source-version are separate profiles for now: start one "
                              "of them")
         if not 1 <= args.brokers <= 5:
-            raise StackError(f"--brokers {args.brokers}: use 1 to 5 (each broker takes up to 512 MB of heap)")
+            raise StackError(f"--brokers {args.brokers}: use 1 to 5 (each broker takes 1 GB of heap)")
         if args.command == "install":
             for version in sorted({c.version for c in clusters}):
                 print(f"stack: Kafka {version} jars in {install(kafka_home(version), version)}")
