@@ -39,6 +39,12 @@ RETRIABLE = frozenset({
 })
 
 
+def _left(deadline: float) -> float:
+    """A retried request's timeout: the time left of the reading's (a broker gone fails the first tries
+    at once and lets the last one wait: with the whole timeout each, a reading took up to twice it)."""
+    return max(0.1, deadline - time.monotonic())
+
+
 class ClusterAdmin(GroupCalls):
     """Admin and offset look-ups for one cluster, every call with an explicit timeout (the consumer
     groups' calls: `GroupCalls`)."""
@@ -96,7 +102,7 @@ class ClusterAdmin(GroupCalls):
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=self.timeout_s)
+                return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=_left(deadline))
             except KafkaException as exc:
                 error = exc.args[0]
                 if not error.retriable() and error.code() not in RETRIABLE or time.monotonic() > deadline:
@@ -149,7 +155,7 @@ class ClusterAdmin(GroupCalls):
             self._connect(wanted[0].topic)
         while wanted:
             futures = self._admin.list_offsets({tp: spec for tp in wanted}, isolation_level=isolation,
-                                               request_timeout=self.timeout_s)
+                                               request_timeout=_left(deadline))
             wanted = []
             for tp, future in futures.items():
                 try:
