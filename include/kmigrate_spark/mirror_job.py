@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import signal
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import Term, follow_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
+from kmigrate.run.report import timeline
 
 from kmigrate_spark.clients import load_clients_from, load_source_connect
 from kmigrate_spark.guards import check_clusters, run_job
@@ -31,6 +33,11 @@ from kmigrate_spark.session import SessionSoon, describe_jobs, error_cause, is_c
 from kmigrate_spark.units import failed_row, map_units, pack, say
 
 JOB = "mirror"
+
+
+def said(message: str, *, err: bool = False) -> None:
+    """A line of the job's output with its time (UTC): the mirror runs for days, its output file with it."""
+    say(JOB, f"{timeline.iso(time.time())} {message}", err=err)
 
 
 def mirror_tasks(slots: int, parallelism: int | None, shared: bool) -> int:
@@ -60,7 +67,7 @@ def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task
                                              for i in b] for b in bins], task):
             rows[index] = row
     except Exception as exc:  # noqa: BLE001 - the next term follows them again
-        say(JOB, f"the term's Spark job stopped ({error_cause(exc)})", err=True)
+        said(f"the term's Spark job stopped ({error_cause(exc)})", err=True)
     return [rows.get(i) or {**failed_row(u, RuntimeError("the term's Spark job stopped")), "records": 0,
                             "own_end": None, "verified": None} for i, u in enumerate(units)]
 
@@ -77,7 +84,7 @@ def cancel_jobs(session: SessionSoon) -> None:
         else:
             spark.sparkContext.cancelAllJobs()
     except Exception as exc:  # noqa: BLE001 - the server went meanwhile; the next term renews the session
-        say(JOB, f"the term's tasks could not be cancelled ({error_cause(exc)})", err=True)
+        said(f"the term's tasks could not be cancelled ({error_cause(exc)})", err=True)
 
 
 def mirror(args: argparse.Namespace) -> int:
@@ -105,7 +112,7 @@ def mirror(args: argparse.Namespace) -> int:
             def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
                 why = session.gone()
                 if why:  # the server restarted, or was away: a new session, or the term fails and the next tries again
-                    say(JOB, f"the Spark session is gone ({why}); term {term.number} starts a new one")
+                    said(f"the Spark session is gone ({why}); term {term.number} starts a new one")
                     session.renew()
                 return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
                                        args.parallelism, held)
@@ -113,10 +120,10 @@ def mirror(args: argparse.Namespace) -> int:
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
             # said, not waited for: 5 s a request)
             watch = ConnectorWatch(manifest, *clients, load_source_connect(args.clients, request_timeout_s=5.0),
-                                   list(spec.connectors), say=lambda line: say(JOB, line)) if spec.connectors else None
+                                   list(spec.connectors), say=said) if spec.connectors else None
             runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session),
-                            connectors=watch, say=lambda line: say(JOB, line))
-            say(JOB, f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
+                            connectors=watch, say=said)
+            said(f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                      + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
                      + (f" and groups {spec.groups!r}" if spec.groups else "")
                      + f", in terms of {spec.term_s:g}s, "
@@ -124,7 +131,7 @@ def mirror(args: argparse.Namespace) -> int:
                         "tasks on half the server's task slots" if args.remote else "one task a slot")
                      + f"; status every {spec.interval_s:g}s in {manifest.location}")
             last = runner.run(stopping.is_set, args.max_seconds)
-            say(JOB, f"stopped at status {last}; {runner.totals['records']} records mirrored in the run's "
+            said(f"stopped at status {last}; {runner.totals['records']} records mirrored in the run's "
                      f"{runner.totals['terms']} terms")
         return 0
 

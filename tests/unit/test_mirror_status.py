@@ -3,6 +3,7 @@ lag after a round, and what the DAG's heartbeat trigger makes of them."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from types import SimpleNamespace
 
@@ -106,3 +107,45 @@ def test_terms_that_keep_failing_wait_longer_between_them_up_to_a_limit_under_an
     # a first failure is tried again after the interval (the next term renews a lost session)
     assert pauses[:2] == [0.5, 0.5] and pauses[2:5] == [1.0, 2.0, 4.0] and set(pauses[5:]) == {4.0}
     assert Mirror.BACKOFF_MAX_S < 5  # the follower's smallest stale_after_s
+
+
+def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_that_would_time_out(tmp_path, monkeypatch):
+    from kmigrate.errors import ClusterUnavailable
+    from kmigrate.run.mirror import loop
+    from kmigrate.run.mirror.follow import STOP
+
+    from tests.support.waiting import wait_until
+
+    manifest = Manifest(str(tmp_path), "dr")
+    source_gone, reads = threading.Event(), []
+
+    def ends(cluster, keys, *, stable, timeout_s=None):  # noqa: ANN001, ANN202
+        reads.append((cluster, time.monotonic()))
+        if cluster == "source" and source_gone.is_set():
+            time.sleep(0.3)  # stands in for STATUS_TIMEOUT_S: a broker gone answers nothing
+            raise ClusterUnavailable("cluster source did not say its partitions' leaders")
+        return {key: (0, 10) for key in keys}
+
+    def follow(units, extras, term):  # noqa: ANN001, ANN202 - the tasks see the stop themselves, end 1 s later
+        wait_until(lambda: manifest.exists(STOP), "the stop", 30, poll_s=0.02)
+        time.sleep(1.0)  # stands in for a task's reading of the source gone, which the stop does not cut short
+        return []
+
+    monkeypatch.setattr(loop, "ends", ends)
+    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), follow,
+                    say=lambda line: None)
+    mirror.partitions, mirror.refreshed = {"t": 1}, time.monotonic()
+    runner = threading.Thread(target=mirror.run, daemon=True)
+    runner.start()
+    wait_until(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= 2, "the mirror's rounds", 30, poll_s=0.02)
+    source_gone.set()
+    wait_until(lambda: (mirror_status.read(manifest) or {}).get("error"), "a reading that failed", 30, poll_s=0.02)
+    asked, asked_at = time.monotonic(), time.time()
+    request_stop(manifest, "an unplanned failover")
+    runner.join(30)
+    status = mirror_status.read(manifest)
+    assert not runner.is_alive() and status["stopped"] and "did not say" in status["error"]
+    # told with the source away, the driver read nothing more: each reading would have waited its
+    # timeout, and the last one after the tasks ended too, holding the failover back
+    assert [at for cluster, at in reads if at > asked] == []
+    assert time.time() - mirror_status.heartbeat_age(status) > asked_at + 0.5  # and beat on while the tasks ended

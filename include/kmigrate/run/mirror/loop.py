@@ -27,7 +27,6 @@ from kmigrate.claims import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, ManifestConflict, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.checks.selection import compile_pattern, select
@@ -37,6 +36,7 @@ from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
+from kmigrate.run.mirror.status import ends
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
@@ -46,7 +46,6 @@ STARTS = "mirror-starts"                   # attempts: one a start of the mirror
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
 VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
-STATUS_TIMEOUT_S = mirror_status.STATUS_TIMEOUT_S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +198,11 @@ class Mirror:
         self.last_status = {**base, "heartbeat": timeline.iso(now), "error": str(exc)[:2000], "totals": dict(self.totals)}
         mirror_status.write(self.manifest, self.last_status)
 
+    def beat(self) -> None:
+        """The last status again with a new heartbeat (nothing read)."""
+        self.last_status = {**self.last_status, "heartbeat": timeline.iso(time.time())}
+        mirror_status.write(self.manifest, self.last_status)
+
     def stop_requested(self, should_stop: Callable[[], bool]) -> bool:
         return should_stop() or self.manifest.exists(STOP)
 
@@ -266,6 +270,7 @@ class Mirror:
         thread = threading.Thread(target=follow, name=f"mirror-term-{term.number}", daemon=True)
         thread.start()
         told, read_reports_at = None, time.monotonic() + self.REPORTS_EVERY_S
+        away = False  # the last reading of the ends failed: a cluster did not answer in its timeout
         while thread.is_alive():
             thread.join(self.spec.interval_s)
             if not thread.is_alive():
@@ -277,11 +282,16 @@ class Mirror:
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
                 told = time.monotonic()
             changed = False
-            try:  # a cluster away: said, the heartbeat goes on, and the tasks end with the term
-                self.status(keys, term.number)
-                changed = told is None and time.monotonic() - self.refreshed >= self.spec.refresh_s and self.refresh()
-            except KmigrateError as exc:
-                self.failed_round(exc)
+            if told is not None and away:  # told to end, a cluster away: the heartbeat only until the tasks
+                self.beat()                 # end (each reading would wait its timeout, a stop with it)
+            else:
+                try:  # a cluster away: said, the heartbeat goes on, and the tasks end with the term
+                    self.status(keys, term.number)
+                    away = False
+                    changed = told is None and time.monotonic() - self.refreshed >= self.spec.refresh_s and self.refresh()
+                except KmigrateError as exc:
+                    away = True
+                    self.failed_round(exc)
             if told is None and (stop() or changed):
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
                 told = time.monotonic()
@@ -296,7 +306,7 @@ class Mirror:
         rows = result.get("rows", [])
         self.failing = self.failing + 1 if "error" in result or (rows and not any(r["ok"] for r in rows)) else 0
         self.taken_in(rows)
-        return self.status(keys)
+        return self.last_status if told is not None and away else self.status(keys)
 
     def reported(self, term: int) -> None:
         """What the running term's tasks reported so far (`reports`): each partition's own end, its
@@ -387,14 +397,3 @@ def follow_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[Wo
     """A term followed in this process, all its units in one task (tests; a mirror without Spark)."""
     return follow_bin([(u, extras[(u.topic, u.partition)]) for u in units], clients, term)
 
-
-def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool,
-         timeout_s: float = STATUS_TIMEOUT_S) -> dict[Key, tuple[int, int]]:
-    """{partition: (log start, end)} of `keys` on `cluster`, in two ListOffsets rounds; `stable`: the
-    end is the last stable offset (what a live source has decided)."""
-    if not keys:
-        return {}
-    with shared_admin(cluster, timeout_s) as admin:
-        starts = admin.start_offsets(keys, retry=True)
-        last = admin.stable_ends(keys, retry=True) if stable else admin.end_offsets(keys, retry=True)
-    return {k: (starts[k], last[k]) for k in keys}

@@ -12,9 +12,11 @@ import datetime
 import os
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kmigrate.config import ClusterConfig
+from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import timeline
 
@@ -27,6 +29,18 @@ Key = tuple[str, int]
 # how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
 # back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
 STATUS_TIMEOUT_S = 10.0
+
+
+def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool,
+         timeout_s: float = STATUS_TIMEOUT_S) -> dict[Key, tuple[int, int]]:
+    """{partition: (log start, end)} of `keys` on `cluster`, in two ListOffsets rounds; `stable`: the
+    end is the last stable offset (what a live source has decided)."""
+    if not keys:
+        return {}
+    with shared_admin(cluster, timeout_s) as admin:
+        starts = admin.start_offsets(keys, retry=True)
+        last = admin.stable_ends(keys, retry=True) if stable else admin.end_offsets(keys, retry=True)
+    return {k: (starts[k], last[k]) for k in keys}
 
 
 class Lag:
