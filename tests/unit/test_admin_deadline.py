@@ -1,8 +1,10 @@
-"""A retried offsets reading of ClusterAdmin keeps to its timeout against a broker gone: the first
-tries fail at once (no leader known), the last one waits for its answer; on a clock of the test's
-own (the admin's requests are stand-ins: what is tested is how long it lets them wait)."""
+"""A retried reading of ClusterAdmin keeps to its timeout against a broker gone: offsets, whose first
+tries fail at once (no leader known) and last one waits for its answer, on a clock of the test's own
+(the admin's requests are stand-ins: what is tested is how long it lets them wait); a group's
+offsets, against a port nothing listens on."""
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -71,3 +73,17 @@ def test_a_retried_reading_against_a_broker_gone_ends_within_its_timeout(monkeyp
         read(admin)
     # nine tries at once, 0.1 s apart, then one that waited for the 9.1 s left (not for 10 more: 10.9 s)
     assert broker.timeouts[9] == pytest.approx(9.1) and clock.now <= 10.3, (clock.now, broker.timeouts)
+
+
+def test_a_groups_offsets_reading_keeps_to_its_admins_timeout_against_a_broker_gone():
+    from kmigrate.config import ClusterConfig
+    from kmigrate.errors import GroupError
+
+    gone = ClusterConfig("source", {"bootstrap.servers": "127.0.0.1:1"})  # nothing listens: refused at once
+    admin = object.__new__(ClusterAdmin)
+    admin.cluster, admin.timeout_s = gone, 0.5
+    began = time.monotonic()
+    with pytest.raises(GroupError, match="could not be read or written in 0 s"):
+        admin.committed("readers")
+    # a mirror's status reading (10 s) once waited here for group_wire's own 30 s, its heartbeat with it
+    assert time.monotonic() - began < 5

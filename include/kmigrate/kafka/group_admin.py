@@ -73,7 +73,7 @@ class GroupCalls:
         epoch, meaningless on another cluster); empty for an unknown group. Read over the raw
         connection where it can (`group_wire`: the metadata whole), else librdkafka."""
         if self._raw:
-            return {key: Committed(*value) for key, value in group_wire.committed(self.cluster, group).items()}
+            return {key: Committed(*value) for key, value in group_wire.committed(self.cluster, group, self.timeout_s).items()}
         try:
             answer = self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)[group].result(
@@ -89,7 +89,7 @@ class GroupCalls:
         no members); over the raw connection where it can (`group_wire`: the metadata as it is)."""
         if self._raw:
             group_wire.commit(self.cluster, group, {key: (value.offset, value.metadata) if isinstance(value, Committed)
-                                                    else (value, "") for key, value in offsets.items()})
+                                                    else (value, "") for key, value in offsets.items()}, self.timeout_s)
             return
         request = ConsumerGroupTopicPartitions(group, [
             TopicPartition(topic, partition, value.offset, metadata=value.metadata)

@@ -32,11 +32,13 @@ def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int,
     transport = Transport.of(cluster)
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            with wire.BrokerConnection(*_any_broker(cluster), timeout_s=timeout_s, transport=transport) as conn:
+        try:  # each try waits only for the time left (a broker gone: not the whole timeout again)
+            left = max(0.1, deadline - time.monotonic())
+            with wire.BrokerConnection(*_any_broker(cluster), timeout_s=left, transport=transport) as conn:
                 code, (host, port) = wire.find_coordinator(conn, group, wire.GROUP_COORDINATOR)
             if not code:
-                with wire.BrokerConnection(host, port, timeout_s=timeout_s, transport=transport) as conn:
+                left = max(0.1, deadline - time.monotonic())
+                with wire.BrokerConnection(host, port, timeout_s=left, transport=transport) as conn:
                     conn.send(api, version, body)
                     _, data = conn.receive()
                 result, code = parse(data)
