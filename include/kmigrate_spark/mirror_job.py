@@ -124,15 +124,15 @@ def mirror(args: argparse.Namespace) -> int:
             runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session),
                             connectors=watch, say=said)
             said(f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
-                     + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
-                     + (f" and groups {spec.groups!r}" if spec.groups else "")
-                     + f", in terms of {spec.term_s:g}s, "
-                     + (f"{args.parallelism} tasks at most" if args.parallelism else
-                        "tasks on half the server's task slots" if args.remote else "one task a slot")
-                     + f"; status every {spec.interval_s:g}s in {manifest.location}")
+                 + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
+                 + (f" and groups {spec.groups!r}" if spec.groups else "")
+                 + f", in terms of {spec.term_s:g}s, "
+                 + (f"{args.parallelism} tasks at most" if args.parallelism else
+                    "tasks on half the server's task slots" if args.remote else "one task a slot")
+                 + f"; status every {spec.interval_s:g}s in {manifest.location}")
             last = runner.run(stopping.is_set, args.max_seconds)
             said(f"stopped at status {last}; {runner.totals['records']} records mirrored in the run's "
-                     f"{runner.totals['terms']} terms")
+                 f"{runner.totals['terms']} terms")
         return 0
 
     return run_job(JOB, args, work, finished=": the mirror has nothing more to do ({location})")

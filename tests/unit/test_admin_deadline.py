@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import admin as admin_module
+from kmigrate.kafka import wire as wire_module
 from kmigrate.kafka.admin import ClusterAdmin
 
 
@@ -64,7 +65,8 @@ class GoneBroker:
 ], ids=["end_offsets", "watermarks"])
 def test_a_retried_reading_against_a_broker_gone_ends_within_its_timeout(monkeypatch, read):
     clock = Clock()
-    monkeypatch.setattr(admin_module, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
+    for module in (admin_module, wire_module):  # the admin's retries, and the time left each try is given
+        monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
     broker = GoneBroker(clock)
     admin = object.__new__(ClusterAdmin)
     admin.cluster = SimpleNamespace(name="source", bootstrap_servers="localhost:1")

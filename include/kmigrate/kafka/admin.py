@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicNotFound
 from kmigrate.kafka.group_admin import Committed, GroupCalls
+from kmigrate.kafka.wire import time_left
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,6 @@ RETRIABLE = frozenset({
     KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT, KafkaError.REPLICA_NOT_AVAILABLE,
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE,
 })
-
-
-def _left(deadline: float) -> float:
-    """A retried request's timeout: the time left of the reading's (a broker gone fails the first tries
-    at once and lets the last one wait: with the whole timeout each, a reading took up to twice it)."""
-    return max(0.1, deadline - time.monotonic())
 
 
 class ClusterAdmin(GroupCalls):
@@ -102,7 +97,7 @@ class ClusterAdmin(GroupCalls):
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=_left(deadline))
+                return self._reader().get_watermark_offsets(TopicPartition(topic, partition), timeout=time_left(deadline))
             except KafkaException as exc:
                 error = exc.args[0]
                 if not error.retriable() and error.code() not in RETRIABLE or time.monotonic() > deadline:
@@ -155,7 +150,7 @@ class ClusterAdmin(GroupCalls):
             self._connect(wanted[0].topic)
         while wanted:
             futures = self._admin.list_offsets({tp: spec for tp in wanted}, isolation_level=isolation,
-                                               request_timeout=_left(deadline))
+                                               request_timeout=time_left(deadline))
             wanted = []
             for tp, future in futures.items():
                 try:

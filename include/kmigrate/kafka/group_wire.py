@@ -32,13 +32,12 @@ def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int,
     transport = Transport.of(cluster)
     deadline = time.monotonic() + timeout_s
     while True:
-        try:  # each try waits only for the time left (a broker gone: not the whole timeout again)
-            left = max(0.1, deadline - time.monotonic())
-            with wire.BrokerConnection(*_any_broker(cluster), timeout_s=left, transport=transport) as conn:
+        try:
+            with wire.BrokerConnection(*_any_broker(cluster), timeout_s=wire.time_left(deadline),
+                                       transport=transport) as conn:
                 code, (host, port) = wire.find_coordinator(conn, group, wire.GROUP_COORDINATOR)
             if not code:
-                left = max(0.1, deadline - time.monotonic())
-                with wire.BrokerConnection(host, port, timeout_s=left, transport=transport) as conn:
+                with wire.BrokerConnection(host, port, timeout_s=wire.time_left(deadline), transport=transport) as conn:
                     conn.send(api, version, body)
                     _, data = conn.receive()
                 result, code = parse(data)

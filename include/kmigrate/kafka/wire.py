@@ -14,6 +14,7 @@ import select
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterable
 
 from kmigrate.errors import CopyError, CopyInterrupted, OffsetMismatch
@@ -42,6 +43,12 @@ ERRORS = {
 # because the one before it was): the copy resumes from the target's end (`CopyInterrupted`).
 TRANSIENT = frozenset({3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 59, 74, 75, 78})
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header, 61 bytes
+
+
+def time_left(deadline: float) -> float:
+    """A retried request's timeout: what is left of its reading's (`deadline`, time.monotonic()). A
+    broker gone fails the first tries at once; with the whole timeout each, the last one doubled it."""
+    return max(0.1, deadline - time.monotonic())
 
 
 def error_name(code: int) -> str:
