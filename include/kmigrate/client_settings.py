@@ -45,6 +45,23 @@ def addresses(name: str, servers: Any) -> list[tuple[str, int]]:
     return out
 
 
+def listening(name: str, servers: Any, timeout_s: float) -> bool | None:
+    """Whether something listens at `servers` (bootstrap.servers): True once one of them accepts a TCP
+    connection within `timeout_s`, False when every one refuses it (nothing listens there: its broker
+    killed, known at once where a client would try again until its timeout), None otherwise (an
+    address unreachable or slow: only a request can tell)."""
+    refused = True
+    for host, port in addresses(name, servers):
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return True
+        except ConnectionRefusedError:
+            continue
+        except OSError:
+            refused = False
+    return False if refused else None
+
+
 def check_files(name: str, settings: Mapping[str, Any]) -> None:
     """Every TLS or keytab file the settings name exists and is readable on this host (the one
     that builds the client: an Airflow worker, a Spark executor); ConfigError naming it otherwise."""

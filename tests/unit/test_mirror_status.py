@@ -111,7 +111,6 @@ def test_terms_that_keep_failing_wait_longer_between_them_up_to_a_limit_under_an
 
 def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_that_would_time_out(tmp_path, monkeypatch):
     from kmigrate.errors import ClusterUnavailable
-    from kmigrate.run.mirror import loop
     from kmigrate.run.mirror.follow import STOP
 
     from tests.support.waiting import wait_until
@@ -119,7 +118,7 @@ def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_th
     manifest = Manifest(str(tmp_path), "dr")
     source_gone, reads = threading.Event(), []
 
-    def ends(cluster, keys, *, stable, timeout_s=None):  # noqa: ANN001, ANN202
+    def ends(cluster, keys, *, stable, timeout_s=None, away=False):  # noqa: ANN001, ANN202
         reads.append((cluster, time.monotonic()))
         if cluster == "source" and source_gone.is_set():
             time.sleep(0.3)  # stands in for STATUS_TIMEOUT_S: a broker gone answers nothing
@@ -131,7 +130,7 @@ def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_th
         time.sleep(1.0)  # stands in for a task's reading of the source gone, which the stop does not cut short
         return []
 
-    monkeypatch.setattr(loop, "ends", ends)
+    monkeypatch.setattr(mirror_status, "ends", ends)
     mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), follow,
                     say=lambda line: None)
     mirror.partitions, mirror.refreshed = {"t": 1}, time.monotonic()
@@ -149,3 +148,43 @@ def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_th
     # timeout, and the last one after the tasks ended too, holding the failover back
     assert [at for cluster, at in reads if at > asked] == []
     assert time.time() - mirror_status.heartbeat_age(status) > asked_at + 0.5  # and beat on while the tasks ended
+
+
+def test_a_term_whose_tasks_end_first_with_a_cluster_away_ends_without_a_reading_that_would_time_out(tmp_path,
+                                                                                                     monkeypatch):
+    """The tasks see a stop themselves and may end before the driver does: its reading at the term's
+    end, and the next term's first, check first that the clusters listen (`away`), as each reading
+    after a failed one does."""
+    from kmigrate.errors import ClusterUnavailable
+
+    from tests.support.waiting import wait_until
+
+    manifest = Manifest(str(tmp_path), "dr")
+    source_gone, slow = threading.Event(), []
+
+    def ends(cluster, keys, *, stable, timeout_s=None, away=False):  # noqa: ANN001, ANN202
+        if cluster == "source" and source_gone.is_set():
+            if not away:
+                slow.append(time.monotonic())
+                time.sleep(2.0)  # stands in for STATUS_TIMEOUT_S: a broker gone answers nothing
+            raise ClusterUnavailable("source cluster: no bootstrap server accepts a connection")
+        return {key: (0, 10) for key in keys}
+
+    def follow(units, extras, term):  # noqa: ANN001, ANN202 - the tasks end once a reading failed
+        wait_until(lambda: (mirror_status.read(manifest) or {}).get("error"), "a reading that failed", 30, poll_s=0.01)
+        return []
+
+    monkeypatch.setattr(mirror_status, "ends", ends)
+    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), follow,
+                    say=lambda line: None)
+    mirror.partitions, mirror.refreshed = {"t": 1}, time.monotonic()
+    monkeypatch.setattr(mirror, "refresh", lambda: False)  # the selection as it was (a failed round reads it again)
+    runner = threading.Thread(target=mirror.run, daemon=True)
+    runner.start()
+    wait_until(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= 2, "the mirror's rounds", 30, poll_s=0.02)
+    source_gone.set()
+    wait_until(lambda: mirror.totals["failed_rounds"] >= 3, "terms that could not begin", 30, poll_s=0.02)
+    request_stop(manifest, "an unplanned failover")
+    runner.join(30)
+    assert not runner.is_alive() and mirror_status.read(manifest)["stopped"]
+    assert len(slow) == 1  # the one reading that found the source gone; none after it waited

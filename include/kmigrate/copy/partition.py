@@ -15,7 +15,7 @@ from kmigrate.copy.preserve import copy_preserve
 from kmigrate.copy.translate import copy_translate
 from kmigrate.copy.writer import CopyOptions, Writer, transient
 from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, KmigrateError, SourceNotReady
-from kmigrate.kafka import leaders, txn_wire
+from kmigrate.kafka import ends, leaders, txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
@@ -72,6 +72,8 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         try:
             if attempt > 1:
                 options.may_write()  # the caller may have ended the copy meanwhile (its guard raises)
+                for cluster in (source, target):  # one gone is known at once, not after a reading's timeout
+                    ends.check_listening(cluster)
             lease.acquire()  # again, if it lapsed while the clusters misbehaved
             return _copy_once(source, target, unit, options, resume_map, own_end, attempted)
         except (CopyInterrupted, ClusterUnavailable, OSError, KafkaException) as exc:

@@ -192,7 +192,8 @@ class PreserveCopy:
         topic, partition = self.result.topic, self.result.partition
         if self._consumer is None:
             self._consumer = reader(self.source)
-        for chunk in iter_range(self._consumer, topic, partition, start, stop, idle_timeout_s=self.options.idle_timeout_s):
+        for chunk in iter_range(self._consumer, topic, partition, start, stop, idle_timeout_s=self.options.idle_timeout_s,
+                                idle_check=self.options.may_write):
             for run in contiguous_runs(chunk):
                 self._next_visible(run[0].offset())
                 held = self.held = run[-1]

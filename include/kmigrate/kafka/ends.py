@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaException
 
+from kmigrate import client_settings
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import leaders, multi, transport, wire
@@ -23,12 +24,16 @@ TopicPartition = tuple[str, int]
 START = (-2, 0)   # (timestamp, isolation): the log start offset
 HIGH = (-1, 0)    # the high watermark
 STABLE = (-1, 1)  # the last stable offset (read_committed)
+CONNECT_S = 1.0  # how long `check_listening` waits for a bootstrap server to accept a connection
 CLIENT_ID = "kmigrate-ends"
 
 
 def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Sequence[tuple[int, int]],
-         timeout_s: float) -> list[dict[TopicPartition, int]]:
-    """For each of `kinds` (START, HIGH, STABLE), the offset of each partition."""
+         timeout_s: float, *, away: bool = False) -> list[dict[TopicPartition, int]]:
+    """For each of `kinds` (START, HIGH, STABLE), the offset of each partition (`away`: the last
+    reading failed, `check_listening` first)."""
+    if away:
+        check_listening(cluster)
     partitions = list(dict.fromkeys(partitions))
     if not transport.raw_capable(cluster, "reading offsets with raw requests"):
         with shared_admin(cluster, timeout_s) as admin:
@@ -39,6 +44,15 @@ def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Se
     except _Moved as moved:  # a leader moved (or is moving): looked up once more
         leaders.forget(cluster, moved.partitions)
     return _read(cluster, partitions, kinds, timeout_s, again=True)
+
+
+def check_listening(cluster: ClusterConfig) -> None:
+    """ClusterUnavailable at once when no bootstrap server of `cluster` accepts a TCP connection within
+    CONNECT_S: a reading after a failed one, of a cluster gone, fails now instead of after its timeout,
+    and whoever reads sees a stop at its next turn (a mirror told to end by an unplanned failover)."""
+    if not client_settings.listening(cluster.name, cluster.bootstrap_servers, CONNECT_S):
+        raise ClusterUnavailable(f"{cluster.name} cluster at {cluster.bootstrap_servers}: no bootstrap server "
+                                 f"accepts a connection within {CONNECT_S:g}s")
 
 
 class _Moved(Exception):

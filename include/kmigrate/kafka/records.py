@@ -110,11 +110,13 @@ def learn_topic(consumer: Consumer, topic: str, timeout_s: float = 2.0) -> None:
 
 
 def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: int, *,
-               idle_timeout_s: float = 30.0, batch: int = 10000) -> Iterator[list[Any]]:
+               idle_timeout_s: float = 30.0, batch: int = 10000,
+               idle_check: Callable[[], None] | None = None) -> Iterator[list[Any]]:
     """Yield lists of visible messages with offsets in [start, end), in order, until the
     partition's read position reaches `end`. Raises SourceNotReady when the position stops
     short of `end` for `idle_timeout_s` (an open transaction holds the stable offset back, or
-    the partition was truncated). A pooled consumer may still deliver what an earlier read of it
+    the partition was truncated); `idle_check` after each poll that brought nothing (a copy's
+    guard: a mirror's term ended while its source is gone is seen now, not after the wait). A pooled consumer may still deliver what an earlier read of it
     fetched (another partition's end, an offset out of range below where this read starts): only
     this read's partition counts, and an offset out of range is believed once the partition's log
     start, asked again, lies above the position."""
@@ -158,7 +160,10 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
             if out:
                 last_progress = time.monotonic()
                 yield out
-            elif position < end and time.monotonic() - last_progress > idle_timeout_s:
+                continue
+            if idle_check is not None and position < end:
+                idle_check()
+            if position < end and time.monotonic() - last_progress > idle_timeout_s:
                 raise SourceNotReady(
                     f"{topic}[{partition}]: reading stopped at offset {position}, short of {end}, for "
                     f"{idle_timeout_s:.0f}s; an open transaction may hold the last stable offset back, or the "

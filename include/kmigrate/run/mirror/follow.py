@@ -55,7 +55,7 @@ RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on 
 COPIES_AT_ONCE = 8
 READ_EVERY_S = 0.01  # the ends of the partitions not being copied read at most this often
 IN_STEP = True  # partitions followed in step with the source once their copies allow (`in_step`); else copied only
-OFFSETS_TIMEOUT_S = 10.0  # a read of the ends: a source gone fails it (and lets a stop be seen) in this long
+OFFSETS_TIMEOUT_S = 3.0  # a read of the ends (ms when answered): a source gone fails it, and lets a stop be seen, by then
 
 
 class TermEnded(KmigrateError):
@@ -291,9 +291,10 @@ def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     """The partitions of `keys` behind the source, each with the options of its next copy: its ends
     as read now (`CopyOptions.ends_read`; a copy goes up to the source's last stable offset), the
     target topics' configs; every partition waits, named, when a cluster does not answer."""
+    away = any(followed[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
     try:
-        starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S)
-        dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S)
+        starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S, away=away)
+        dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
         behind = [k for k in keys if dr_ends[k] < stable[k] or dr_starts[k] < starts[k]]
         if behind:
             with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
@@ -324,10 +325,8 @@ def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> 
     if f.began is None:
         return f.own_end
     key = (f.unit.topic, f.unit.partition)
-    with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
-        dr_end = admin.end_offsets([key], retry=True)[key]
-    with shared_admin(source, OFFSETS_TIMEOUT_S) as admin:
-        source_end = admin.stable_ends([key], retry=True)[key]
+    with shared_admin(target, OFFSETS_TIMEOUT_S) as dr, shared_admin(source, OFFSETS_TIMEOUT_S) as live:
+        dr_end, source_end = dr.end_offsets([key], retry=True)[key], live.stable_ends([key], retry=True)[key]
     return dr_end if written_by_the_mirror(f.began, dr_end, source_end) else f.own_end
 
 

@@ -12,7 +12,10 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.group_admin import Committed
 from kmigrate.kafka.pool import shared_admin
-from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
+
+# each status syncs the groups again, so a sync keeps to a short timeout: a source gone meanwhile holds
+# the driver's heartbeat, and its stop (an unplanned failover's), back this long, not the admin's 30 s
+SYNC_TIMEOUT_S = 2.0
 
 
 def sync_groups(source: ClusterConfig, target: ClusterConfig, groups: Sequence[str],
@@ -21,8 +24,7 @@ def sync_groups(source: ClusterConfig, target: ClusterConfig, groups: Sequence[s
     a row a group: partitions, written (changed on the DR cluster), capped (committed past the DR
     cluster's end), or skipped (why)."""
     rows = []
-    # within the status's timeout: a source gone must not hold the heartbeat back for the admin's usual 30 s
-    with shared_admin(source, STATUS_TIMEOUT_S) as source_admin, shared_admin(target, STATUS_TIMEOUT_S) as target_admin:
+    with shared_admin(source, SYNC_TIMEOUT_S) as source_admin, shared_admin(target, SYNC_TIMEOUT_S) as target_admin:
         for group in groups:
             committed = {k: c for k, c in source_admin.committed(group).items() if k in dr_ends}
             if not committed:

@@ -36,7 +36,7 @@ from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
-from kmigrate.run.mirror.status import ends
+from kmigrate.run.mirror.status import both_ends
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
@@ -136,6 +136,7 @@ class Mirror:
         self.lag = mirror_status.Lag()
         self.errors: dict[Key, str] = {}  # the last term's, by partition
         self.failing = 0  # terms in a row that ended without a partition followed (their Spark job failed)
+        self.away = False  # the last reading failed (a cluster away): the next checks first that both listen
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
         # terms numbered on past any a killed driver began (its tasks' reports name theirs)
         self.rounds = earlier.get("round", 0)
@@ -190,7 +191,7 @@ class Mirror:
     def failed_round(self, exc: Exception) -> None:
         """A term that could not run: the selection read again before the next, the status saying why
         (its heartbeat goes on: starting the job again would not help)."""
-        self.refreshed = float("-inf")
+        self.refreshed, self.away = float("-inf"), True
         self.totals["failed_rounds"] += 1
         self.say(f"the mirror could not run: {exc}; trying again")
         now = time.time()
@@ -242,7 +243,7 @@ class Mirror:
         if time.monotonic() - self.refreshed >= self.spec.refresh_s:
             self.refresh()
         keys = self.keys()
-        source, dr = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
+        source, dr = both_ends(self.source, self.target, keys, away=self.away)
         for key in keys:  # what a copy of this term may write: from the DR end now up to what the source holds
             began, end = self.asked.get(key, (dr[key][1], 0))
             self.asked[key] = [began, max(end, source[key][1])]
@@ -270,7 +271,6 @@ class Mirror:
         thread = threading.Thread(target=follow, name=f"mirror-term-{term.number}", daemon=True)
         thread.start()
         told, read_reports_at = None, time.monotonic() + self.REPORTS_EVERY_S
-        away = False  # the last reading of the ends failed: a cluster did not answer in its timeout
         while thread.is_alive():
             thread.join(self.spec.interval_s)
             if not thread.is_alive():
@@ -282,15 +282,13 @@ class Mirror:
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
                 told = time.monotonic()
             changed = False
-            if told is not None and away:  # told to end, a cluster away: the heartbeat only until the tasks
-                self.beat()                 # end (each reading would wait its timeout, a stop with it)
+            if told is not None and self.away:  # told to end, a cluster away: the heartbeat only until the
+                self.beat()                      # tasks end (each reading would wait its timeout, a stop with it)
             else:
                 try:  # a cluster away: said, the heartbeat goes on, and the tasks end with the term
                     self.status(keys, term.number)
-                    away = False
                     changed = told is None and time.monotonic() - self.refreshed >= self.spec.refresh_s and self.refresh()
                 except KmigrateError as exc:
-                    away = True
                     self.failed_round(exc)
             if told is None and (stop() or changed):
                 self.manifest.replace(TERM, {"term": term.number, "ended": True})
@@ -306,7 +304,7 @@ class Mirror:
         rows = result.get("rows", [])
         self.failing = self.failing + 1 if "error" in result or (rows and not any(r["ok"] for r in rows)) else 0
         self.taken_in(rows)
-        return self.last_status if told is not None and away else self.status(keys)
+        return self.last_status if told is not None and self.away else self.status(keys)
 
     def reported(self, term: int) -> None:
         """What the running term's tasks reported so far (`reports`): each partition's own end, its
@@ -357,9 +355,11 @@ class Mirror:
                      + "; ".join(f"{r['topic']}[{r['partition']}]: {'; '.join(r['problems'])}" for r in unequal))
 
     def status(self, keys: Sequence[Key], term: int | None = None) -> dict[str, Any]:
-        """Both sides' ends read now, the groups' offsets copied up to the DR ends, the status replaced."""
+        """Both sides' ends read now (after a failed reading, with `away`), the groups' offsets copied
+        up to the DR ends, the status replaced."""
         started = time.time()
-        source, dr = ends(self.source, keys, stable=True), ends(self.target, keys, stable=False)
+        source, dr = both_ends(self.source, self.target, keys, away=self.away)
+        self.away = False
         self.lag.note(started, {k: v[1] for k, v in source.items()})
         for key in keys:
             if key in self.asked:

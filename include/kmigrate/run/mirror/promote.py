@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kmigrate import client_settings
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.writer import transactional_id
 from kmigrate.errors import ConfigError, KmigrateError
@@ -43,6 +44,10 @@ Key = tuple[str, int]
 
 
 def source_answers(source: ClusterConfig, timeout_s: float = 3.0) -> bool:
+    """Whether the source answers a metadata request within `timeout_s` (no at once when every
+    bootstrap server refuses the connection)."""
+    if client_settings.listening(source.name, source.bootstrap_servers, timeout_s) is False:
+        return False
     try:
         with ClusterAdmin(source, timeout_s=timeout_s) as admin:
             admin.check_reachable(timeout_s=timeout_s)

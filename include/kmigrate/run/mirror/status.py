@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
+from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import timeline
@@ -31,16 +32,26 @@ Key = tuple[str, int]
 STATUS_TIMEOUT_S = 10.0
 
 
-def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool,
-         timeout_s: float = STATUS_TIMEOUT_S) -> dict[Key, tuple[int, int]]:
+def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s: float = STATUS_TIMEOUT_S,
+         away: bool = False) -> dict[Key, tuple[int, int]]:
     """{partition: (log start, end)} of `keys` on `cluster`, in two ListOffsets rounds; `stable`: the
-    end is the last stable offset (what a live source has decided)."""
+    end is the last stable offset (what a live source has decided). `away` (the last reading failed):
+    ClusterUnavailable at once when nothing listens (`ends.check_listening`), so that a driver whose
+    source is gone sees its stop each interval, not after each reading's timeout."""
     if not keys:
         return {}
+    if away:
+        kafka_ends.check_listening(cluster)
     with shared_admin(cluster, timeout_s) as admin:
         starts = admin.start_offsets(keys, retry=True)
         last = admin.stable_ends(keys, retry=True) if stable else admin.end_offsets(keys, retry=True)
     return {k: (starts[k], last[k]) for k in keys}
+
+
+def both_ends(source: ClusterConfig, target: ClusterConfig, keys: Sequence[Key], *, away: bool = False
+              ) -> tuple[dict[Key, tuple[int, int]], dict[Key, tuple[int, int]]]:
+    """`ends` of `keys` on the source (to its last stable offsets), then on the DR cluster."""
+    return ends(source, keys, stable=True, away=away), ends(target, keys, stable=False, away=away)
 
 
 class Lag:

@@ -36,6 +36,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition, plain, produce_requests, producer_for, stamped, take_answers
+from kmigrate.errors import ClusterUnavailable, CopyInterrupted
 from kmigrate.kafka import leaders, merge, multi, wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
@@ -94,7 +95,7 @@ class Streams:
             with shared_admin(self.target) as admin:
                 target_leader = leaders.leader(self.target, *key, admin.client)
         except Exception as exc:  # noqa: BLE001 - a cluster not answering (KmigrateError, KafkaException)
-            f.whole_only = False  # the copy looks the leaders up again
+            f.whole_only, f.error = False, f"not followed in step ({exc})"  # the copy looks the leaders up again
             log.info("mirror %s[%d]: not followed in step (%s)", *key, exc)
             done.set_result(0)
             return done
@@ -124,6 +125,7 @@ class Streams:
         time waiting for each other's GIL)."""
         leaving: list[_Streamed] = []
         writer = _Writer(self.target, self.guard)
+        broke = None
         try:
             with leaders.connection(self.source, address) as conn, writer:
                 held: dict[Key, tuple[_Streamed, WholePartition]] = {}  # fetched, not sent yet
@@ -149,6 +151,8 @@ class Streams:
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
+            if isinstance(exc, (OSError, ClusterUnavailable, CopyInterrupted)):  # not the term's end, a lease
+                broke = f"following in step stopped ({type(exc).__name__}: {exc})"
         finally:
             writer.abandon()  # writes not answered: their partitions' DR ends are checked by the next copies
             with self._lock:  # unless _asked found none left (another thread may follow this leader since)
@@ -157,7 +161,7 @@ class Streams:
                 if mine:
                     self._threads.pop(address)
             for s in [*leaving, *streamed.values()]:  # what was not written is copied
-                _hand_back(s)
+                _hand_back(s, broke)
 
     def _asked(self, address: tuple[str, int]) -> tuple[dict[Key, _Streamed], list[_Streamed]]:
         """The partitions on `address` the next Fetch asks for (none: the thread ends, and no
@@ -346,8 +350,12 @@ def _bytes(writes: dict[Key, tuple[_Streamed, WholePartition]]) -> int:
     return sum(len(batch.data) for _, part in writes.values() for batch in part.batches)
 
 
-def _hand_back(s: _Streamed) -> None:
+def _hand_back(s: _Streamed, broke: str | None = None) -> None:
+    """`broke`: why a connection broke; the partition's error until its ends are read again, which
+    first checks that both clusters listen (a source gone is known at once: follow._behind)."""
     s.f.whole_only = False  # the next copy of the partition decides whether it is followed in step again
+    if broke:
+        s.f.error = broke
     if not s.done.done():
         s.done.set_result(s.records)
 
