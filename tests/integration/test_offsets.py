@@ -2,11 +2,15 @@
 5, 6): consumers and connectors continue on the target exactly where they stopped on the source."""
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectUnreachable, GroupActive, GroupError
+from kmigrate.kafka import group_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
@@ -222,3 +226,18 @@ def test_rollback_resumes_the_source_and_stops_the_target(stack, unique_name, tm
     assert stack.target_connect.state(name) == "STOPPED" and stack.source_connect.state(name) == "RUNNING"
     append(data, ["after the rollback"])
     wait_until(lambda: watermarks(stack.source, topic)[1] == 11, "the source connector to run again")
+
+
+def test_a_groups_offsets_are_read_and_written_through_any_bootstrap_server_that_answers(stack, unique_name):
+    """The first bootstrap server gone (nothing listens there) is not waited for: the next one is asked."""
+    with socket.socket() as sock:  # a port bound and closed: refused
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    source = ClusterConfig(stack.source.name, {**stack.source.settings,
+                                                "bootstrap.servers": f"127.0.0.1:{closed},{stack.source.bootstrap_servers}"})
+    topic, group = unique_name, f"{unique_name}-group"
+    seed_keyed(stack.source, topic, 1, 5)
+    began = time.monotonic()
+    group_wire.commit(source, group, {(topic, 0): (3, "meta")}, timeout_s=5.0)
+    assert group_wire.committed(source, group, timeout_s=5.0) == {(topic, 0): (3, "meta")}
+    assert time.monotonic() - began < 3.0

@@ -21,19 +21,17 @@ OFFSET_FETCH, OFFSET_COMMIT = 9, 8
 _RETRY = frozenset({7, 13, 14, 15, 16})  # the coordinator loading, moving or not there yet
 
 
-def _any_broker(cluster: ClusterConfig) -> tuple[str, int]:
-    return cluster.addresses[0]
-
-
 def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int, body: bytes, parse,  # noqa: ANN001
                      timeout_s: float):
     """Send `body` as request `api` v`version` to the group's coordinator; `parse(answer)` gives
-    (result, error code). Asked again while the coordinator loads, moves or is not there yet."""
+    (result, error code). Asked again while the coordinator loads, moves or is not there yet; the
+    coordinator is looked up through each bootstrap server in turn (one gone is not waited for)."""
     transport = Transport.of(cluster)
     deadline = time.monotonic() + timeout_s
+    servers, tries = cluster.addresses, 0
     while True:
         try:
-            with wire.BrokerConnection(*_any_broker(cluster), timeout_s=wire.time_left(deadline),
+            with wire.BrokerConnection(*servers[tries % len(servers)], timeout_s=wire.time_left(deadline),
                                        transport=transport) as conn:
                 code, (host, port) = wire.find_coordinator(conn, group, wire.GROUP_COORDINATOR)
             if not code:
@@ -46,8 +44,9 @@ def _ask_coordinator(cluster: ClusterConfig, group: str, api: int, version: int,
             if code not in _RETRY:
                 raise GroupError(f"{cluster.name}: {'reading' if api == OFFSET_FETCH else 'writing'} the offsets of "
                                  f"consumer group {group!r} failed: {wire.error_name(code)}", group=group)
-        except OSError as exc:  # a broker restarting: asked again
+        except OSError as exc:  # a broker restarting: asked again, through the next bootstrap server
             code = str(exc)
+        tries += 1
         if time.monotonic() > deadline:
             raise GroupError(f"{cluster.name}: the offsets of consumer group {group!r} could not be read or written in "
                              f"{timeout_s:.0f} s (last: {code})", group=group)
