@@ -2,8 +2,11 @@
 when idle too long, or past the per-key cap."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 from kmigrate.kafka.pool import Pool
+from kmigrate.kafka.wire import BrokerConnection
 
 from tests.support.waiting import wait_until
 
@@ -58,3 +61,29 @@ def test_what_stays_idle_is_closed_though_no_one_uses_the_pool_again():
         pass
     assert again is not a
     wait_until(lambda: again.closed, "the next idle client closed", 5, poll_s=0.02)
+
+
+def test_an_idle_connection_its_broker_closed_is_not_handed_out_again():
+    """A broker restarted while its connection sat idle in the pool: the next user gets a new one, not
+    one whose first request fails with the broker having closed it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        port = server.getsockname()[1]
+        made: list[BrokerConnection] = []
+
+        def make() -> BrokerConnection:
+            made.append(BrokerConnection("127.0.0.1", port, timeout_s=5))
+            return made[-1]
+
+        pool: Pool[BrokerConnection] = Pool(BrokerConnection.close, usable=BrokerConnection.quiet)
+        with pool.use("broker", make) as first:
+            accepted, _ = server.accept()
+        with pool.use("broker", make) as again:
+            assert again is first and first.quiet()  # open and quiet: reused
+        accepted.close()  # the broker goes away
+        wait_until(lambda: not first.quiet(), "the close seen on the idle connection", 5, poll_s=0.01)
+        with pool.use("broker", make) as after:
+            assert after is not first and len(made) == 2
+        accepted, _ = server.accept()
+        accepted.close()

@@ -24,7 +24,7 @@ TopicPartition = tuple[str, int]
 Address = tuple[str, int]
 REMEMBERED_S = 10.0
 
-connections: Pool[BrokerConnection] = Pool(BrokerConnection.close)
+connections: Pool[BrokerConnection] = Pool(BrokerConnection.close, usable=BrokerConnection.quiet)
 _remembered: dict[tuple, tuple[float, Address]] = {}
 _remembered_lock = threading.Lock()
 

@@ -25,8 +25,9 @@ T = TypeVar("T")
 
 
 class Pool(Generic[T]):
-    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 10) -> None:
-        self._close, self.idle_s, self.per_key = close, idle_s, per_key
+    def __init__(self, close: Callable[[T], None], idle_s: float = 30.0, per_key: int = 10,
+                 usable: Callable[[T], bool] = lambda client: True) -> None:
+        self._close, self.idle_s, self.per_key, self._usable = close, idle_s, per_key, usable
         self._idle: dict[Hashable, list[tuple[float, T]]] = {}
         self._lock = threading.Lock()
         self._reaper: threading.Thread | None = None
@@ -59,8 +60,11 @@ class Pool(Generic[T]):
         with self._lock:
             stale = self._stale()
             idle = self._idle.get(key, [])
-            if idle:
+            while idle and client is None:  # one no longer usable (its broker restarted) is closed
                 _, client = idle.pop()
+                if not self._usable(client):
+                    stale.append(client)
+                    client = None
         for c in stale:
             self._close(c)
         if client is None:

@@ -239,6 +239,11 @@ class BrokerConnection:
     def close(self) -> None:
         self._sock.close()
 
+    def quiet(self) -> bool:
+        """Whether this idle connection has nothing to read, as it must (a broker sends nothing
+        unasked): one readable was closed by its broker (restarted since it was last used)."""
+        return not select.select([self._sock], [], [], 0)[0]
+
     def __enter__(self) -> BrokerConnection:
         return self
 
