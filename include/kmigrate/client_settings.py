@@ -4,9 +4,12 @@ and readable on the host that builds the client, and librdkafka's refusal of a s
 a ConfigError naming the cluster, the setting and the way out."""
 from __future__ import annotations
 
+import errno
 import os
 import re
+import select
 import socket
+import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -46,20 +49,49 @@ def addresses(name: str, servers: Any) -> list[tuple[str, int]]:
 
 
 def listening(name: str, servers: Any, timeout_s: float) -> bool | None:
-    """Whether something listens at `servers` (bootstrap.servers): True once one of them accepts a TCP
-    connection within `timeout_s`, False when every one refuses it (nothing listens there: its broker
-    killed, known at once where a client would try again until its timeout), None otherwise (an
-    address unreachable or slow: only a request can tell)."""
-    refused = True
-    for host, port in addresses(name, servers):
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return True
-        except ConnectionRefusedError:
-            continue
-        except OSError:
-            refused = False
-    return False if refused else None
+    """Whether something listens at `servers` (bootstrap.servers), every address of each tried at
+    once: True as soon as one accepts a TCP connection within `timeout_s`, False when every one
+    refuses it (nothing listens there: its brokers killed, known at once where a client would try
+    again until its timeout), None otherwise (a name unresolved, an address unreachable or slow:
+    only a request can tell)."""
+    socks: list[socket.socket] = []
+    waiting: list[socket.socket] = []
+    refused: list[bool] = []  # an address or name given up on: whether it refused
+    try:
+        for host, port in addresses(name, servers):
+            try:
+                found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                refused.append(False)
+                continue
+            for family, kind, proto, _, address in found:
+                try:
+                    sock = socket.socket(family, kind, proto)
+                except OSError:  # an address family this host does not have
+                    refused.append(False)
+                    continue
+                socks.append(sock)
+                sock.setblocking(False)
+                code = sock.connect_ex(address)
+                if code == 0:
+                    return True
+                if code in (errno.EINPROGRESS, errno.EAGAIN):
+                    waiting.append(sock)
+                else:
+                    refused.append(code == errno.ECONNREFUSED)
+        deadline = time.monotonic() + timeout_s
+        while waiting and time.monotonic() < deadline:
+            _, ready, _ = select.select([], waiting, [], max(0.0, deadline - time.monotonic()))
+            for sock in ready:
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if code == 0:
+                    return True
+                waiting.remove(sock)
+                refused.append(code == errno.ECONNREFUSED)
+        return False if not waiting and all(refused) else None
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def check_files(name: str, settings: Mapping[str, Any]) -> None:

@@ -48,6 +48,7 @@ def gone() -> ClusterConfig:
 def test_what_listens_at_the_bootstrap_servers(silent: int) -> None:
     assert listening("source", f"127.0.0.1:{closed_port()}", 1.0) is False
     assert listening("source", f"127.0.0.1:{closed_port()},127.0.0.1:{silent}", 1.0) is True
+    assert listening("source", f"no-such-broker.invalid:9092,127.0.0.1:{closed_port()}", 1.0) is None  # not known
 
 
 def test_a_source_whose_every_server_refuses_does_not_answer_at_once() -> None:
