@@ -116,10 +116,11 @@ def iter_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
     partition's read position reaches `end`. Raises SourceNotReady when the position stops
     short of `end` for `idle_timeout_s` (an open transaction holds the stable offset back, or
     the partition was truncated); `idle_check` after each poll that brought nothing (a copy's
-    guard: a mirror's term ended while its source is gone is seen now, not after the wait). A pooled consumer may still deliver what an earlier read of it
-    fetched (another partition's end, an offset out of range below where this read starts): only
-    this read's partition counts, and an offset out of range is believed once the partition's log
-    start, asked again, lies above the position."""
+    guard: a mirror's term ended while its source is gone is seen now, not after the wait). A
+    pooled consumer may still deliver what an earlier read of it fetched (another partition's end,
+    an offset out of range below where this read starts): only this read's partition counts, and
+    an offset out of range is believed once the partition's log start, asked again, lies above the
+    position."""
     if end <= start:
         return
     learn_topic(consumer, topic)
