@@ -6,25 +6,36 @@ the broker (LogAppendTime). Every claim is appended first and decided after: eac
 same records in the same log order with the same rule (`Claims.apply`), so all agree on which claim
 took effect, with no coordinator and no clock but the partition leader's.
 
-- A run claims its topics before its first write. The claim takes effect unless another run holds
-  one of them; it stays through failures and retries, and is released when the run ends (the
-  report) or by hand (`python -m kmigrate.claims release RUN`).
+- A run claims its topics before its first write. A run is its name and its deployment (the DAG
+  and the state location of its manifest): the same run name from another DAG or another Airflow
+  deployment is another run. The claim takes effect unless another run holds one of them; it stays
+  through failures and retries, and is released when the run ends (the report, by its own
+  deployment) or by hand (`python -m kmigrate.claims release RUN`, `--force` for a run of a
+  deployment: `kmigrate.claims.cli`). The log also keeps which source clusters ever claimed runs
+  on it (`received_from`), through releases.
 - A copier leases the partition it writes (`kmigrate.leases`). A lease takes effect when the partition is free, its
   lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process is gone
   (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops writing
   when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over.
 - The log is kept short: a reader that has folded SNAPSHOT_AFTER records since the last snapshot
-  (or the log's start) appends the state it folded as a snapshot, which takes effect only where
-  nothing landed between its fold and it (its `through` is its own offset), and then deletes the
-  records below the snapshot before it. A process that starts later reads at most twice
+  (or the log's start) appends the state it folded as a snapshot, in records (chunks) of at most
+  SNAPSHOT_CHUNK_BYTES, which takes effect only where nothing landed between its fold and it (its
+  chunks at `through`, `through + 1`, ...: the first chunk's offset is `through`), all of it once
+  its last chunk is read; then it deletes the records below the snapshot before it (below its
+  first chunk). A process that starts later reads at most twice
   SNAPSHOT_AFTER records, from a snapshot on, not the whole history (a mirror's renewals alone add
-  one record a partition every 6 s); the last SNAPSHOT_AFTER records stay readable as they were."""
+  one record a partition every 6 s); the last SNAPSHOT_AFTER records stay readable as they were.
+- Every record is untrusted: any process with Write on the topic, of any version, may have written
+  it. A record whose shape the fold cannot read (`kmigrate.claims.records`) is skipped by every
+  reader alike, with a warning naming its offset; it never stops the fold.
+
+The fold itself is `kmigrate.claims.state`, pure logic."""
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 import socket
-import sys
 import threading
 import time
 from collections.abc import Collection
@@ -32,99 +43,24 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kmigrate.claims.records import problem
+from kmigrate.claims.state import Claims
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable, KmigrateError, TopicsHeld
+from kmigrate.errors import ClusterUnavailable, ConfigError, KmigrateError, TopicsHeld
 from kmigrate.kafka.pool import identity, shared_admin
+
+__all__ = ["CLAIMS_CONFIGS", "CLAIMS_TOPIC", "SNAPSHOT_AFTER", "SNAPSHOT_CHUNK_BYTES", "ClaimLog", "Claims",
+           "check_topics_free", "claim_log", "claim_topics", "close_all", "received_from", "release_topics"]
 
 log = logging.getLogger(__name__)
 
 CLAIMS_TOPIC = "kmigrate-claims"
 SNAPSHOT_AFTER = 10_000  # records folded since the last snapshot (or the log's start) before a reader writes the next
-SNAPSHOT_MAX_BYTES = 900_000  # a larger state is not snapshotted (the topic's records are at most 1 MB)
+# a snapshot's records: under the producer's message.max.bytes (1,000,000) and the topic's 1 MB
+SNAPSHOT_CHUNK_BYTES = 800_000
+SNAPSHOT_MAX_CHUNKS = 1_000  # a larger state (some millions of leases) is not snapshotted this time
 CLAIMS_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1",
                   "message.timestamp.type": "LogAppendTime"}
-
-
-class Claims:
-    """The state the claims log describes, folded record by record in log order."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, dict[str, Any]] = {}   # run -> its claim (topics, dag, host, ts)
-        self.parts: dict[str, dict[str, Any]] = {}  # "topic:partition" -> the lease (holder, ts, lease_ms)
-        # broker time of the log's first record (offset 0), once read: a log younger than a lease grants
-        # a lease only on a target partition its claimant found empty, or one already leased in this
-        # log, so that a copier holding a lease in a claims topic deleted since has stopped writing
-        self.born: int | None = None
-        self.leased: set[str] = set()  # scopes a lease took effect on in this log
-
-    def conflicts(self, run: str, topics: Collection[str]) -> dict[str, list[str]]:
-        """The other runs holding any of `topics`, with those topics."""
-        wanted = set(topics)
-        return {other: sorted(wanted & set(claim["topics"])) for other, claim in self.runs.items()
-                if other != run and wanted & set(claim["topics"])}
-
-    def apply(self, ts_ms: int, record: Any, offset: int = -1) -> bool:
-        """Fold one record (broker timestamp `ts_ms`); True when it took effect. A record this rule
-        cannot read (another version's, or not ours) changes nothing, for every reader alike."""
-        try:
-            return self._apply(ts_ms, record, offset)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return False
-
-    def snapshot(self, through: int) -> dict[str, Any]:
-        """This state as a record, to take effect at offset `through` (the next one this state has not folded)."""
-        return {"kind": "snapshot", "through": through, "runs": self.runs, "parts": self.parts, "born": self.born,
-                "leased": sorted(self.leased)}
-
-    def holds(self, record: dict[str, Any]) -> bool:
-        """Whether the state is what `record` asked for: its outcome, for a record of this reader's that a
-        snapshot folded in before the reader read it (the log was trimmed past it meanwhile)."""
-        kind, holder = record.get("kind"), self.parts.get(record.get("scope", ""), {}).get("holder")
-        if kind == "run":
-            return set(record["topics"]) <= set(self.runs.get(record["run"], {}).get("topics", ()))
-        if kind == "run-release":
-            return record["run"] not in self.runs
-        return (holder == record.get("holder")) == (kind == "lease")
-
-    def _apply(self, ts_ms: int, record: dict[str, Any], offset: int) -> bool:
-        kind = record.get("kind")
-        if kind == "snapshot":  # in effect only at the offset it was taken for: nothing landed in between
-            if record["through"] != offset or not isinstance(record["runs"], dict) or not isinstance(record["parts"], dict):
-                return False
-            self.runs, self.parts, self.born = dict(record["runs"]), dict(record["parts"]), record["born"]
-            self.leased = set(record["leased"])
-            return True
-        if kind == "run":
-            if (not isinstance(record["run"], str) or not isinstance(record["topics"], list)
-                    or self.conflicts(record["run"], record["topics"])):
-                return False
-            held = self.runs.get(record["run"], {"topics": []})
-            self.runs[record["run"]] = {**record, "topics": sorted(set(held["topics"]) | set(record["topics"])),
-                                        "ts": ts_ms}
-            return True
-        if kind == "run-release":
-            return self.runs.pop(record["run"], None) is not None
-        if kind == "lease":
-            if not isinstance(record["holder"], str):
-                return False  # every reader of the lease compares holders
-            held = self.parts.get(record["scope"])
-            lease_ms = int(record["lease_ms"])  # stored as a number: a later record is compared with it
-            if (self.born is not None and ts_ms - self.born < lease_ms and record.get("target_empty") is not True
-                    and record["scope"] not in self.leased):
-                return False  # the claims topic is new (or was deleted and created again): see `born`
-            if (held and held["holder"] != record["holder"] and ts_ms - held["ts"] <= held["lease_ms"]
-                    and record.get("breaks") != held["holder"]):
-                return False
-            self.parts[record["scope"]] = {**record, "lease_ms": lease_ms, "ts": ts_ms}
-            self.leased.add(record["scope"])
-            return True
-        if kind == "lease-release":
-            held = self.parts.get(record["scope"])
-            if held and held["holder"] == record["holder"]:
-                del self.parts[record["scope"]]
-                return True
-            return False
-        return False  # a kind this version does not know changes nothing
 
 
 def _claim_of(value: bytes | None) -> dict[str, Any] | None:
@@ -134,7 +70,7 @@ def _claim_of(value: bytes | None) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(value)
-    except ValueError:  # not JSON, or not UTF-8
+    except Exception:  # noqa: BLE001 (not JSON, not UTF-8, nested past the recursion limit: no claim, for anyone)
         return None
     return record if isinstance(record, dict) else None
 
@@ -224,8 +160,12 @@ class ClaimLog:
                 outcomes[msg.offset()] = False
             else:
                 outcomes[msg.offset()] = self.state.apply(msg.timestamp()[1], record, msg.offset())
-                if outcomes[msg.offset()] and record.get("kind") == "snapshot":
-                    self._base, self._snapshots = msg.offset(), [*self._snapshots[-1:], msg.offset()]
+                if self.state.unreadable is not None:
+                    log.warning("%s: record at offset %d of %s is not a claim this version reads (%s); skipped",
+                                self.cluster.name, msg.offset(), CLAIMS_TOPIC, self.state.unreadable)
+                elif outcomes[msg.offset()] and record.get("kind") == "snapshot":  # its last chunk: in effect
+                    first = record["through"]  # the offset of its first chunk
+                    self._base, self._snapshots = first, [*self._snapshots[-1:], first]
             self._next = msg.offset() + 1
         return outcomes
 
@@ -242,20 +182,21 @@ class ClaimLog:
 
     def _snapshot_and_trim(self) -> None:
         through = self._next
-        snapshot = self.state.snapshot(through)
-        if len(json.dumps(snapshot)) > SNAPSHOT_MAX_BYTES:
-            self._trims = False
-            log.warning("%s: the claims' state is over %d bytes; %s is not trimmed", self.cluster.name,
-                        SNAPSHOT_MAX_BYTES, CLAIMS_TOPIC)
+        chunks = self.state.snapshot_chunks(through, SNAPSHOT_CHUNK_BYTES)
+        if len(chunks) > SNAPSHOT_MAX_CHUNKS:
+            self._retry_at = self._next + SNAPSHOT_AFTER
+            log.warning("%s: the claims' state takes %d records of %d bytes, over %d; %s is not trimmed this time",
+                        self.cluster.name, len(chunks), SNAPSHOT_CHUNK_BYTES, SNAPSHOT_MAX_CHUNKS, CLAIMS_TOPIC)
             return
-        [offset] = self._append([snapshot])
-        self._fold_through(offset)
-        if offset != through:  # another claim came first: not in effect; tried again some records later
+        offsets = self._append(chunks)
+        outcomes = self._fold_through(offsets[-1])
+        if offsets != list(range(through, through + len(chunks))) or not outcomes.get(offsets[-1]):
+            # another record came first or between: not in effect; tried again some records later
             self._retry_at = self._next + SNAPSHOT_AFTER // 20
             return
         if len(self._snapshots) < 2:  # the first this reader knows of: nothing below a snapshot to delete yet
             return
-        below = self._snapshots[0]
+        below = self._snapshots[0]  # the first chunk of the snapshot before this one
         try:
             with shared_admin(self.cluster) as admin:
                 admin.delete_records(CLAIMS_TOPIC, 0, below)
@@ -331,65 +272,72 @@ def close_all() -> None:
         claims_log.close()
 
 
-def _held_error(run: str, conflicts: dict[str, list[str]], claims: Claims) -> TopicsHeld:
-    holders = "; ".join(
-        f"run {other!r}" + (f" of DAG {claims.runs[other].get('dag')!r}" if claims.runs[other].get("dag") else "")
-        + f" (claimed {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(claims.runs[other]['ts'] / 1000))}"
-        + f" on {claims.runs[other].get('host')}) holds {', '.join(topics)}"
-        for other, topics in sorted(conflicts.items()))
-    first = sorted(conflicts)[0]
-    return TopicsHeld(f"run {run!r} is refused before writing anything: {holders}. Let that run finish (its report "
-                      "releases its topics) or, if it was abandoned, release them with `python -m "
-                      f"kmigrate.claims release {first} --bootstrap-servers <target>`, then retry",
-                      holders=sorted(conflicts))
 
 
-def check_topics_free(target: ClusterConfig, run: str, topics: Collection[str]) -> None:
-    """Read only (a dry run, the preflight): TopicsHeld when another run holds one of `topics`."""
+def _holder(claims: Claims, key: str) -> str:
+    claim = claims.runs[key]
+    return (f"run {claim['run']!r}" + (f" of DAG {claim['dag']!r}" if claim.get("dag") else "")
+            + (f" (deployment {claim['deployment']!r})" if claim.get("deployment") else "")
+            + f" (claimed {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(claim['ts'] / 1000))}"
+            + f" on {claim.get('host')})")
+
+
+def _held_error(run: str, conflicts: dict[str, list[str]], claims: Claims, deployment: str = "") -> TopicsHeld:
+    me = f"run {run!r}" + (f" (deployment {deployment!r})" if deployment else "")
+    if not conflicts:  # refused, and its holder released them since
+        return TopicsHeld(f"{me} is refused before writing anything: another run held some of its topics when it "
+                          "claimed them and has released them since; retry", holders=[])
+    holders = "; ".join(f"{_holder(claims, key)} holds {', '.join(topics)}" for key, topics in sorted(conflicts.items()))
+    first = claims.runs[sorted(conflicts)[0]]
+    # a claim of a deployment is released by hand only with --force (the CLI's own deployment is none)
+    forced = f" --force --deployment {shlex.quote(first['deployment'])}" if first.get("deployment") else ""
+    return TopicsHeld(f"{me} is refused before writing anything: {holders}. Let that run finish (its report "
+                      "releases its topics) or, if it was abandoned, release them with `python -m kmigrate.claims "
+                      f"release {shlex.quote(first['run'])}{forced} --bootstrap-servers <target> --config-file "
+                      "<client settings, for a secured target>`, then retry",
+                      holders=sorted({claims.runs[key]["run"] for key in conflicts}))
+
+
+def check_topics_free(target: ClusterConfig, run: str, topics: Collection[str], *, deployment: str = "") -> None:
+    """Read only (a dry run, the preflight): TopicsHeld when another run (another name, or the same
+    name of another `deployment`) holds one of `topics`."""
     claims = claim_log(target).current()
-    conflicts = claims.conflicts(run, topics)
+    conflicts = claims.conflicts(run, topics, deployment)
     if conflicts:
-        raise _held_error(run, conflicts, claims)
+        raise _held_error(run, conflicts, claims, deployment)
 
 
-def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: str | None = None) -> None:
+def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: str | None = None, *,
+                 deployment: str = "", source_id: str | None = None) -> None:
     """The run's claim on `topics` (again: no change); TopicsHeld, naming the holders, when another
-    run holds one of them."""
+    run holds one of them. `deployment` tells this run from runs of the same name elsewhere (the DAG
+    and the state location: f"{dag}@{state_location}"); `source_id`, the id of the cluster the run
+    copies from, is recorded in the log's sources (`received_from`)."""
+    record = {"kind": "run", "run": run, "deployment": deployment, "topics": sorted(topics), "dag": dag,
+              "host": socket.gethostname(), **({"source_id": source_id} if source_id is not None else {})}
+    why = problem(record)
+    if why:  # every reader would skip it: refused here, where the caller can be told
+        raise ConfigError(f"the claim of run {run!r} on {target.name} cannot be written: {why}; pass the run's name, "
+                          "its deployment and the source cluster's id as strings and its topics as names")
     claims_log = claim_log(target)
-    record = {"kind": "run", "run": run, "topics": sorted(topics), "dag": dag, "host": socket.gethostname()}
     if not claims_log.submit(record):
-        raise _held_error(run, claims_log.state.conflicts(run, topics), claims_log.state)
+        raise _held_error(run, claims_log.state.conflicts(run, topics, deployment), claims_log.state, deployment)
     log.info("%s: run %s holds %d topics", target.name, run, len(topics))
 
 
-def release_topics(target: ClusterConfig, run: str) -> bool:
-    """Release the run's topics; False when it held none."""
-    return claim_log(target).submit({"kind": "run-release", "run": run})
+def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = "", force: bool = False) -> bool:
+    """Release the run's topics (the run of `deployment`: the empty one is that of claims written
+    before deployments); False when it held none. With `force` (by hand: the CLI's --force), the
+    claim of `deployment` whoever asks, or with `deployment=None` the run's claims of every deployment."""
+    if deployment is None and not force:
+        raise ConfigError(f"releasing run {run!r} of every deployment needs force; or name its deployment")
+    record: dict[str, Any] = {"kind": "run-release", "run": run, **({"force": True} if force else {}),
+                              **({"deployment": deployment} if deployment is not None else {})}
+    return claim_log(target).submit(record)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m kmigrate.claims",
-                                     description="Show or release the runs' claims on a target cluster.")
-    parser.add_argument("action", choices=("show", "release"))
-    parser.add_argument("run", nargs="?", help="the run whose topics are released")
-    parser.add_argument("--bootstrap-servers", required=True, help="the target cluster")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a client setting (security.protocol, sasl.*, ssl.*), repeatable")
-    args = parser.parse_args(argv)
-    settings = dict(item.split("=", 1) for item in args.config)
-    target = ClusterConfig.from_bootstrap("target", args.bootstrap_servers, **settings)
-    if args.action == "show":
-        claims = claim_log(target).current()
-        print(json.dumps({"runs": claims.runs, "leases": claims.parts}, indent=1, sort_keys=True))
-        return 0
-    if not args.run:
-        parser.error("release needs the run's name")
-    released = release_topics(target, args.run)
-    print(f"run {args.run!r}: " + ("its topics are released" if released else "it held no topics"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def received_from(cluster: ClusterConfig) -> dict[str, dict[str, Any]]:
+    """The source clusters that ever claimed runs on `cluster`'s claims log: cluster id -> {"run": the
+    first run that claimed with it, "ts": the broker time of that claim}. Read only: an absent
+    claims topic is not created (and means none)."""
+    return {source: dict(entry) for source, entry in claim_log(cluster).current().sources.items()}
