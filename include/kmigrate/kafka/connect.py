@@ -1,4 +1,8 @@
-"""The one Kafka Connect REST client: connector lifecycle and offsets (KIP-875), STOPPED creation (KIP-980)."""
+"""The one Kafka Connect REST client: connector lifecycle and offsets (KIP-875), STOPPED creation (KIP-980).
+
+A connector's name enters a request path as one percent-encoded segment (`connector_path`): `a/../b`
+or `x#y` name that connector, never another. Names no Connect cluster can serve by that path are
+refused before any request (`check_connector_name`)."""
 from __future__ import annotations
 
 import logging
@@ -6,12 +10,36 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
-from kmigrate.errors import ConnectError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, ConnectUnreachable
+from kmigrate.errors import ConfigError, ConnectError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, ConnectUnreachable
 
 log = logging.getLogger(__name__)
+
+# what Connect cannot serve under /connectors/{name}: it refuses a name with control characters
+# itself, and trims the spaces around one (another name than the one asked for); its Jetty answers
+# 400 "Ambiguous URI path separator/encoding" to an encoded / or % in a path (Kafka 4.3, tried), so
+# a connector named with one can be created but never read, stopped or deleted by name again
+_UNSERVABLE = re.compile(r"[/%\x00-\x1f\x7f-\x9f]")
+
+
+def check_connector_name(name: object) -> str:
+    """`name` when Connect can hold it and serve it by its REST path; ConfigError naming it otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"connector name {name!r} is empty or not a string; give the connector's name")
+    if name != name.strip() or name in (".", "..") or _UNSERVABLE.search(name):
+        raise ConfigError(f"connector name {name!r} cannot be served by Kafka Connect's REST API (a name with / or %, "
+                          "a control character, spaces around it, or . or ..: Connect refuses or trims it, or its "
+                          "web server refuses its path); give the name as Connect lists it (GET /connectors), or "
+                          "rename the connector")
+    return name
+
+
+def connector_path(name: str, *rest: str) -> str:
+    """/connectors/{name}[/rest...], the name checked and percent-encoded as one path segment."""
+    return "/".join(["/connectors", quote(check_connector_name(name), safe=""), *rest])
 
 
 class ConnectClient:
@@ -157,15 +185,15 @@ class ConnectClient:
         return self._read("GET", "/connector-plugins", lambda r: [str(p["class"]) for p in _list_of(r, dict)])
 
     def config(self, name: str) -> dict[str, str]:
-        return self._read("GET", f"/connectors/{name}/config", lambda r: dict(r.items()), connector=name)
+        return self._read("GET", connector_path(name, "config"), lambda r: dict(r.items()), connector=name)
 
     def info(self, name: str) -> dict[str, Any]:
         """Name, config, tasks and type ("source" or "sink")."""
-        return self._read("GET", f"/connectors/{name}", lambda r: dict(r, type=r["type"], config=dict(r["config"])),
+        return self._read("GET", connector_path(name), lambda r: dict(r, type=r["type"], config=dict(r["config"])),
                           connector=name)
 
     def status(self, name: str) -> dict[str, Any]:
-        return self._read("GET", f"/connectors/{name}/status", lambda r: dict(
+        return self._read("GET", connector_path(name, "status"), lambda r: dict(
             r, connector=dict(r["connector"], state=r["connector"]["state"]), tasks=list(r["tasks"])), connector=name)
 
     def state(self, name: str) -> str:
@@ -175,13 +203,13 @@ class ConnectClient:
         """The keys of `config` its plugin declares of type PASSWORD, from PUT
         /connector-plugins/{class}/config/validate (the worker's own view of the plugin)."""
         plugin = config["connector.class"]
-        return self._read("PUT", f"/connector-plugins/{plugin}/config/validate", lambda reply: {
+        return self._read("PUT", f"/connector-plugins/{quote(str(plugin), safe='')}/config/validate", lambda reply: {
             c["definition"]["name"] for c in reply.get("configs", [])
             if str(c.get("definition", {}).get("type", "")).upper() == "PASSWORD"}, body=dict(config))
 
     def offsets(self, name: str) -> list[dict[str, Any]]:
         """The connector's offsets as `[{"partition": {...}, "offset": {...}}, ...]` (KIP-875)."""
-        return self._read("GET", f"/connectors/{name}/offsets", lambda r: _list_of(r["offsets"], dict), connector=name)
+        return self._read("GET", connector_path(name, "offsets"), lambda r: _list_of(r["offsets"], dict), connector=name)
 
     # ------------------------------------------------------------------ writes
 
@@ -191,7 +219,7 @@ class ConnectClient:
 
         Connect records a new connector's status asynchronously; this returns once the status
         can be read, so the caller's next status call does not meet a 404."""
-        body: dict[str, Any] = {"name": name, "config": dict(config)}
+        body: dict[str, Any] = {"name": check_connector_name(name), "config": dict(config)}
         if initial_state is not None:
             body["initial_state"] = initial_state
         created = self._request("POST", "/connectors", connector=name, body=body)
@@ -209,7 +237,7 @@ class ConnectClient:
 
     def stop(self, name: str, *, wait_s: float = 60.0, wait: bool = True) -> None:
         """PUT /connectors/{c}/stop, then (with `wait`) wait until it is STOPPED with no tasks left."""
-        self._request("PUT", f"/connectors/{name}/stop", connector=name)
+        self._request("PUT", connector_path(name, "stop"), connector=name)
         if wait:
             self.wait_stopped(name, wait_s)
 
@@ -217,21 +245,21 @@ class ConnectClient:
         self.wait_for(name, is_stopped, "STOPPED with no tasks", wait_s)
 
     def pause(self, name: str) -> None:
-        self._request("PUT", f"/connectors/{name}/pause", connector=name)
+        self._request("PUT", connector_path(name, "pause"), connector=name)
 
     def resume(self, name: str) -> None:
-        self._request("PUT", f"/connectors/{name}/resume", connector=name)
+        self._request("PUT", connector_path(name, "resume"), connector=name)
 
     def alter_offsets(self, name: str, offsets: list[Mapping[str, Any]]) -> str:
         """PATCH /connectors/{c}/offsets (the connector must be STOPPED); returns Connect's message."""
-        return self._read("PATCH", f"/connectors/{name}/offsets", _message, connector=name,
+        return self._read("PATCH", connector_path(name, "offsets"), _message, connector=name,
                           body={"offsets": list(offsets)})
 
     def reset_offsets(self, name: str) -> str:
-        return self._read("DELETE", f"/connectors/{name}/offsets", _message, connector=name)
+        return self._read("DELETE", connector_path(name, "offsets"), _message, connector=name)
 
     def delete(self, name: str) -> None:
-        self._request("DELETE", f"/connectors/{name}", connector=name)
+        self._request("DELETE", connector_path(name), connector=name)
 
     # ------------------------------------------------------------------ waiting
 
