@@ -66,7 +66,8 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         log.info("drill of the mirror of run %s: its topics %s", params["mirror_run"], plan["topics"])
     else:
         with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
-            check_topics_free(run.target, run.name, plan["topics"])
+            check_topics_free(run.target, run.name, plan["topics"],
+                              deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}")
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
@@ -88,7 +89,8 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
     run = RunFrame(params, run_id)
     record_request(run.manifest, params)
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
-        claim_topics(run.target, run.name, plan["topics"], dag=get_current_context()["dag"].dag_id)
+        claim_topics(run.target, run.name, plan["topics"], dag=get_current_context()["dag"].dag_id,
+                     deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}")
     return True
 
 
@@ -249,7 +251,7 @@ def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> d
     target are released for other runs."""
     run = RunFrame(params, run_id)
     path, summary = write_report(run.manifest)
-    if release_topics(run.target, run.name):
+    if release_topics(run.target, run.name, location=run.manifest.state_location):  # whichever DAG of the run claimed
         log.info("the run's topics on the target are released: another run may take them")
     log.info("report: %s", path)
     if summary.get("chart_path"):

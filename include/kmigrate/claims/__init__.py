@@ -325,10 +325,19 @@ def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: 
     log.info("%s: run %s holds %d topics", target.name, run, len(topics))
 
 
-def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = "", force: bool = False) -> bool:
+def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = "", force: bool = False,
+                   location: str | None = None) -> bool:
     """Release the run's topics (the run of `deployment`: the empty one is that of claims written
     before deployments); False when it held none. With `force` (by hand: the CLI's --force), the
-    claim of `deployment` whoever asks, or with `deployment=None` the run's claims of every deployment."""
+    claim of `deployment` whoever asks, or with `deployment=None` the run's claims of every deployment.
+    With `location` (a state location), instead, the run's claims of every DAG whose deployment is at
+    that location: the run whose manifest is there has ended, whichever of its DAGs claimed (a
+    failover's report ends the run its mirror claimed); each released as its own deployment's."""
+    if location is not None:
+        claims_log = claim_log(target)
+        at = sorted(claim["deployment"] for claim in claims_log.current().runs.values()
+                    if claim["run"] == run and claim["deployment"].partition("@")[2] == location)
+        return any(claims_log.submit_all([{"kind": "run-release", "run": run, "deployment": held} for held in at]))
     if deployment is None and not force:
         raise ConfigError(f"releasing run {run!r} of every deployment needs force; or name its deployment")
     record: dict[str, Any] = {"kind": "run-release", "run": run, **({"force": True} if force else {}),

@@ -221,7 +221,8 @@ class Mirror:
             new = sorted(set(counts) - set(self.partitions))
             grown = sorted(t for t in counts if t in self.partitions and counts[t] != self.partitions[t])
             if new:
-                claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"))
+                claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
+                             deployment=f"{os.environ.get('AIRFLOW_CTX_DAG_ID', '')}@{self.manifest.state_location}")
             units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) for p in range(n)]
             prepare_targets(self.source, self.target, units, manifest=self.manifest)
             if self.partitions or new:
