@@ -22,7 +22,13 @@ A value naming a config provider (`${file:...}`, `${vault:...}`) holds no secret
 A value holds a secret when it is URL-like and has a password in its userinfo
 (`jdbc:postgresql://user:pw@db/x`, `mongodb+srv://u:pw@h`, Oracle's `jdbc:oracle:thin:user/pw@h`) or a
 parameter whose name is a secret's (`?password=...`, `;password=...` as SQL Server's JDBC URLs,
-`;token=...` as a Spark Connect URL's). `redact_url` hides those parts and keeps the rest."""
+`;token=...` as a Spark Connect URL's) or a signature's (`sig=`, `signature=`, `X-Amz-Signature=`: a
+pre-signed URL's or an Azure SAS's), or when it lists HTTP headers (`Authorization: Bearer ...`, as an
+HTTP sink connector's `http.headers`) of which one is Authorization, Proxy-Authorization, Cookie or
+has a secret's name (`X-Api-Key`, `X-Auth-Token`). A password typed unencoded with `@` or `/` in it
+(`user:p@ss/w@host`) is hidden whole: the userinfo ends at the last `@` followed by a host (a path
+holding `@` is then hidden too: more hidden, never less). `redact_url` hides those parts and keeps
+the rest."""
 from __future__ import annotations
 
 import re
@@ -45,12 +51,29 @@ _NOT_SECRET_NAME = re.compile(
     re.IGNORECASE)
 _PROVIDER_REFERENCE = re.compile(r"^\$\{[A-Za-z0-9_.-]+:[^}]*\}$")
 
-# scheme://user:password@  (any scheme, jdbc:sub:// included): the password part
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s;?#]*:)(?P<secret>[^@\s/]*)(?=@)")
-# jdbc:oracle:thin:user/password@host
-_ORACLE = re.compile(r"(?P<head>:thin:[^/@:\s]+/)(?P<secret>[^@\s]*)(?=@)", re.IGNORECASE)
-# ?name=value, &name=value, ;name=value: the value when the name is a secret's
+# scheme://user:  (any scheme, jdbc:sub:// included) and jdbc:oracle:thin:user/ : what a password follows
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s;?#]*:")
+_ORACLE = re.compile(r":thin:[^/@:\s]+/", re.IGNORECASE)
+# what ends a password: @ then a host (name, IPv4 or [IPv6]), its port, then the end, a path, a query or
+# another host; the last such @ of the URL (a password typed with @ or / in it is hidden whole)
+_AT_HOST = re.compile(r"@(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::[0-9]*)?(?=[/?#;,\s]|$)")
+_PORT_PATH = re.compile(r"[0-9]+/")  # host:8083/a@b: a port and a path, not user:password
+# ?name=value, &name=value, ;name=value: the value when the name is a secret's or a signature's
 _PARAM = re.compile(r"(?P<head>[?&;](?P<name>[A-Za-z0-9_.-]+)=)(?P<secret>[^&;#\s]*)")
+_SIGNATURE = re.compile(r"^(sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|"
+                        r"x-goog-credential)$", re.IGNORECASE)
+# Name: value in a list of HTTP headers (at the start, or after | , ; or a line break): the value when the
+# header carries credentials
+_HEADER = re.compile(r"(?P<head>(?:^|[|,;\r\n])\s*(?P<name>[A-Za-z][A-Za-z0-9_-]*)\s*:[ \t]*)(?P<secret>[^|,;\r\n]*)")
+_CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|cookie|set-cookie)$", re.IGNORECASE)
+
+
+def _secret_param(name: str) -> bool:
+    return secret_name(name) or bool(_SIGNATURE.match(name))
+
+
+def _secret_header(name: str) -> bool:
+    return bool(_CREDENTIAL_HEADER.match(name)) or secret_name(name)
 
 
 def secret_name(key: str) -> bool:
@@ -68,20 +91,69 @@ def provider_reference(value: object) -> bool:
     return isinstance(value, str) and bool(_PROVIDER_REFERENCE.match(value))
 
 
+def _password_spans(value: str) -> list[tuple[int, int]]:
+    """Where the passwords of `value`'s URLs lie: after `scheme://user:` (or Oracle's `:thin:user/`), up
+    to the last @ followed by a host before the next space or URL."""
+    spans = []
+    for head in (_USERINFO, _ORACLE):
+        for m in head.finditer(value):
+            begin = m.end()
+            scope = len(value)
+            for stop in (_USERINFO.search(value, begin), re.compile(r"\s").search(value, begin)):
+                scope = min(scope, stop.start()) if stop else scope
+            last = None
+            for last in _AT_HOST.finditer(value, begin, scope):
+                pass
+            if last is not None and last.start() > begin and not _PORT_PATH.match(value, begin, last.start()):
+                spans.append((begin, last.start()))
+    return sorted(spans)
+
+
+def _hidden_spans(value: str) -> list[tuple[int, int]]:
+    """Where `value`'s secrets lie (see the module's rule), in order, not overlapping."""
+    spans = _password_spans(value)
+    spans += [m.span("secret") for m in _PARAM.finditer(value) if m["secret"] and _secret_param(m["name"])]
+    spans += [m.span("secret") for m in _HEADER.finditer(value) if m["secret"].strip() and _secret_header(m["name"])]
+    out: list[tuple[int, int]] = []
+    for begin, end in sorted(spans):
+        if out and begin < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((begin, end))
+    return out
+
+
 def redact_url(value: str) -> str:
-    """`value` with the password of a URL's userinfo and the secret parameters' values replaced by
-    HIDDEN; the value itself when it holds none."""
-    if "=" not in value and "@" not in value:
+    """`value` with the password of a URL's userinfo, the secret parameters' values and the
+    credential headers' values replaced by HIDDEN; the value itself when it holds none."""
+    if "=" not in value and "@" not in value and ":" not in value:
         return value
-    value = _USERINFO.sub(lambda m: m["head"] + HIDDEN if m["secret"] else m[0], value)
-    value = _ORACLE.sub(lambda m: m["head"] + HIDDEN if m["secret"] else m[0], value)
-    return _PARAM.sub(lambda m: m["head"] + HIDDEN if secret_name(m["name"]) and m["secret"] else m[0], value)
+    shown, at = [], 0
+    for begin, end in _hidden_spans(value):
+        shown += [value[at:begin], HIDDEN]
+        at = end
+    return "".join(shown) + value[at:]
 
 
 def url_secrets(value: str) -> list[str]:
     """The pieces of `value` that redact_url hides (for a log masker that hides them anywhere)."""
-    found = [m["secret"] for pattern in (_USERINFO, _ORACLE) for m in pattern.finditer(value) if m["secret"]]
-    return found + [m["secret"] for m in _PARAM.finditer(value) if m["secret"] and secret_name(m["name"])]
+    return [value[begin:end] for begin, end in _hidden_spans(value)]
+
+
+def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """`url` without its userinfo, and the user and password it held (None: none), the password
+    ending where `redact_url` ends it (typed with @ or / in it: whole)."""
+    head = _USERINFO.match(url)
+    spans = _password_spans(url)
+    if head is not None and spans and spans[0][0] == head.end():
+        scheme, user = head[0][:-1].split("://", 1)
+        return f"{scheme}://{url[spans[0][1] + 1:]}", user, url[head.end():spans[0][1]]
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    if sep and "@" in authority:  # user@host: a user, no password
+        user = authority.rsplit("@", 1)[0]
+        return f"{scheme}://{rest[len(user) + 1:]}", user, None
+    return url, None, None
 
 
 def url_has_secret(value: object) -> bool:

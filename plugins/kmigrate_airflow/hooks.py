@@ -84,8 +84,24 @@ class KafkaConnectHook(BaseHook):
         """What a client of this Connect cluster needs (its URL, credentials and TLS), as JSON."""
         conn = _connection(self, self.connect_conn_id, "Kafka Connect")
         extra = conn.extra_dejson
-        return {"url": f"{conn.schema or 'http'}://{conn.host}" + (f":{conn.port}" if conn.port else ""),
-                "auth": [conn.login, conn.password or ""] if conn.login else None,
+        where = f"Airflow connection {self.connect_conn_id!r}"
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{where}: its extra is a {type(extra).__name__}, not a JSON object; set it to "
+                              '{"verify": true | "/ca.pem", "cert": "/client.pem"} or leave it empty')
+        host, login, password = conn.host or "", conn.login, conn.password
+        if "@" in host:  # user:password@host typed into the host field (as typed, not %-encoded): basic auth,
+            userinfo, host = host.rsplit("@", 1)  # kept out of the URL that every message and log line shows
+            user, _, typed = userinfo.partition(":")
+            if typed:
+                mask_secret(typed)
+            if not login:
+                login, password = user, typed or password
+        if password:
+            mask_secret(password)
+        if not host:
+            raise ConfigError(f"{where} has no host; give the Connect worker's host (and port)")
+        return {"url": f"{conn.schema or 'http'}://{host}" + (f":{conn.port}" if conn.port else ""),
+                "auth": [login, password or ""] if login else None,
                 "verify": extra.get("verify", True), "cert": extra.get("cert"), "offsets_topic": extra.get("offsets_topic")}
 
     def test_connection(self) -> tuple[bool, str]:

@@ -79,3 +79,53 @@ def test_cluster_config_repr_shows_no_secret():
     assert all(f"'{k}': '{HIDDEN}'" in shown for k in secrets)
     assert "'b:9092'" in shown and "'/ca.pem'" in shown and f"https://idp/token?client_secret={HIDDEN}" in shown
     assert redact(cfg.settings)["bootstrap.servers"] == "b:9092"
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    # a signature or token in a query string: a pre-signed URL's, an Azure SAS's, an OAuth access token's
+    ("https://acct.blob.core.windows.net/c/b?sv=2024&sig=S1gn%3D&se=2027", f"https://acct.blob.core.windows.net/c/b?sv=2024&sig={HIDDEN}&se=2027"),
+    ("https://b.s3.amazonaws.com/k?X-Amz-Credential=AK&X-Amz-Signature=ab12",
+     f"https://b.s3.amazonaws.com/k?X-Amz-Credential={HIDDEN}&X-Amz-Signature={HIDDEN}"),
+    ("https://h/x?signature=abc&page=2", f"https://h/x?signature={HIDDEN}&page=2"),
+    ("https://h/x?access_token=abc", f"https://h/x?access_token={HIDDEN}"),
+    ("https://h/x?token=abc", f"https://h/x?token={HIDDEN}"),
+    ("https://h/x?password=abc", f"https://h/x?password={HIDDEN}"),
+    # a password typed unencoded with @ or / in it: hidden whole, the host kept
+    ("http://user:p@ss/w@connect:8083/x", f"http://user:{HIDDEN}@connect:8083/x"),
+    ("jdbc:mysql://app:a@b@db:3306/shop", f"jdbc:mysql://app:{HIDDEN}@db:3306/shop"),
+    ("jdbc:oracle:thin:app/p@s/s@db:1521/ORCL", f"jdbc:oracle:thin:app/{HIDDEN}@db:1521/ORCL"),
+    ("mongodb://u:pw@h1:27017,h2:27017/db", f"mongodb://u:{HIDDEN}@h1:27017,h2:27017/db"),
+    # HTTP headers in one value, as an HTTP sink connector's http.headers
+    ("Authorization: Bearer abc.def, X-Other: 1", f"Authorization: {HIDDEN}, X-Other: 1"),
+    ("Accept:application/json|Proxy-Authorization:Basic dTpw|X-Api-Key: k1",
+     f"Accept:application/json|Proxy-Authorization:{HIDDEN}|X-Api-Key: {HIDDEN}"),
+])
+def test_signatures_passwords_with_at_or_slash_and_credential_headers_are_hidden(value, shown):
+    assert redact_url(value) == shown and url_has_secret(value)
+    assert all(piece not in redact_url(value) for piece in url_secrets(value))
+
+
+@pytest.mark.parametrize("value", ["http://host:8083/connectors/a@b", "https://h:443/x?email=a@b.com",
+                                   "Accept: application/json, X-Request-Id: 7", "jdbc:postgresql://db:5432/shop"])
+def test_values_like_those_but_without_credentials_are_kept(value):
+    assert redact_url(value) == value
+
+
+def test_a_connector_config_with_an_authorization_header_is_kept_without_it():
+    from kmigrate.run.connectors.secrets import redacted
+
+    stored, keys = redacted(None, "http-sink", {"connector.class": "x.HttpSink", "http.headers":
+                                                "Content-Type: application/json|Authorization: Bearer s3cr3t"})
+    assert keys == ["http.headers"] and "s3cr3t" not in str(stored)
+    assert stored["http.headers"] == f"Content-Type: application/json|Authorization: {HIDDEN}"
+
+
+def test_a_connect_url_with_credentials_is_shown_without_them():
+    from kmigrate.kafka.connect import ConnectClient
+    from kmigrate.secrets import split_userinfo
+
+    assert split_userinfo("http://u:p@ss/w@connect:8083/x") == ("http://connect:8083/x", "u", "p@ss/w")
+    assert split_userinfo("http://connect:8083") == ("http://connect:8083", None, None)
+    client = ConnectClient("https://admin:p%40ss@connect:8083/")
+    assert client.url == "https://connect:8083" and client._session.auth == ("admin", "p@ss")
+    assert "p%40ss" not in repr(client)

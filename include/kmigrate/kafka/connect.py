@@ -10,11 +10,12 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import requests
 
 from kmigrate.errors import ConfigError, ConnectError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, ConnectUnreachable
+from kmigrate.secrets import split_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ class ConnectClient:
         rebalance_timeout_s: float = 60.0,
         offsets_topic: str | None = None,
     ) -> None:
+        url, user, password = split_userinfo(url)
+        if user is not None:  # http://user:password@host: basic auth, kept out of the URL every message shows
+            auth = auth or (unquote(user), unquote(password or ""))
         self.url = url.rstrip("/")
         self.offsets_topic = offsets_topic  # the worker's offset.storage.topic, when given (old workers)
         self._version: str | None = None
