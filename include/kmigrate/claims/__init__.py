@@ -89,8 +89,9 @@ class ClaimLog:
         self.state = Claims()
         self._lock = threading.Lock()
         self._next = 0  # the next offset to fold
-        self._base = 0  # where the fold began: the log's first record, or the last snapshot that took effect
-        self._snapshots: list[int] = []  # the offsets of the last two snapshots that took effect, as folded here
+        # where the count to the next snapshot began: the log's first record, or the last snapshot's last chunk
+        self._base = 0
+        self._snapshots: list[int] = []  # the first chunks' offsets of the last two snapshots in effect, as folded here
         self._trims = True  # False once DeleteRecords was refused here (the principal lacks Delete on the topic)
         self._retry_at = 0  # after a snapshot that did not take effect, the next is tried from this offset
         self._producer: Producer | None = None
@@ -164,8 +165,8 @@ class ClaimLog:
                     log.warning("%s: record at offset %d of %s is not a claim this version reads (%s); skipped",
                                 self.cluster.name, msg.offset(), CLAIMS_TOPIC, self.state.unreadable)
                 elif outcomes[msg.offset()] and record.get("kind") == "snapshot":  # its last chunk: in effect
-                    first = record["through"]  # the offset of its first chunk
-                    self._base, self._snapshots = first, [*self._snapshots[-1:], first]
+                    # the next snapshot counts from here; a trim deletes below the first chunk, its `through`
+                    self._base, self._snapshots = msg.offset(), [*self._snapshots[-1:], record["through"]]
             self._next = msg.offset() + 1
         return outcomes
 

@@ -1,0 +1,161 @@
+"""The claims log on the real target broker as a trusted log of untrusted records (kmigrate.claims):
+a malformed record written into `kmigrate-claims` by another producer is read past by a new reader,
+with a warning naming its offset, and claims, leases and conflicts go on; the same run name of two
+deployments is two runs; a snapshot in chunks trims the log. Other tests write to the same topic at
+the same time: each asserts only on its own runs and scopes."""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Producer
+from kmigrate import claims
+from kmigrate.claims import (CLAIMS_TOPIC, ClaimLog, check_topics_free, claim_log, claim_topics, received_from,
+                             release_topics)
+from kmigrate.claims.records import run_key
+from kmigrate.errors import TopicsHeld
+from kmigrate.kafka.admin import ClusterAdmin
+
+from tests.support.kafka import records_of
+from tests.support.waiting import wait_until
+
+
+def lease(holder: str, scope: str, **extra) -> dict:
+    # target_empty: a claims log younger than a lease (a stack just started) grants it all the same
+    return {"kind": "lease", "scope": scope, "holder": holder, "run": "records-test", "lease_ms": 30_000,
+            "target_empty": True, **extra}
+
+
+def snapshot(through: int, **wrong) -> dict:
+    good = {"kind": "snapshot", "through": through, "born": 1, "leased": ["x:0"],
+            "runs": {"z": {"run": "z", "topics": ["everything"], "ts": 1}},
+            "parts": {"x:0": {"holder": "z", "lease_ms": 30_000, "ts": 1}}}
+    return {key: value for key, value in {**good, **wrong}.items() if value is not None}
+
+
+BAD = {  # kind -> the value, given the offset it will likely land at (a snapshot is read as one only there)
+    "nested 100,000 deep": lambda at: b"[" * 100_000 + b"]" * 100_000,
+    "lease_ms Infinity": lambda at: json.dumps(lease("w", "bad:0", lease_ms=float("inf"))).encode(),
+    "lease_ms 1e400": lambda at: json.dumps(lease("w", "bad:0", lease_ms=7)).replace("7", "1e400").encode(),
+    "lease_ms true": lambda at: json.dumps(lease("w", "bad:0", lease_ms=True)).encode(),
+    "lease holder not a string": lambda at: json.dumps({**lease("w", "bad:0"), "holder": 5}).encode(),
+    "run topics not strings": lambda at: json.dumps({"kind": "run", "run": "bad", "topics": ["t", 1]}).encode(),
+    "snapshot runs a string": lambda at: json.dumps(snapshot(at, runs="all")).encode(),
+    "snapshot runs entries not objects": lambda at: json.dumps(snapshot(at, runs={"z": ["everything"]})).encode(),
+    "snapshot missing leased": lambda at: json.dumps({k: v for k, v in snapshot(at).items() if k != "leased"}).encode(),
+    "snapshot parts of another shape": lambda at: json.dumps(snapshot(at, parts={"x:0": {"holder": 1}})).encode(),
+}
+
+
+def produce_raw(cluster, value: bytes) -> int:
+    """`value` appended to the claims topic by a producer of no claims log; its offset."""
+    delivered = []
+    producer = Producer(cluster.producer(acks="all"))
+    producer.produce(CLAIMS_TOPIC, key=b"records-test", value=value, partition=0,
+                     on_delivery=lambda err, msg: delivered.append(err or msg.offset()))
+    assert producer.flush(30) == 0 and isinstance(delivered[0], int), delivered
+    return delivered[0]
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_a_malformed_record_in_the_claims_topic_stops_no_claim_and_no_lease(stack, unique_name, caplog, kind):
+    claim_log(stack.target).submit({"kind": "lease-release", "scope": f"{unique_name}:0", "holder": "none"})  # topic
+    with ClusterAdmin(stack.target) as admin:
+        high = admin.watermarks(CLAIMS_TOPIC, 0)[1]
+    offset = produce_raw(stack.target, BAD[kind](high))
+    run, topic, deployment = unique_name, f"{unique_name}.orders", "records-test@/state/a"
+    fresh = ClaimLog(stack.target, timeout_s=10)  # a new process's reader: from the log start, past the record
+    try:
+        with caplog.at_level(logging.WARNING, logger="kmigrate.claims"):
+            fresh.current()
+        assert fresh._next > offset and "z" not in fresh.state.runs
+        warned = [r.getMessage() for r in caplog.records if f"offset {offset} of {CLAIMS_TOPIC}" in r.getMessage()]
+        assert warned and all("skipped" in text for text in warned), caplog.text
+        claim_topics(stack.target, run, [topic], dag="records-test", deployment=deployment)
+        with pytest.raises(TopicsHeld, match=run):
+            check_topics_free(stack.target, f"other-{run}", [topic])
+        assert fresh.submit(lease("h1", f"{topic}:0"))
+        assert not fresh.submit(lease("h2", f"{topic}:0"))  # held: the conflict is seen
+        assert fresh.state.conflicts(f"other-{run}", [topic]) == {run_key(run, deployment): [topic]}
+        assert fresh.submit({"kind": "lease-release", "scope": f"{topic}:0", "holder": "h1"})
+        assert release_topics(stack.target, run, deployment=deployment)
+        check_topics_free(stack.target, f"other-{run}", [topic])
+    finally:
+        fresh.close()
+
+
+def test_two_deployments_of_one_run_name_do_not_share_a_claim(stack, unique_name, tmp_path):
+    run, topic = f"scheduled__{unique_name}", f"{unique_name}.orders"
+    a, b = f"kafka_dr_drill@{tmp_path}/a", f"kafka_dr_drill@{tmp_path}/b"
+    claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=a, source_id=f"src-{unique_name}")
+    with pytest.raises(TopicsHeld) as refused:
+        claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=b)
+    assert f"(deployment {a!r})" in str(refused.value) and "--force --deployment" in str(refused.value)
+    check_topics_free(stack.target, run, [topic], deployment=a)  # its own
+    assert not release_topics(stack.target, run, deployment=b)  # b's report releases nothing of a's
+    assert not release_topics(stack.target, run)  # nor does an old-style release
+    fresh = ClaimLog(stack.target, timeout_s=10)
+    try:
+        held = [claim for claim in fresh.current().runs.values() if claim["run"] == run]
+        assert [(claim["deployment"], claim["topics"]) for claim in held] == [(a, [topic])]
+    finally:
+        fresh.close()
+    assert received_from(stack.target)[f"src-{unique_name}"]["run"] == run
+    env = {"PYTHONPATH": ":".join(sys.path), "PATH": "/usr/bin:/bin"}
+    cli = [sys.executable, "-m", "kmigrate.claims", "release", run, "--bootstrap-servers", stack.target.bootstrap_servers]
+    unforced = subprocess.run(cli, capture_output=True, text=True, timeout=60, env=env)
+    assert unforced.returncode == 1 and repr(a) in unforced.stderr and "--force" in unforced.stderr, unforced.stderr
+    assert release_topics(stack.target, run, location=f"{tmp_path}/a")  # a's report: the run at its location
+    claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=b)
+    forced = subprocess.run([*cli, "--force"], capture_output=True, text=True, timeout=60, env=env)
+    assert forced.returncode == 0 and "its topics are released" in forced.stdout, forced.stderr
+    check_topics_free(stack.target, f"other-{run}", [topic])
+    assert received_from(stack.target)[f"src-{unique_name}"]["run"] == run  # kept through the releases
+
+
+def test_received_from_creates_no_claims_topic(stack):
+    with ClusterAdmin(stack.source) as admin:
+        if CLAIMS_TOPIC in admin.list_topics():
+            pytest.skip("the source cluster has a claims topic (a failback test wrote one)")
+    assert received_from(stack.source) == {}
+    with ClusterAdmin(stack.source) as admin:
+        assert CLAIMS_TOPIC not in admin.list_topics()
+
+
+def test_a_snapshot_in_chunks_trims_the_log_and_a_new_reader_starts_from_its_first_chunk(
+        stack, unique_name, monkeypatch):
+    monkeypatch.setattr(claims, "SNAPSHOT_AFTER", 40)
+    monkeypatch.setattr(claims, "SNAPSHOT_CHUNK_BYTES", 6_000)  # the suite's claims state: some chunks
+    writer = ClaimLog(stack.target, timeout_s=10)
+    try:
+        assert all(writer.submit_all([lease("h1", f"{unique_name}:{n}") for n in range(40)]))
+        with ClusterAdmin(stack.target) as admin:
+            start = admin.watermarks(CLAIMS_TOPIC, 0)[0]
+
+        def trimmed() -> int | None:
+            writer.submit_all([lease("h1", f"{unique_name}:{n}") for n in range(0, 40, 4)])
+            with ClusterAdmin(stack.target) as admin:
+                low = admin.watermarks(CLAIMS_TOPIC, 0)[0]
+            return low if low > start else None
+        low = wait_until(trimmed, "the claims log trimmed below a snapshot in chunks", 60, poll_s=0)
+        first = records_of(stack.target, CLAIMS_TOPIC, 0, low, low + 1)
+        record = json.loads(first[0][2])
+        assert record["kind"] == "snapshot" and record["through"] == first[0][0] == low and record["chunk"] == 0
+        assert record["of"] > 1
+        chunks = records_of(stack.target, CLAIMS_TOPIC, 0, low, low + record["of"])
+        assert [json.loads(value)["chunk"] for _, _, value, _, _ in chunks] == list(range(record["of"]))
+        assert all(len(value) <= 6_000 for _, _, value, _, _ in chunks)
+        fresh = ClaimLog(stack.target, timeout_s=10)
+        try:
+            fresh.current()
+            mine = {scope: part["holder"] for scope, part in fresh.state.parts.items() if scope.startswith(unique_name)}
+            assert mine == {f"{unique_name}:{n}": "h1" for n in range(40)}
+            assert not fresh.submit(lease("h2", f"{unique_name}:3"))
+        finally:
+            fresh.close()
+    finally:
+        writer.submit_all([{"kind": "lease-release", "scope": f"{unique_name}:{n}", "holder": "h1"} for n in range(40)])
+        writer.close()
