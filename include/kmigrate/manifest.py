@@ -113,10 +113,14 @@ class Manifest:
         self.run_id = run_id
         try:
             self._fs, self._root = fsspec.core.url_to_fs(self.location, **dict(storage_options or {}))
-        except (ImportError, ValueError) as exc:
+        except (ImportError, ValueError, OSError, RuntimeError) as exc:
+            # hdfs:// opens libhdfs through a JVM: without one pyarrow raises OSError "Unable to load libjvm"
+            need = (" (hdfs:// needs a JVM and Hadoop's libhdfs on this host: JAVA_HOME, HADOOP_HOME and "
+                    "CLASSPATH set)" if self.location.lower().startswith("hdfs://") else "")
             raise ManifestError(
-                f"state location {state_location!r} cannot be opened ({exc}); use {SUPPORTED} whose file system "
-                "package is installed") from exc
+                f"state location {state_location!r} cannot be opened ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:300]}){need}; use {SUPPORTED} whose file system package is "
+                "installed") from exc
         if isinstance(self._fs, LocalFileSystem):
             _check_folders(self._root)
 
@@ -157,6 +161,8 @@ class Manifest:
             content = json.loads(data)
         except ValueError as exc:
             content, why = None, "is empty" if not data.strip() else f"holds JSON cut short or damaged ({exc})"
+        except RecursionError:  # no step writes a part nested deeper than a few levels
+            content, why = None, "holds JSON nested too deep to read (thousands of levels)"
         else:
             why = f"holds a JSON {type(content).__name__}, not an object"
         if isinstance(content, dict):
@@ -248,12 +254,17 @@ class Manifest:
             raise self._fail("writing", what, exc) from exc
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _check_location(location: str) -> None:
     """Refuse a state location that is not a local folder or an object store, before anything is read
     or written: an http(s) server would be read from (and cannot be written once), an fsspec chain
     ('::') reads one store through another."""
     protocol = location.split("://", 1)[0].lower() if "://" in location else None
-    if "::" in location:
+    if _CONTROL.search(location):  # a NUL ends a path at the OS (ValueError); none belongs in a folder's name
+        why = "it holds a control character (a NUL, a newline, ...)"
+    elif "::" in location:
         why = "it is an fsspec chain ('::'), which reads one file system through another"
     elif protocol in ("http", "https"):
         why = "a web server is no state location: parts are written once, atomically, and kept"

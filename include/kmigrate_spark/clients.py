@@ -27,7 +27,11 @@ def load_clients(path: str | os.PathLike[str]) -> tuple[ClusterConfig, ClusterCo
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(f"client config file {file} is readable by others (mode {stat.S_IMODE(mode):o}); "
                           f"it may hold credentials: chmod 600 {file}")
-    return _parse_clients(file.read_text(), f"client config file {file}")
+    try:
+        text = file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"client config file {file} cannot be read ({exc}); give a UTF-8 JSON file") from exc
+    return _parse_clients(text, f"client config file {file}")
 
 
 SHAPE = ("a JSON object with 'source' and 'target' objects of librdkafka settings, "
@@ -39,6 +43,8 @@ def _parse_clients(text: str, where: str) -> tuple[ClusterConfig, ClusterConfig]
         data = json.loads(text)
     except ValueError as exc:
         raise ConfigError(f"{where} is not JSON ({exc}); it must be {SHAPE}") from exc
+    except RecursionError:  # arrays or objects nested thousands deep: no clients file is
+        raise ConfigError(f"{where} holds JSON nested too deep to read; it must be {SHAPE}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where} holds {_kind(data)}; it must be {SHAPE}")
     for key in ("source", "target"):
@@ -74,7 +80,7 @@ def load_source_connect(path: str | os.PathLike[str] | None, **timeouts: float) 
     text = Path(path).read_text() if path else os.environ.get(CLIENTS_ENV) or "{}"
     try:
         given = json.loads(text).get("source_connect")
-    except (ValueError, AttributeError):  # load_clients_from named what is wrong with them already
+    except (ValueError, AttributeError, RecursionError):  # load_clients_from named what is wrong with them already
         given = None
     if not isinstance(given, dict) or not given.get("url"):
         raise ConfigError("connectors are selected but the client configs hold no source Connect cluster "

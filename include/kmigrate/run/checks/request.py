@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kmigrate.errors import RunConflict
-from kmigrate.manifest import Manifest, Part
+from kmigrate.manifest import Manifest, ManifestError, Part
 
 # how a run executes, not what it does: these may change between tries of one run, and are never
 # recorded. spark_remote (a Spark Connect URL, which may carry a token) was the param before
@@ -92,6 +92,11 @@ def check_request(manifest: Manifest, params: Mapping[str, Any]) -> bool:
     recorded = manifest.read(Part.PARAMS)
     if recorded is None:
         return False
+    if not isinstance(recorded.get("params"), dict) or not isinstance(recorded.get("salt", ""), str):
+        raise ManifestError(
+            f"part {Part.PARAMS!r} of the run manifest at {manifest.location} is not a recorded request (it holds "
+            f"{', '.join(sorted(map(str, recorded))) or 'no key'}; a request is {{\"params\": {{...}}, \"salt\": "
+            "\"...\"}): something else wrote it. Restore it from a backup, or trigger a new run_name; nothing was done")
     salt = recorded.get("salt", "")
     wanted = _what(params, salt)
     # a request recorded before secrets were kept as digests holds them in clear: compared as digests

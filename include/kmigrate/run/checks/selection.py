@@ -1,10 +1,13 @@
 """What a run moves: topics, consumer groups, connectors and translate-mode topics, chosen by
 regular expressions fully matched against names. Every pattern is compiled by RE2
 (`compile_pattern`), which matches in time linear in the name's length: a pattern like `(a+)+`,
-exponential under Python's `re`, costs microseconds against a 249-character topic name."""
+exponential under Python's `re`, costs microseconds against a 249-character topic name. Some topics
+are never selected, or only by name: Kafka's internal ones, kmigrate's claims topic, Kafka Connect's
+storage topics (`select`)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -14,6 +17,8 @@ import re2
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
+
+log = logging.getLogger(__name__)
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the ConfigError says it; RE2 would also print it to stderr
@@ -42,6 +47,12 @@ def compile_pattern(pattern: str, what: str) -> Any:
     if not isinstance(pattern, str):
         raise ConfigError(f"the {what} pattern {pattern!r} is not a string; give a regular expression")
     try:
+        pattern.encode("utf-8")  # RE2 matches UTF-8: a lone surrogate (\ud800) is no character it can hold
+    except UnicodeEncodeError as exc:
+        raise ConfigError(f"the {what} pattern {pattern!r} holds {pattern[exc.start]!r} at position {exc.start}, "
+                          "half of a UTF-16 surrogate pair, which is not a character (no topic or group name "
+                          "holds one); remove it, or write the whole character") from None
+    try:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
@@ -60,13 +71,46 @@ def compile_pattern(pattern: str, what: str) -> Any:
                       f"(RE2: linear-time, so that no pattern can hang a run) does not support; {rewrite}")
 
 
+# kmigrate's own topic on a target (kmigrate.claims.CLAIMS_TOPIC: the runs' claims of their topics), named
+# here so that the selection does not import the claims module
+CLAIMS_TOPIC = "kmigrate-claims"
+# Kafka Connect's storage topics (a worker's offset.storage.topic, config.storage.topic and
+# status.storage.topic) as they are usually named: Kafka's sample worker config (connect-offsets, ...),
+# a prefix or a leading _ (the local stack's _connect-offsets, Confluent's images' docker-connect-offsets),
+# and MirrorMaker 2's (mm2-offsets.<alias>.internal). A copy of them would hand the target's workers
+# another cluster's connectors, offsets and states
+CONNECT_STORAGE = re.compile(r"(?:.*[._-])?connect-(?:offsets|configs|status)|mm2-(?:offsets|configs|status)\..+\.internal")
+_said: set[tuple[str, ...]] = set()  # what select has said it left out (a mirror selects again every refresh)
+
+
+def named_exactly(pattern: Any, name: str) -> bool:
+    """Whether the compiled `pattern` names `name` exactly: it matches it and no name one character
+    away (one more before or after it, or one replaced), as `connect-offsets` or `orders|connect-offsets`
+    do and `.*`, `connect-.*` or `connect.offsets` do not."""
+    near = [f"x{name}", f"{name}x"] + [name[:i] + ("y" if c == "x" else "x") + name[i + 1:] for i, c in enumerate(name)]
+    return bool(pattern.fullmatch(name)) and not any(pattern.fullmatch(n) for n in near)
+
+
 def select(names: Iterable[str], include: str, exclude: str | None = None, what: str = "topic") -> list[str]:
-    """Names that fully match `include` and not `exclude`. Kafka's own internal topics (`__*`) are
-    never selected."""
+    """Names that fully match `include` and not `exclude`. Never selected: Kafka's own internal
+    topics (`__*`), and for topics kmigrate's claims topic (CLAIMS_TOPIC, which a run writes on a
+    target: copied, it would make the target's claims another cluster's). Kafka Connect's storage
+    topics (CONNECT_STORAGE) are selected only by an include pattern that names them exactly
+    (`named_exactly`), never by a wildcard such as `.*`. What a pattern matched and was left out
+    for these reasons is said once in the log."""
     wanted = compile_pattern(include, f"{what} include")
     unwanted = compile_pattern(exclude, f"{what} exclude") if exclude else None
-    return sorted(n for n in names if not n.startswith("__") and wanted.fullmatch(n)
-                  and not (unwanted and unwanted.fullmatch(n)))
+    matched = sorted(n for n in names if not n.startswith("__") and wanted.fullmatch(n)
+                     and not (unwanted and unwanted.fullmatch(n)))
+    if what != "topic":
+        return matched
+    left = [n for n in matched if n == CLAIMS_TOPIC or (CONNECT_STORAGE.fullmatch(n) and not named_exactly(wanted, n))]
+    if left and (include, *left) not in _said:
+        _said.add((include, *left))
+        log.info("topic include %r matches %s, left out: kmigrate's claims topic is never copied, Kafka Connect's "
+                 "storage topics only when the pattern names them exactly (for example %s)", include,
+                 ", ".join(left), "|".join(re.escape(n) for n in left if n != CLAIMS_TOPIC) or "none")
+    return [n for n in matched if n not in left]
 
 
 @dataclasses.dataclass(frozen=True)
