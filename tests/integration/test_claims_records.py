@@ -116,7 +116,10 @@ def test_two_deployments_of_one_run_name_do_not_share_a_claim(stack, unique_name
     assert received_from(stack.target)[f"src-{unique_name}"]["run"] == run  # kept through the releases
 
 
-def test_received_from_creates_no_claims_topic(stack):
+def test_received_from_writes_nothing_and_creates_no_claims_topic(stack, monkeypatch):
+    monkeypatch.setattr(claims, "SNAPSHOT_AFTER", 1)  # a reader that trims would write a snapshot now
+    monkeypatch.setattr(ClaimLog, "_append", lambda self, records: pytest.fail(f"received_from wrote {records}"))
+    assert isinstance(received_from(stack.target), dict)
     with ClusterAdmin(stack.source) as admin:
         if CLAIMS_TOPIC in admin.list_topics():
             pytest.skip("the source cluster has a claims topic (a failback test wrote one)")

@@ -349,5 +349,11 @@ def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = 
 def received_from(cluster: ClusterConfig) -> dict[str, dict[str, Any]]:
     """The source clusters that ever claimed runs on `cluster`'s claims log: cluster id -> {"run": the
     first run that claimed with it, "ts": the broker time of that claim}. Read only: an absent
-    claims topic is not created (and means none)."""
-    return {source: dict(entry) for source, entry in claim_log(cluster).current().sources.items()}
+    claims topic is not created (and means none), and nothing is written: a reader of its own that
+    writes no snapshot and trims nothing, since `cluster` may be a run's source, which no step writes."""
+    reader = ClaimLog(cluster)
+    reader._trims = False
+    try:
+        return {source: dict(entry) for source, entry in reader.current().sources.items()}
+    finally:
+        reader.close()
