@@ -104,7 +104,7 @@ def test_the_mirror_dag_restarts_a_killed_mirror_and_ends_when_asked_to_stop(sta
     helper.start()
     try:
         run = run_dag(dagbag, "kafka_dr_mirror", run_name=run_name, topics_include=topic.replace(".", r"\."),
-                      state_location=str(state), spark_connect_conn_id="spark_connect_mirror", stale_after_s=8,
+                      state_location=str(state), spark_connect_conn_id="spark_connect_mirror", stale_after_s=15,
                       interval_s=0.5, connectors=[lines])
         helper.join(60)
     finally:

@@ -18,6 +18,7 @@ from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.checks.request import check_request
 from kmigrate.run.checks.rights import check_rights
 from kmigrate.run.checks.selection import Selection, select
+from kmigrate.run.mirror import drill, timings
 
 
 def check_params(params: Mapping[str, Any], manifest: Manifest,
@@ -28,8 +29,13 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
     params (`request.check_request`); a new run's cutover_at must lie ahead (a run started before
     and re-triggered after its time continues to its cutover). The selections' patterns are
     checked by `check_run`. Returns the cutover time (None: none set). A DAG without one of these
-    params (the DR drill) skips its check."""
-    check_overrides(params.get("connector_overrides"), params.get("connectors"))
+    params (the DR drill) skips its check; a drill of a mirror's overrides name the mirror's
+    connectors (`drill.overridable`); the mirror DAG's timings fit each other (`timings`)."""
+    connectors, said = drill.overridable(params)  # a drill of a mirror: the mirror's connectors
+    check_overrides(params.get("connector_overrides"), connectors, **said)
+    if "interval_s" in params:  # the mirror DAG: its timings, the follower's stale_after_s against its interval
+        timings.check_timings(params["interval_s"], params.get("refresh_s", 10.0),
+                              stale_after_s=params.get("stale_after_s"))
     events.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
     started = check_request(manifest, params)
     return events.check_cutover_at(params.get("cutover_at"), started=started, now=now)

@@ -156,21 +156,27 @@ def _config_value(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def check_overrides(overrides: Any, connectors: Sequence[str] | None) -> None:
+def check_overrides(overrides: Any, connectors: Sequence[str] | None, *, among: str = "the selected connectors",
+                    fix: str = "add it to connectors, fix the name, or drop its overrides") -> None:
     """The `connector_overrides` param: an object {connector: {key: value}} whose connectors are
     among the selected `connectors` and whose values are strings, numbers or booleans (a Connect
-    config is flat). ConfigError naming the connector and key, never a value (often a password)."""
+    config is flat). ConfigError naming the connector and key, never a value (often a password).
+    `among` names where the connectors come from, `fix` what to do about one that is not there (a
+    drill takes its mirror's: `kmigrate.run.mirror.drill.overridable`)."""
     if not overrides:
         return
+    if connectors is not None and (isinstance(connectors, (str, bytes)) or not isinstance(connectors, Sequence)
+                                   or not all(isinstance(c, str) for c in connectors)):
+        raise ConfigError(f"connectors is {type(connectors).__name__} {connectors!r}, not a list of connector names; "
+                          'give ["name", ...] (empty: none)')
     selected = list(connectors or ())
     if not isinstance(overrides, Mapping):
         raise ConfigError(f"connector_overrides is a {type(overrides).__name__}, not an object; give "
                           '{"connector": {"key": "value"}}, or leave it empty')
     for name, config in overrides.items():
         if name not in selected:
-            raise ConfigError(f"connector_overrides names connector {name!r}, which is not among the selected "
-                              f"connectors ({', '.join(map(repr, selected)) or 'none'}): its overrides would be "
-                              "ignored; add it to connectors, fix the name, or drop its overrides")
+            raise ConfigError(f"connector_overrides names connector {name!r}, which is not among {among} "
+                              f"({', '.join(map(repr, selected)) or 'none'}): its overrides would be ignored; {fix}")
         if not isinstance(config, Mapping):
             raise ConfigError(f"connector_overrides[{name!r}] is a {type(config).__name__}, not an object of config "
                               f'keys; give {{"{name}": {{"key": "value"}}}}')

@@ -34,6 +34,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
 from kmigrate.run.mirror.status import both_ends
@@ -72,11 +73,8 @@ class MirrorSpec:
         for pattern, what in ((self.topics_exclude, "topic exclude"), (self.groups, "consumer group")):
             if pattern:
                 compile_pattern(pattern, what)
-        if not 0 < self.interval_s <= 3600 or not all(0 < v <= 86400 for v in (self.refresh_s, self.verify_every_s,
-                                                                                self.term_s)):
-            raise ConfigError(f"a mirror's status interval ({self.interval_s} s) must lie in (0, 3600], its selection "
-                              f"refresh ({self.refresh_s} s), verification interval ({self.verify_every_s} s) and "
-                              f"term ({self.term_s} s) in (0, 86400]")
+        # each a number in its range, the refresh no shorter than the interval (`timings`)
+        timings.check_timings(self.interval_s, self.refresh_s, self.verify_every_s, self.term_s)
 
 
 def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
