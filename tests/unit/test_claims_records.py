@@ -390,3 +390,17 @@ def test_chunks_of_a_snapshot_are_void_out_of_place():
     assert fresh_fold(list(range(50, 50 + n)), [0, 2, 1, *range(3, n)]).parts == {}  # out of order
     assert fresh_fold(list(range(50, 49 + n)), [i for i in range(n) if i != 1]).parts == {}  # one missing
     assert problem({**chunks[0], "of": 0}) is not None
+
+
+def test_nothing_a_record_holds_raises_out_of_the_fold(monkeypatch):
+    """The shape is checked first; were a check or a rule to fail on some record anyway, that record
+    is skipped with the reason, and the next is folded."""
+    state, _ = fold(valid_history())
+    kept = copy.deepcopy(shape(state))
+    monkeypatch.setattr(Claims, "_apply", lambda self, ts, record, offset: 1 / 0)
+    assert not state.apply(4_000, lease("x", "orders:0"), 3) and "ZeroDivisionError" in state.unreadable
+    monkeypatch.undo()
+    monkeypatch.setattr("kmigrate.claims.state.problem", lambda record: record["no such field"])
+    assert not state.apply(4_000, lease("x", "orders:0"), 3) and "KeyError" in state.unreadable
+    monkeypatch.undo()
+    assert shape(state) == kept and state.apply(4_001, lease("x", "orders:0"), 4)

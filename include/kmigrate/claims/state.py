@@ -43,12 +43,10 @@ class Claims:
         """Fold one record (broker timestamp `ts_ms`, at `offset`); True when it took effect. A record
         whose shape this version cannot read (another version's, not ours, damaged) changes nothing,
         for every reader alike, and says why in `unreadable`."""
-        self.unreadable = problem(record)
-        if self.unreadable is not None:
-            return False
         try:
-            return self._apply(ts_ms, record, offset)
-        except Exception as exc:  # noqa: BLE001 (the shape was checked; no record may stop every reader's fold)
+            self.unreadable = problem(record)
+            return self.unreadable is None and self._apply(ts_ms, record, offset)
+        except Exception as exc:  # noqa: BLE001 (the shape is checked first; still, no record may stop the fold)
             self.unreadable = f"{type(exc).__name__}: {str(exc)[:200]}"
             log.warning("claims record at offset %d not folded: %s", offset, self.unreadable)
             return False
