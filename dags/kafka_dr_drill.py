@@ -31,6 +31,7 @@ from kmigrate_airflow.params import (
     connect_params,
     dag_args,
     kafka_params,
+    overrides_param,
     selection_params,
     spark_params,
     state_params,
@@ -48,9 +49,9 @@ from kmigrate_airflow.params import (
                             description="A running kafka_dr_mirror's run_name: drill it (its selection; no copy of "
                                         "the drill's own); empty: the drill copies"),
         **connect_params(),
-        "connector_overrides": Param({}, type="object", title="Connector config overrides",
-                                     description='{"connector": {"key": "value"}} for the dry failover of the '
-                                                 "mirror's connectors (the secrets it does not keep)"),
+        "connector_overrides": overrides_param('{"connector": {"key": "value"}} for the dry failover of the '
+                                               "connectors the mirror keeps (the secrets it does not keep, another "
+                                               "output file); only with mirror_run"),
         **spark_params(),
         **state_params(),
     },

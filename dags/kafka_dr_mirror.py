@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import datetime
 
-from airflow.sdk import Param, dag
+from airflow.sdk import dag
 from kmigrate_airflow import mirror, steps
 from kmigrate_airflow.params import (
     connect_params,
+    connectors_param,
     dag_args,
     kafka_params,
     mirror_params,
@@ -40,11 +41,9 @@ from kmigrate_airflow.params import (
         **selection_params("Topics to mirror", groups_description="Regular expression over group ids whose offsets "
                                                                   "follow; empty: none"),
         **connect_params(),
-        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1}, uniqueItems=True,
-                            title="Connectors",
-                            description="Names of source Connect connectors whose configs, states and offsets the "
-                                        "mirror keeps for an unplanned failover (placed on the target Connect "
-                                        "connection's cluster then)"),
+        "connectors": connectors_param("Names of source Connect connectors whose configs, states and offsets the "
+                                       "mirror keeps for an unplanned failover (placed on the target Connect "
+                                       "connection's cluster then)"),
         **spark_params(),
         **state_params(),
     },

@@ -40,6 +40,7 @@ from kmigrate_airflow.params import (
     cutover_param,
     dag_args,
     kafka_params,
+    pattern_param,
     run_name_param,
     selection_params,
     spark_params,
@@ -55,9 +56,9 @@ from kmigrate_airflow.params import (
         **selection_params(),
         **connector_params(),
         "acls": acls_param(),
-        "translate_topics": Param(None, type=["null", "string"], title="Topics copied in translate mode",
-                                  description="Regular expression; these get an offset map instead of "
-                                              "preserved offsets (for a target that already holds data)"),
+        "translate_topics": pattern_param("Topics copied in translate mode",
+                                          "Regular expression; these get an offset map instead of preserved offsets "
+                                          "(for a target that already holds data)"),
         "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
         "pre_copy_max_rounds": Param(5, type="integer", minimum=1, maximum=100, title="Pre-copy rounds at most",
                                      description="Each round copies up to the source's end when it begins"),

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime
 
-from airflow.sdk import Param, dag
+from airflow.sdk import dag
 from kmigrate_airflow import steps
-from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, dag_args, run_name_param, state_params
+from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, connectors_param, dag_args, run_name_param, state_params
 
 
 @dag(
@@ -24,8 +24,7 @@ from kmigrate_airflow.params import DEFAULT_ARGS, connect_params, dag_args, run_
         "run_name": run_name_param(required=True, title="Migration run",
                                    description="The run name (or Airflow run id) of the migration"),
         **state_params(),
-        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1},
-                            title="Connectors", description="Those of the run's connectors to roll back; empty: all"),
+        "connectors": connectors_param("Those of the run's connectors to roll back; empty: all", unique=False),
     },
 )
 def kafka_migration_rollback():

@@ -6,10 +6,21 @@ import datetime
 import os
 
 from airflow.sdk import Param
+from kmigrate.run.mirror.timings import MAX_INTERVAL_S, MAX_PERIOD_S, MIN_INTERVAL_S, MIN_STALE_AFTER_S
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
     os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "kmigrate-state")
 RUN_NAME = "[A-Za-z0-9](?:[A-Za-z0-9._+-]|:(?!:)){0,199}"  # a folder name: kmigrate.manifest's RUN_ID_RULE
+# The library's rules the form can state too (each value refused here is refused by the library, which
+# checks again for a caller that bypasses the form; tests/badinput/test_form_schema.py):
+# a regular expression with no lone surrogate (RE2 matches UTF-8: kmigrate.run.checks.selection)
+PATTERN_TEXT = r"^[^\ud800-\udfff]*$"
+# a state location: an absolute path, file:///path or a supported store's URL, no fsspec chain (::) and no
+# control character (kmigrate.manifest's _check_location)
+STATE_LOCATION = (r"^(?!.*::)(/|file:///|(s3|s3a|gs|gcs|abfs|az|hdfs|memory)://)[^\x00-\x1f\x7f]*$")
+# a connector name Connect can hold and serve by its REST path: no / or %, no control character, no space
+# around it, not . or .. (kmigrate.kafka.connect.check_connector_name)
+CONNECTOR_NAME = r"^(?!\.\.?$)[^\s/%\x00-\x1f\x7f-\x9f]([^/%\x00-\x1f\x7f-\x9f]*[^\s/%\x00-\x1f\x7f-\x9f])?$"
 
 # every DAG's task defaults: retried with backoff, never unbounded
 DEFAULT_ARGS = {
@@ -55,12 +66,18 @@ def selection_params(topics_title: str = "Topics to migrate", topics_default: st
     """Which topics and consumer groups a run moves."""
     return {
         "topics_include": Param(**({"default": topics_default} if topics_default else {}), type="string",
-                                minLength=1, title=topics_title,
+                                minLength=1, pattern=PATTERN_TEXT, title=topics_title,
                                 description="Regular expression, fully matched against topic names"),
-        "topics_exclude": Param(None, type=["null", "string"], title="Topics to leave out",
+        "topics_exclude": Param(None, type=["null", "string"], pattern=PATTERN_TEXT, title="Topics to leave out",
                                 description="Regular expression; empty leaves none out"),
-        "groups": Param(None, type=["null", "string"], title="Consumer groups", description=groups_description),
+        "groups": Param(None, type=["null", "string"], pattern=PATTERN_TEXT, title="Consumer groups",
+                        description=groups_description),
     }
+
+
+def pattern_param(title: str, description: str) -> Param:
+    """An optional regular expression (empty: none)."""
+    return Param(None, type=["null", "string"], pattern=PATTERN_TEXT, title=title, description=description)
 
 
 def acls_param() -> Param:
@@ -93,8 +110,10 @@ def spark_params() -> dict[str, Param]:
 
 def state_params() -> dict[str, Param]:
     """Where run manifests are kept."""
-    return {"state_location": Param(DEFAULT_STATE, type="string", minLength=1, title="State location",
-                                    description="Local path or fsspec URL of the run manifests")}
+    return {"state_location": Param(DEFAULT_STATE, type="string", minLength=1, pattern=STATE_LOCATION,
+                                    title="State location",
+                                    description="Absolute local path, or a URL of s3://, s3a://, gs://, gcs://, "
+                                                "abfs://, az:// or hdfs://, of the run manifests")}
 
 
 def run_name_param(*, required: bool = False, **texts: str) -> Param:
@@ -120,22 +139,28 @@ def cutover_param() -> Param:
                              "the target close to the live source. Empty: as soon as the pre-copy converges")
 
 
+def connectors_param(description: str = "Names of source Connect connectors to move", *,
+                     unique: bool = True) -> Param:
+    """Names of Connect connectors, each one Connect can serve (CONNECTOR_NAME)."""
+    return Param([], type=["null", "array"], items={"type": "string", "minLength": 1, "pattern": CONNECTOR_NAME},
+                 **({"uniqueItems": True} if unique else {}), title="Connectors", description=description)
+
+
+def overrides_param(description: str = '{"connector": {"key": "value"}} applied on the target to those of the '
+                                       "connectors above; values are strings, numbers or booleans (a Connect config "
+                                       "is flat)") -> Param:
+    """Config overrides by connector: flat objects of non-blank keys (kmigrate.run.connectors.migrate.check_overrides)."""
+    # values often hold a password: the run records them only as digests (kmigrate.run.checks.request);
+    # the preflight also refuses a connector not among those the run moves
+    return Param({}, type="object", propertyNames={"minLength": 1, "pattern": CONNECTOR_NAME},
+                 additionalProperties={"type": "object", "propertyNames": {"minLength": 1, "pattern": r"\S"},
+                                       "additionalProperties": {"type": ["string", "number", "boolean"]}},
+                 title="Connector config overrides", description=description)
+
+
 def connector_params() -> dict[str, Param]:
     """The connectors a migration moves, and their config overrides on the target."""
-    return {
-        "connectors": Param([], type=["null", "array"], items={"type": "string", "minLength": 1}, uniqueItems=True,
-                            title="Connectors", description="Names of source Connect connectors to move"),
-        # values often hold a password: the run records them only as digests (kmigrate.run.checks.request);
-        # the preflight also refuses a connector not among `connectors`
-        "connector_overrides": Param({}, type="object", propertyNames={"minLength": 1},
-                                     additionalProperties={"type": "object", "propertyNames": {"minLength": 1},
-                                                           "additionalProperties": {
-                                                               "type": ["string", "number", "boolean"]}},
-                                     title="Connector config overrides",
-                                     description='{"connector": {"key": "value"}} applied on the target to those of '
-                                                 "the connectors above; values are strings, numbers or booleans "
-                                                 "(a Connect config is flat)"),
-    }
+    return {"connectors": connectors_param(), "connector_overrides": overrides_param()}
 
 
 def mirror_params() -> dict[str, Param]:
@@ -143,10 +168,14 @@ def mirror_params() -> dict[str, Param]:
     return {
         "run_name": Param("dr-mirror", type="string", pattern=f"^{RUN_NAME}$", title="Mirror name",
                           description="Names the mirror's run manifest; a failover or drill of this mirror names it"),
-        "interval_s": Param(1.0, type="number", exclusiveMinimum=0, maximum=3600, title="Status interval (s)",
+        # the ranges of kmigrate.run.mirror.timings; the preflight checks them against each other
+        "interval_s": Param(1.0, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_INTERVAL_S,
+                            title="Status interval (s)",
                             description="The mirror's lag and heartbeat, and the groups' offsets, this often"),
-        "refresh_s": Param(10.0, type="number", exclusiveMinimum=0, maximum=86400, title="Selection refresh (s)",
-                           description="New topics and partitions matching the selection are picked up this often"),
+        "refresh_s": Param(10.0, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_PERIOD_S,
+                           title="Selection refresh (s)",
+                           description="New topics and partitions matching the selection are picked up this often "
+                                       "(at least the status interval)"),
         "failback_of": Param(None, type=["null", "string"], pattern=f"^{RUN_NAME}$", title="Failback of",
                              description="A failback: the run_name of the mirror that was failed over (this mirror's "
                                          "source is then that DR cluster, its target the original cluster)"),
@@ -154,6 +183,8 @@ def mirror_params() -> dict[str, Param]:
                                   description="A failback after an unplanned failover: delete on the original the "
                                               "topics whose partitions hold offsets the DR cluster never got, and "
                                               "copy them again (those offsets are discarded, listed in the report)"),
-        "stale_after_s": Param(60.0, type="number", minimum=5, title="Restart after (s)",
-                               description="The mirror is started again when its heartbeat is this old"),
+        "stale_after_s": Param(60.0, type="number", minimum=MIN_STALE_AFTER_S, title="Restart after (s)",
+                               description="The mirror is started again when its heartbeat is this old: at least "
+                                           "10 s plus twice the status interval or 4 s, whichever is longer "
+                                           f"({MIN_STALE_AFTER_S:g} s at the shortest)"),
     }
