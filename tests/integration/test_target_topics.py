@@ -1,11 +1,19 @@
-"""Target topics on the real clusters: the copy's settings are put back to the source's, and what
-the source changed after the target topic was made is applied only to a topic the run created."""
+"""Target topics on the real clusters: the copy's settings are put back to the source's, what the
+source changed after the target topic was made is applied only to a topic the run created, and
+topics with more partitions (records) than the KRaft controller writes for one request are created
+in batches, a batch it refuses for its size halved."""
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+from confluent_kafka.admin import NewTopic
 from kmigrate.errors import TopicMismatch
-from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
 from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
+from kmigrate.run.targets.topic_io import create_all, create_topics, too_large, topic_records, wait_for_leaders
 
 from tests.support.kafka import create_topic
 from tests.support.waiting import wait_until
@@ -62,3 +70,100 @@ def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(
         assert target._shows(unique_name, {"segment.ms": "7200000"}, {"retention.ms"})
         own = target.topic_configs(unique_name, explicit_only=True)
         assert own.get("segment.ms") == "7200000" and "retention.ms" not in own
+
+
+class Requests:
+    """An AdminClient that remembers the topics of each CreateTopics it sends."""
+
+    def __init__(self, client) -> None:
+        self.client, self.sent = client, []
+
+    def create_topics(self, topics, **kwargs):
+        self.sent.append([t.topic for t in topics])
+        return self.client.create_topics(topics, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def open_files(state_dir: Path) -> tuple[int, int] | None:
+    """(open files, their limit) of the local target broker; None when this host does not run it."""
+    try:
+        pid = (state_dir / "target-kafka" / "pid").read_text().strip()
+        limit = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                     if line.startswith("Max open files"))
+        return len(os.listdir(f"/proc/{pid}/fd")), int(limit.split()[3])
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+@pytest.fixture
+def target_admin(stack) -> Iterator[ClusterAdmin]:
+    """A target admin; the topics named in its `made` list deleted at the end, and waited for."""
+    with ClusterAdmin(stack.target, timeout_s=60) as admin:
+        admin.made = []
+        try:
+            yield admin
+        finally:
+            made = set(admin.made) & set(admin.client.list_topics(timeout=10).topics)
+            if made:
+                for future in admin.client.delete_topics(sorted(made), operation_timeout=60).values():
+                    future.result(timeout=60)
+                wait_until(lambda: not made & set(admin.client.list_topics(timeout=10).topics),
+                           f"the deletion of {len(made)} topics", 120)
+
+
+def test_topics_with_more_partitions_than_one_request_takes_are_created_in_batches(stack, unique_name, target_admin):
+    wanted = [NewTopic(f"{unique_name}-{i}", 3_400, 1, config={}) for i in range(3)]  # 10,200 partitions
+    # An empty partition holds an open file on the broker until a minute after its deletion, and a broker
+    # past its limit (20,000 here) fails its log directory and stops: an earlier run's are let go first
+    def room() -> bool:
+        files = open_files(stack.state_dir)
+        return files is None or files[0] + 10_200 < 0.9 * files[1]
+
+    wait_until(room, "room for 10,200 more open files on the target broker", 120, 1.0)
+    whole = target_admin.client.create_topics(wanted, validate_only=True, request_timeout=60)
+    refusals = [future.exception(timeout=60) for future in whole.values()]
+    assert all(exc is not None and too_large(exc.args[0]) for exc in refusals), refusals  # one request: refused
+
+    target_admin._admin = spy = Requests(target_admin.client)
+    target_admin.made = [t.topic for t in wanted]
+    made, existed, failure = create_all(target_admin, wanted)
+    assert (made, existed, failure) == ({t.topic for t in wanted}, set(), None)
+    assert spy.sent == [[wanted[0].topic, wanted[1].topic], [wanted[2].topic]]  # 6,802 and 3,401 records
+    # the second request's topic is shown once the broker has made the first's 6,800 logs: waited for
+    # past a short admin timeout
+    with ClusterAdmin(stack.target, timeout_s=2) as short:
+        wait_for_leaders(short, {t.topic: 3_400 for t in wanted})
+    assert target_admin.partition_counts(t.topic for t in wanted) == {t.topic: 3_400 for t in wanted}
+
+
+# 25 topic configs at Kafka's defaults: with its own record and one partition's, 27 records a topic, so
+# that a few hundred one-partition topics pass the controller's limit (cheaper than 10,000 partitions)
+DEFAULTS = {
+    "cleanup.policy": "delete", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.type": "producer", "compression.zstd.level": "3", "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000", "flush.messages": "9223372036854775807", "flush.ms": "9223372036854775807",
+    "index.interval.bytes": "4096", "max.compaction.lag.ms": "9223372036854775807", "max.message.bytes": "1048588",
+    "message.timestamp.after.max.ms": "3600000", "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.type": "CreateTime", "min.cleanable.dirty.ratio": "0.5", "min.compaction.lag.ms": "0",
+    "min.insync.replicas": "1", "preallocate": "false", "retention.bytes": "-1", "retention.ms": "604800000",
+    "segment.bytes": "1073741824", "segment.index.bytes": "10485760", "segment.jitter.ms": "0",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def test_a_request_the_controller_refuses_for_its_size_is_halved_and_the_halves_are_created(
+        stack, unique_name, target_admin):
+    wanted = [NewTopic(f"{unique_name}-{i:03d}", 1, 1, config=DEFAULTS) for i in range(380)]
+    assert sum(map(topic_records, wanted)) == 10_260 > MAX_RECORDS_PER_REQUEST  # configs are records too
+    target_admin._admin = spy = Requests(target_admin.client)
+    target_admin.made = [t.topic for t in wanted]
+    # planned as one request, as if the limit were twice Kafka's: the controller refuses it, the halves pass
+    outcome = create_topics(target_admin, wanted, limit=2 * MAX_RECORDS_PER_REQUEST)
+    assert outcome == {t.topic: None for t in wanted}
+    names = [t.topic for t in wanted]
+    assert spy.sent == [names, names[:190], names[190:]]
+    target_admin.wait_for_topics(dict.fromkeys(names, 1))
+    assert target_admin.partition_counts(names) == dict.fromkeys(names, 1)
+    assert target_admin.topic_configs(names[-1], explicit_only=True) == DEFAULTS

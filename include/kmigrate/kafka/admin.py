@@ -39,6 +39,15 @@ RETRIABLE = frozenset({
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE,
 })
 
+# The most metadata records the KRaft controller writes for one request: QuorumController's
+# MAX_RECORDS_PER_USER_OP and ReplicationControlManager's MAX_PARTITIONS_PER_BATCH, both 10,000 in
+# Kafka 4.3.1 (constants: no broker setting changes them). CreateTopics writes a TopicRecord, a
+# ConfigRecord a config and a PartitionRecord a partition of each topic (validate_only as well), and a
+# request over the limit is refused whole with POLICY_VIOLATION: "Excessively large number of
+# partitions per request." when its partitions alone pass it, else "Unable to perform excessively large
+# batch operation." CreatePartitions writes a PartitionRecord a new partition.
+MAX_RECORDS_PER_REQUEST = 10_000
+
 
 class ClusterAdmin(GroupCalls):
     """Admin and offset look-ups for one cluster, every call with an explicit timeout (the consumer
@@ -307,15 +316,19 @@ class ClusterAdmin(GroupCalls):
         return all(own.get(name) == value for name, value in set_configs.items()) and not removed & own.keys()
 
     def add_partitions(self, topic: str, total: int) -> None:
-        """Grow the topic to `total` partitions (CreatePartitions), and wait until each has a leader."""
-        futures = self._admin.create_partitions([NewPartitions(topic, total)], operation_timeout=self.timeout_s,
-                                                request_timeout=self.timeout_s)
-        for future in futures.values():
-            try:
-                future.result(timeout=self.timeout_s)
-            except KafkaException as exc:
-                raise KmigrateError(f"{self.cluster.name}: growing topic {topic!r} to {total} partitions failed: "
-                                    f"{exc.args[0].str()}") from exc
+        """Grow the topic to `total` partitions (CreatePartitions, at most MAX_RECORDS_PER_REQUEST new
+        partitions a request: the controller refuses more), and wait until each has a leader."""
+        current = self.partition_count(topic) or 0
+        steps = list(range(current + MAX_RECORDS_PER_REQUEST, total, MAX_RECORDS_PER_REQUEST)) + [total]
+        for step in steps:
+            futures = self._admin.create_partitions([NewPartitions(topic, step)], operation_timeout=self.timeout_s,
+                                                    request_timeout=self.timeout_s)
+            for future in futures.values():
+                try:
+                    future.result(timeout=self.timeout_s)
+                except KafkaException as exc:
+                    raise KmigrateError(f"{self.cluster.name}: growing topic {topic!r} to {step} partitions failed: "
+                                        f"{exc.args[0].str()}") from exc
         self.wait_for_topics({topic: total})
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:

@@ -15,6 +15,7 @@ from confluent_kafka.admin import NewTopic
 from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.run.targets.topic_io import create_topics
 
 log = logging.getLogger(__name__)
 
@@ -131,18 +132,16 @@ def claims_rights(target: ClusterAdmin) -> list[Missing]:
 
 
 def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]:
-    """CREATE on each of `topics`, asked with a validate-only CreateTopics (nothing is created)."""
+    """CREATE on each of `topics`, asked with validate-only CreateTopics (nothing is created), in
+    batches the controller takes (`topic_io.create_topics`: it counts a validation's records too)."""
     if not topics:
         return []
-    futures = admin.client.create_topics([NewTopic(t, 1, -1) for t in sorted(topics)], validate_only=True,
-                                         request_timeout=admin.timeout_s)
+    outcome = create_topics(admin, [NewTopic(t, 1, -1) for t in sorted(topics)], validate_only=True)
     missing = []
-    for topic, future in sorted(futures.items()):
-        try:
-            future.result(timeout=admin.timeout_s)
-        except KafkaException as exc:
-            if _failure(exc).code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
-                missing.append(Missing("target", "topic", topic, ("CREATE",)))
+    for topic, exc in sorted(outcome.items()):
+        if exc is not None and _failure(exc).code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                         KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+            missing.append(Missing("target", "topic", topic, ("CREATE",)))
     return missing
 
 

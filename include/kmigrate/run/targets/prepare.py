@@ -19,7 +19,7 @@ from kmigrate.run.targets import config_versions
 from kmigrate.run.cutover.events import finished
 from kmigrate.run.checks.rights import check_created
 from kmigrate.run.cutover.snapshot import read_snapshot
-from kmigrate.run.targets.topic_io import TopicFacts, create_all, facts_of, read_facts
+from kmigrate.run.targets.topic_io import TopicFacts, create_all, facts_of, read_facts, wait_for_leaders
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,8 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     creation). `wait`: until a topic created has a leader for every partition (else the caller
     waits for all the topics it created at once). `facts`: what this reads of both clusters, read
     already for many topics (`read_facts`); `to_create`: a topic to create is added to it, for the
-    caller to create with the others in one request (`topic_io.create_all`), not created here."""
+    caller to create with the others in as few requests as the controller takes (`topic_io.create_all`),
+    not created here."""
     facts = facts or facts_of(source, target, topic)
     partitions, source_effective = facts.partitions, facts.source_effective
     wanted = desired_configs(facts.source_explicit, source_effective, config_versions.is_kafka_4(target.cluster))
@@ -265,7 +266,7 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                 manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made)})
             raise failure
         # the new topics' leaders, waited for together (one metadata request a round for all)
-        target_admin.wait_for_topics({plan.topic: plan.partitions for plan in created})
+        wait_for_leaders(target_admin, {plan.topic: plan.partitions for plan in created})
         created = [plan.topic for plan in created]
         if created and manifest is not None:
             manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
