@@ -107,9 +107,11 @@ def select(names: Iterable[str], include: str, exclude: str | None = None, what:
     left = [n for n in matched if n == CLAIMS_TOPIC or (CONNECT_STORAGE.fullmatch(n) and not named_exactly(wanted, n))]
     if left and (include, *left) not in _said:
         _said.add((include, *left))
-        log.info("topic include %r matches %s, left out: kmigrate's claims topic is never copied, Kafka Connect's "
-                 "storage topics only when the pattern names them exactly (for example %s)", include,
-                 ", ".join(left), "|".join(re.escape(n) for n in left if n != CLAIMS_TOPIC) or "none")
+        storage = [n for n in left if n != CLAIMS_TOPIC]
+        why = (["kmigrate's claims topic is never copied"] if CLAIMS_TOPIC in left else []) + (
+            [f"Kafka Connect's storage topics only by a pattern that names them exactly (as "
+             f"{'|'.join(re.escape(n) for n in storage)})"] if storage else [])
+        log.info("topic include %r matches %s, left out: %s", include, ", ".join(left), "; ".join(why))
     return [n for n in matched if n not in left]
 
 
