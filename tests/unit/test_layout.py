@@ -1,9 +1,9 @@
 """The layout rules a reviewer can check again: the core library imports neither Airflow nor Spark;
-no import cycle among the library's modules; no module over 400 lines in include/, plugins/,
-spark_jobs/, stack/ or bench/, none over 500 in tests/; each Spark entry point under 60 lines; the
+no import cycle among the library's modules; each Spark entry point under 60 lines; the
 run steps' library (kmigrate.run) in subpackages, no module loose beside them; no test module or
 conftest.py importing another test module or conftest.py (shared helpers live in tests/support/); no
-bench script importing another; the README at most 250 lines. Each rule is a function of a tree,
+bench script importing another; the README at most 250 lines. A module's size is no rule: a module
+holds one concept, and a large one is a question for review (a cap made code move to fit a number). Each rule is a function of a tree,
 and each is also run on a small tree with a violation planted, so that it is seen to fail."""
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 INCLUDE = PROJECT_DIR / "include"
-MAX_LINES = 400
 
 
 def modules() -> dict[str, Path]:
@@ -76,23 +75,17 @@ def test_no_import_cycle_among_the_library_modules():
             visit(name, [name])
 
 
-def too_long(paths, bound: int = MAX_LINES, root: Path = PROJECT_DIR) -> dict[str, int]:
+def too_long(paths, bound: int, root: Path = PROJECT_DIR) -> dict[str, int]:
     """Each of `paths` over `bound` lines, with its count."""
     return {str(path.relative_to(root)): n for path in paths if (n := len(path.read_text().splitlines())) > bound}
 
 
-LIMITS = {"include": MAX_LINES, "plugins": MAX_LINES, "spark_jobs": MAX_LINES, "stack": MAX_LINES,
-          "bench": MAX_LINES, "tests": 500}
 SPARK_SCRIPT_LINES = 60
 
 
-def long_modules(root: Path) -> dict[str, int]:
-    """Modules over their folder's bound (LIMITS), and Spark entry points of 60 lines or more."""
-    found = {}
-    for folder, bound in LIMITS.items():
-        found.update(too_long(sorted((root / folder).rglob("*.py")), bound, root))
-    found.update(too_long(sorted((root / "spark_jobs").glob("*.py")), SPARK_SCRIPT_LINES - 1, root))
-    return found
+def fat_entry_points(root: Path) -> dict[str, int]:
+    """Spark entry points of 60 lines or more: they parse arguments and call the library."""
+    return too_long(sorted((root / "spark_jobs").glob("*.py")), SPARK_SCRIPT_LINES - 1, root)
 
 
 def loose_run_modules(root: Path) -> list[str]:
@@ -133,8 +126,8 @@ def test_modules_importing_test_modules(root: Path) -> dict[str, list[str]]:
 test_modules_importing_test_modules.__test__ = False  # a check, not a test
 
 
-def test_no_module_is_over_its_bound_and_spark_entry_points_are_thin():
-    assert not (long := long_modules(PROJECT_DIR)), long
+def test_spark_entry_points_are_thin():
+    assert not (fat := fat_entry_points(PROJECT_DIR)), fat
 
 
 def test_the_run_library_is_in_subpackages():
@@ -152,21 +145,17 @@ def test_each_rule_fails_on_a_planted_violation(tmp_path):
 
     plant("include/kmigrate/run/checks/preflight.py", "x = 1\n")
     plant("spark_jobs/thin.py", "x = 1\n" * 59)
-    plant("tests/support/kafka.py", "x = 1\n" * 500)
     plant("tests/dags/test_fine.py", "from tests.support.kafka import x\n")
-    assert long_modules(tmp_path) == {} and loose_run_modules(tmp_path) == []
+    assert fat_entry_points(tmp_path) == {} and loose_run_modules(tmp_path) == []
     assert test_modules_importing_test_modules(tmp_path) == {}
 
-    plant("include/kmigrate/copy/big.py", "x = 1\n" * 401)
-    plant("tests/faults/test_big.py", "x = 1\n" * 501)
     plant("spark_jobs/fat.py", "x = 1\n" * 60)
     plant("include/kmigrate/run/loose.py", "x = 1\n")
     plant("tests/dags/test_borrows.py", "from tests.integration.test_copier import seed_plain\n")
     plant("tests/dags/conftest.py", "from tests.conftest import PROJECT_DIR\n")
     plant("tests/faults/test_module.py", "from tests.dags import test_fine\n")
     plant("tests/chaos/test_relative.py", "from .conftest import seeds\n")
-    assert long_modules(tmp_path) == {"include/kmigrate/copy/big.py": 401, "tests/faults/test_big.py": 501,
-                                      "spark_jobs/fat.py": 60}
+    assert fat_entry_points(tmp_path) == {"spark_jobs/fat.py": 60}
     assert loose_run_modules(tmp_path) == ["loose.py"]
     assert set(test_modules_importing_test_modules(tmp_path)) == {
         "tests/dags/test_borrows.py", "tests/dags/conftest.py", "tests/faults/test_module.py",
