@@ -168,3 +168,8 @@ class PartitionHeld(CopyError):
 
 class MirrorStillRunning(KmigrateError):
     """A DR mirror still beats after a failover asked it to stop."""
+
+
+class WrongCluster(ConfigError):
+    """A connection reaches another cluster than the one a run, a mirror or a failover began on (or
+    than the one a destructive step must act on); the message names both cluster ids and the way out."""

@@ -39,7 +39,7 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
     if params.get("unplanned"):
         run = RunFrame(params, run_id)
         with no_retry():
-            check_unplanned(run.manifest, run.source, run.target)
+            check_unplanned(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"])
         log.info("unplanned failover of run %s: the source does not answer, the DR cluster does", run.name)
         return {"unplanned": True}
     return steps.check_before(failover_frame(params, run_id))

@@ -20,6 +20,7 @@ from airflow.sdk import BaseOperator, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failback import failed_over_connectors, prepare_failback
 from kmigrate.run.mirror.loop import STARTS, STOP, MirrorSpec, write_spec
@@ -86,13 +87,16 @@ def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
     spec = MirrorSpec(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
                       float(params["interval_s"]), float(params["refresh_s"]),
                       connectors=tuple(params.get("connectors") or ()))
+    run = RunFrame(params, run_name)
     with no_retry():
         write_spec(manifest, spec)
-        if params.get("failback_of"):  # a mirror back to the original: what diverged named, rebuilt only if asked
-            failed_over, run = Manifest(params["state_location"], params["failback_of"]), RunFrame(params, run_name)
-            prepare_failback(failed_over, manifest, run.target, rebuild=bool(params.get("rebuild_diverged")),
+        if params.get("failback_of"):  # a mirror back to the original: its clusters proven, what diverged named,
+            failed_over = Manifest(params["state_location"], params["failback_of"])  # rebuilt only if asked now
+            prepare_failback(failed_over, manifest, run.source, run.target, rebuild=bool(params.get("rebuild_diverged")),
                              original_connect=run.connect_client("target") if failed_over_connectors(failed_over)
                              else None, say=log.info)
+        else:  # the clusters it mirrors between, recorded (or held to those recorded) before the job starts
+            identity.begin(manifest, run.source, run.target, what="mirror")
     if manifest.exists(STOP):
         log.info("run %s: a stop of its mirror was requested; not started", run_name)
         return None

@@ -14,7 +14,8 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from kmigrate.claims import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import ConfigError, SourceMoved, TopicsHeld
-from kmigrate.manifest import Part
+from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks import identity
 from kmigrate.run.checks.preflight import check_params, check_run
 from kmigrate.run.checks.request import record_request
 from kmigrate.run.checks.selection import selected_topics
@@ -23,6 +24,7 @@ from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.cutover import window
 from kmigrate.run.cutover.groups import replicate_groups as replicate
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
+from kmigrate.run.mirror.failback import plan_failback
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
 from kmigrate.run.targets import acls
@@ -62,6 +64,18 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         log.info("the Spark jobs run with spark-submit on spark_default%s",
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
+    with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
+        recorded = run.manifest.read(identity.IDENTITY)
+        identity.check_recorded(run.name, recorded or {}, plan["identity"])
+        if recorded is None and not params.get("failback_of"):  # a new run: source and target not swapped
+            identity.check_direction(run.source, run.target, plan["identity"])
+        if params.get("failback_of"):
+            plan["failback"] = plan_failback(Manifest(params["state_location"], params["failback_of"]),
+                                             plan["identity"], run.target, run.selection.topics_include,
+                                             run.selection.topics_exclude)
+            log.info("failback of run %s: deletes on the original %s, stops there %s", params["failback_of"],
+                     plan["failback"]["delete_topics"] if params.get("rebuild_diverged") else "nothing (rebuild_diverged "
+                     f"off; diverged: {len(plan['failback']['diverged'])} partitions)", plan["failback"]["stop_connectors"])
     if params.get("mirror_run"):  # a drill of a running mirror writes none of the mirror's topics
         log.info("drill of the mirror of run %s: its topics %s", params["mirror_run"], plan["topics"])
     else:
@@ -88,9 +102,12 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
         return False
     run = RunFrame(params, run_id)
     record_request(run.manifest, params)
+    with no_retry():  # the clusters the run began on: every later step is held to them
+        identity.begin(run.manifest, run.source, run.target, seen=plan["identity"])
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
         claim_topics(run.target, run.name, plan["topics"], dag=get_current_context()["dag"].dag_id,
-                     deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}")
+                     deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}",
+                     source_id=plan["identity"]["source"]["cluster_id"])  # the target's log: received from it
     return True
 
 

@@ -12,7 +12,7 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.targets import acls, config_versions
 from kmigrate.run.cutover import events
-from kmigrate.run.checks import versions
+from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.checks.request import check_request
@@ -43,15 +43,7 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
 
 def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
     """Source and target must be different clusters: compared by the cluster id each reports."""
-    if set(source.bootstrap_servers.split(",")) == set(target.bootstrap_servers.split(",")):
-        raise ConfigError(f"source and target are the same cluster ({source.bootstrap_servers}); pick another target")
-    ids = []
-    for cluster in (source, target):
-        with ClusterAdmin(cluster, timeout_s=10) as admin:
-            ids.append(admin.cluster_id())
-    if ids[0] == ids[1]:
-        raise ConfigError(f"source ({source.bootstrap_servers}) and target ({target.bootstrap_servers}) are the same "
-                          f"cluster (id {ids[0]}); pick another target")
+    identity.observe(source, target)
 
 
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
@@ -59,12 +51,15 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
-    what the run needs of them (`versions.check_workers`). Returns topics, partitions, offsets, bytes
-    estimate, groups, connectors, and the versions and the method of each step (`versions.methods`)."""
+    what the run needs of them (`versions.check_workers`), the two Connect clusters are two
+    (`identity.observe`). Returns topics, partitions, offsets, bytes estimate, groups, connectors,
+    the versions and the method of each step (`versions.methods`), and the ids of the clusters the
+    connections reach (`identity`: the run records them and holds later steps to them)."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
-    check_distinct(source, target)
+    seen = identity.observe(source, target, source_connect if selection.connectors else None,
+                            target_connect if selection.connectors else None)
     with ClusterAdmin(source, timeout_s=10) as admin, ClusterAdmin(target, timeout_s=10) as target_admin:
         topics = select(admin.list_topics(), selection.topics_include, selection.topics_exclude)
         if not topics:
@@ -102,4 +97,5 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         # a rough figure for a person to read: the copier's measured whole-batch rate on the
         # development machine is far above this, but verification reads both sides
         "estimated_copy_s": round(offsets / 150_000, 1),
+        "identity": seen,
     }

@@ -8,13 +8,16 @@ verifies the rest, and moves the groups and connectors back.
 What stock Kafka cannot do is truncate a log's end. Where the original holds offsets that the DR
 cluster never got (an unplanned failover lost them: `promote.lost_records`), the two clusters hold
 different records at the same offsets: the partition has diverged, and a copy refuses it. Before the
-mirror back starts, `prepare_failback` names each diverged partition with its range; only when asked
-(`rebuild`) does it delete their topics on the original, recording first what is discarded, so that
-the mirror creates them again like the DR cluster's and copies them whole."""
+mirror back starts, `prepare_failback` proves that its two clusters are the failover's reversed (a
+failback whose connections were not swapped would delete on the DR cluster), then names each
+diverged partition of its own selection with its range; only when asked on that call (`rebuild`)
+does it delete their topics on the original, recording first what is discarded, so that the mirror
+creates them again like the DR cluster's and copies them whole. `plan_failback` shows the same,
+read-only, before."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -23,7 +26,10 @@ from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks import identity
+from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
+from kmigrate.run.mirror.loop import read_spec
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.report import timeline
 from kmigrate.run.targets.prepare import created_topics
@@ -31,12 +37,21 @@ from kmigrate.run.targets.prepare import created_topics
 DISCARDED = "failback/discarded"
 
 
-def diverged(failed_over: Manifest, original: ClusterConfig) -> list[dict[str, Any]]:
+def diverged(failed_over: Manifest, original: ClusterConfig, topics: Collection[str] | None = None
+             ) -> list[dict[str, Any]]:
     """The partitions of the failed-over run where the original holds offsets past what its unplanned
-    failover promoted ([from, to), offsets); none after a planned failover, which lost nothing."""
+    failover promoted ([from, to), offsets), of `topics` only when given (a failback's selection);
+    none after a planned failover, which lost nothing."""
     if failed_over.read(Part.PROMOTED) is None:
         return []
-    return [r for r in lost_records(failed_over, original) if r["offsets"] > 0]
+    return [r for r in lost_records(failed_over, original)
+            if r["offsets"] > 0 and (topics is None or r["topic"] in topics)]
+
+
+def selected(failed_over: Manifest, include: str, exclude: str | None = None) -> set[str]:
+    """The topics of the failed-over run that a failback's selection (`include`, `exclude`) selects."""
+    promoted = failed_over.read(Part.PROMOTED) or {}
+    return set(select({r["topic"] for r in promoted.get("partitions", [])}, include, exclude or None))
 
 
 def failed_over_connectors(failed_over: Manifest) -> list[str]:
@@ -46,17 +61,62 @@ def failed_over_connectors(failed_over: Manifest) -> list[str]:
     return sorted(set(names) | set((failed_over.read(Part.CONNECTOR_STATES) or {}).get("states", {})))
 
 
-def prepare_failback(failed_over: Manifest, back: Manifest, original: ClusterConfig, *, rebuild: bool,
-                     original_connect: ConnectClient | None = None,
+def check_clusters(failed_over: Manifest, back: Manifest, dr: ClusterConfig, original: ClusterConfig,
+                   original_connect: ConnectClient | None = None) -> dict[str, Any]:
+    """The failback's clusters proven before anything is stopped or deleted (`identity.check_failback`):
+    its source the DR cluster the failover promoted, its target the original, the Connect cluster it
+    stops connectors on the original's; recorded as the failback's own (`back`). What was seen."""
+    seen = identity.observe(dr, original, None, original_connect)
+    identity.check_failback(failed_over, seen)
+    identity.record(back, seen, what="failback")
+    return seen
+
+
+def plan_failback(failed_over: Manifest, seen: dict[str, Any], original: ClusterConfig, include: str,
+                  exclude: str | None = None) -> dict[str, Any]:
+    """A failback of `failed_over` between the clusters `seen` (`identity.observe`), read-only: its
+    clusters proven to be the failover's reversed (`identity.check_failback`), and what it would delete
+    on the original (the preflight shows it before anything is deleted): the diverged partitions of
+    its own selection (`include`, `exclude`), and each of their topics with its partitions and the
+    offsets discarded; the connectors it would stop there."""
+    identity.check_failback(failed_over, seen)
+    topics = selected(failed_over, include, exclude)
+    rows = diverged(failed_over, original, topics)
+    deleting = sorted({r["topic"] for r in rows})
+    counts = {}
+    if deleting:
+        with ClusterAdmin(original, timeout_s=10) as admin:
+            counts = admin.partition_counts(deleting)
+    return {"selected_topics": sorted(topics), "diverged": rows,
+            "delete_topics": [{"topic": t, "partitions": counts.get(t), "discarded_offsets":
+                               sum(r["offsets"] for r in rows if r["topic"] == t)} for t in deleting],
+            "stop_connectors": failed_over_connectors(failed_over)}
+
+
+def _refusal(failed_over: Manifest, rows: list[dict[str, Any]]) -> ConfigError:
+    return ConfigError(
+        f"the original cluster holds offsets the DR cluster never got (the unplanned failover of run "
+        f"{failed_over.run_id} lost them): "
+        + "; ".join(f"{r['topic']}[{r['partition']}] offsets {r['from']}-{r['to'] - 1} ({r['offsets']})" for r in rows)
+        + ". Stock Kafka cannot truncate a log's end, so these partitions cannot be mirrored back; nothing was "
+          "deleted. Set rebuild_diverged to delete their topics on the original and copy them again from the DR "
+          "cluster (the offsets listed are discarded: save them first if they matter), or leave those topics out of "
+          "the failback's selection (a new run_name: a mirror keeps its selection)")
+
+
+def prepare_failback(failed_over: Manifest, back: Manifest, dr: ClusterConfig, original: ClusterConfig, *,
+                     rebuild: bool, original_connect: ConnectClient | None = None,
                      say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Before the mirror `back` (from the DR cluster to `original`) starts: the connectors the failover
+    """Before the mirror `back` (from the DR cluster `dr` to `original`; its spec written) starts: its
+    clusters proven to be the failover's reversed (`check_clusters`); the connectors the failover
     moved stopped on the original's Connect cluster (`original_connect`: a worker started again after
     an outage resumes its stale copies of them, which must neither write to the original's topics
-    while the mirror does nor go on in their external systems); then the diverged partitions of the
-    run `failed_over` named (with what those stale copies wrote), refused (ConfigError, with the way
-    out) unless `rebuild`; with it, what will be discarded recorded in `back`'s part DISCARDED, then
-    their topics deleted on the original. A retry deletes again only what the mirror has not created
-    since."""
+    while the mirror does nor go on in their external systems); then the diverged partitions of its
+    own selection named (with what those stale copies wrote), refused (ConfigError, with the way out)
+    unless `rebuild`, asked on this call (an opt-in of an earlier call is not kept); with it, what
+    will be discarded recorded in `back`'s part DISCARDED, then their topics deleted on the original.
+    A retry deletes again only what the mirror has not created since, and only with `rebuild`."""
+    check_clusters(failed_over, back, dr, original, original_connect)
     names = failed_over_connectors(failed_over)
     if names and original_connect is not None:
         stopped = stop_target_copies(original_connect, names)
@@ -65,28 +125,26 @@ def prepare_failback(failed_over: Manifest, back: Manifest, original: ClusterCon
     elif names:
         say(f"connectors {', '.join(names)} run on the DR Connect cluster: should the original's Connect cluster run "
             "them again, stop them there before the mirror back (give its connection)")
+    spec = read_spec(back)
+    topics = selected(failed_over, spec.topics_include, spec.topics_exclude)
     done = back.read(DISCARDED)
     if done is None:
-        rows = diverged(failed_over, original)
+        rows = diverged(failed_over, original, topics)
         if rows and not rebuild:
-            raise ConfigError(
-                f"the original cluster holds offsets the DR cluster never got (the unplanned failover of run "
-                f"{failed_over.run_id} lost them): "
-                + "; ".join(f"{r['topic']}[{r['partition']}] offsets {r['from']}-{r['to'] - 1} ({r['offsets']})"
-                            for r in rows)
-                + ". Stock Kafka cannot truncate a log's end, so these partitions cannot be mirrored back. Set "
-                  "rebuild_diverged to delete their topics on the original and copy them again from the DR cluster "
-                  "(the offsets listed are discarded: save them first if they matter), or leave those topics out")
+            raise _refusal(failed_over, rows)
         done = {"at": timeline.iso(time.time()), "failed_over": failed_over.run_id, "partitions": rows,
                 "topics": sorted({r["topic"] for r in rows})}
         back.write_once(DISCARDED, done)  # what is discarded, recorded before anything is deleted
-    gone = [t for t in done["topics"] if t not in created_topics(back)]
+    gone = [t for t in done["topics"] if t in topics and t not in created_topics(back)]
+    if gone and not rebuild:  # recorded by an earlier call that had the opt-in: this one has not
+        raise _refusal(failed_over, [r for r in done["partitions"] if r["topic"] in gone])
     if gone:
         for (topic, partition), phrase in sorted(decided(original, gone).items()):
             say(f"{topic}[{partition}] on the original holds {phrase}; deleted with its topic")
         delete_topics(original, gone)
         say(f"deleted on the original cluster, to be copied again whole from the DR cluster: {', '.join(gone)} "
-            f"(discarded: {sum(r['offsets'] for r in done['partitions'])} offsets the DR cluster never got)")
+            f"(discarded: {sum(r['offsets'] for r in done['partitions'] if r['topic'] in gone)} offsets the DR "
+            "cluster never got)")
     return done
 
 

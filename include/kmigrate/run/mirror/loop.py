@@ -25,10 +25,11 @@ from typing import Any
 
 from kmigrate.claims import claim_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, ManifestConflict, Part
 from kmigrate.model import WorkUnit
+from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import compile_pattern, select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
@@ -135,6 +136,7 @@ class Mirror:
         self.errors: dict[Key, str] = {}  # the last term's, by partition
         self.failing = 0  # terms in a row that ended without a partition followed (their Spark job failed)
         self.away = False  # the last reading failed (a cluster away): the next checks first that both listen
+        self.clusters: dict[str, Any] | None = None  # the run's clusters' ids, checked once (`refresh`)
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
         # terms numbered on past any a killed driver began (its tasks' reports name theirs)
         self.rounds = earlier.get("round", 0)
@@ -166,6 +168,8 @@ class Mirror:
             began = time.monotonic()
             try:
                 self.term(stop)
+            except WrongCluster:  # a connection to another cluster than the run's: no term will help
+                raise
             except KmigrateError as exc:  # a cluster away, a topic deleted meanwhile: said, and the next term tries
                 self.failed_round(exc)
             while time.monotonic() - began < self.pause() and not stop():
@@ -208,7 +212,11 @@ class Mirror:
     def refresh(self) -> bool:
         """The selection as the source has it now: new topics and partitions prepared on the DR
         cluster (created like the source's, changes applied to those the run created) and claimed.
-        Whether the mirrored partitions changed."""
+        Whether the mirrored partitions changed. First, once a driver: the clusters it mirrors between,
+        recorded at the mirror's first start and held to that later (WrongCluster: a driver started
+        on other clusters writes nothing; a failover and a failback are held to them too)."""
+        if self.clusters is None:
+            self.clusters = identity.begin(self.manifest, self.source, self.target, what="mirror")
         with ClusterAdmin(self.source) as admin:
             topics = select(admin.list_topics(), self.spec.topics_include, self.spec.topics_exclude)
             counts = admin.partition_counts(topics) if topics else {}
@@ -220,7 +228,8 @@ class Mirror:
             grown = sorted(t for t in counts if t in self.partitions and counts[t] != self.partitions[t])
             if new:
                 claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
-                             deployment=f"{os.environ.get('AIRFLOW_CTX_DAG_ID', '')}@{self.manifest.state_location}")
+                             deployment=f"{os.environ.get('AIRFLOW_CTX_DAG_ID', '')}@{self.manifest.state_location}",
+                             source_id=self.clusters["source"]["cluster_id"])
             units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) for p in range(n)]
             prepare_targets(self.source, self.target, units, manifest=self.manifest)
             if self.partitions or new:

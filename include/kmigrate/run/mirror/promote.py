@@ -33,13 +33,15 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
-from kmigrate.run.mirror.loop import read_spec
+from kmigrate.run.mirror.loop import STOP, read_spec
 from kmigrate.run.report import timeline
 
 PROMOTED = Part.PROMOTED
+UNPLANNED = "unplanned failover"  # why the mirror is asked to stop (its STOP part)
 Key = tuple[str, int]
 
 
@@ -56,16 +58,48 @@ def source_answers(source: ClusterConfig, timeout_s: float = 3.0) -> bool:
     return True
 
 
-def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> None:
-    """What an unplanned failover needs, read-only: the run's mirror, a DR cluster that answers, and a
-    source that does not (ConfigError naming what is wrong and the way out)."""
+def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
+                    stale_after_s: float = 60.0, wait_s: float | None = None) -> None:
+    """What an unplanned failover needs, read-only: the run's mirror; a DR cluster that answers and is
+    the one the mirror writes (its id as recorded when the mirror began); a source connection that is
+    the one the mirror reads (its addresses as recorded: a silent cluster cannot be asked its id, and a
+    mistyped address is silent too) and does not answer; and the mirror's own status showing that
+    source unreachable (`mirror_sees_source_gone`). ConfigError (WrongCluster for another cluster)
+    naming what is wrong and the way out."""
     read_spec(manifest)  # a run with no mirror is named, not promoted
-    with ClusterAdmin(target, timeout_s=10) as admin:
-        admin.check_reachable()
+    identity.check_same_source(manifest, source)
+    identity.check_recorded(manifest.run_id, manifest.read(identity.IDENTITY) or {},
+                            {"target": identity.kafka_side(target)}, what="mirror")
     if source_answers(source):
         raise ConfigError(f"the source cluster ({source.name}) answers: an unplanned failover promotes the DR "
                           "cluster with what it holds and loses what the mirror had not copied. Run the planned "
                           "failover instead (unplanned false: nothing lost), or stop the source first")
+    mirror_sees_source_gone(manifest, stale_after_s=stale_after_s, wait_s=wait_s)
+
+
+def mirror_sees_source_gone(manifest: Manifest, *, stale_after_s: float = 60.0, wait_s: float | None = None) -> None:
+    """The mirror's status must say that it cannot read the source either: its last reading failed
+    (the status's error), it beats no more (its heartbeat older than `stale_after_s`: gone with the
+    source's region, maybe), or an unplanned failover asked it to stop already (a retry). A mirror
+    still reading its source while this host cannot is a sign that the connection here is not the
+    source's (a network of this host's own): refused after `wait_s` (default: what the mirror needs
+    to notice, a reading's timeout and two intervals)."""
+    spec = read_spec(manifest)
+    wait_s = mirror_status.STATUS_TIMEOUT_S + 2 * spec.interval_s + 2.0 if wait_s is None else wait_s
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = mirror_status.read(manifest)
+        stop = manifest.read(STOP) or {}
+        if (status is None or status.get("error") or stop.get("why") == UNPLANNED
+                or (mirror_status.heartbeat_age(status) or 0.0) > stale_after_s):
+            return
+        if time.monotonic() > deadline:
+            raise ConfigError(
+                f"the mirror of run {manifest.run_id} still reads the source (its status at {status['heartbeat']} "
+                f"shows no error, process {status['pid']} on {status['host']}) though the source connection here does "
+                "not answer: the source is not gone, or this host's connection is not the mirror's. Run the planned "
+                "failover (unplanned false), or retry once the mirror's status shows the source unreachable")
+        time.sleep(0.2)
 
 
 def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
@@ -79,9 +113,9 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
     if done is not None:
         say(f"run {manifest.run_id} was promoted at {done['at']} already")
         return done
-    check_unplanned(manifest, source, target)
+    check_unplanned(manifest, source, target, stale_after_s=stale_after_s)
     began = time.time()
-    last = stop_mirror(manifest, "unplanned failover", stale_after_s=stale_after_s, say=say)
+    last = stop_mirror(manifest, UNPLANNED, stale_after_s=stale_after_s, say=say)
     if not last or not last.get("partitions"):
         raise ConfigError(f"the mirror of run {manifest.run_id} never reported a partition: there is nothing on the "
                           "DR cluster to promote")
