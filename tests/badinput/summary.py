@@ -16,6 +16,8 @@ def summary_of(rows: list[dict]) -> dict:
         "tracebacks": sum(1 for r in rows if r["traceback"]),
         "written_before_refusal": sum(r["written"] for r in rows),
         "through_the_dag": sum(1 for r in rows if r["via"] == "dag"),
+        # destructive steps (delete, stop, promote, write) pointed at the wrong cluster or past their opt-in
+        "destructive_refused": sum(1 for r in rows if r.get("destructive") and r["clear"] and not r["written"]),
     }
 
 

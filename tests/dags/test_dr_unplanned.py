@@ -28,7 +28,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
@@ -244,19 +244,26 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
     hanging_at = leave_hanging_transaction(source, tx, 1, f"{prefix}-hanging")
     named = txn_wire.describe_open(source, tx, 1, hanging_at)  # as the quiesce's, snapshot's and copy's errors say
     assert named.startswith(f"a hanging transaction open since offset {hanging_at} ") and "abort --topic" in named
+    back_spec = write_spec(back, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
+                                            term_s=5, verify_every_s=2))
+    # the connections as the mirror had them (not swapped): refused by the clusters' ids, nothing stopped
+    with pytest.raises(WrongCluster, match="swap the source and target connections"):
+        prepare_failback(manifest, back, source, target, rebuild=True, original_connect=dr_connect)
+    assert [dr_connect.state(name) for name in connectors] == ["RUNNING", "RUNNING"]  # the applications' go on
+    with ClusterAdmin(target) as admin:
+        assert {tx, plain} <= set(admin.list_topics())
     with pytest.raises(ConfigError, match=rf"{re.escape(plain)}\[0\] offsets {dr_ends[(plain, 0)]}-"):
-        prepare_failback(manifest, back, source, rebuild=False, original_connect=original_connect)  # diverged
+        prepare_failback(manifest, back, target, source, rebuild=False, original_connect=original_connect)  # diverged
     assert all(original_connect.state(name) == "STOPPED" for name in connectors)
     said: list[str] = []
-    discarded = prepare_failback(manifest, back, source, rebuild=True, original_connect=original_connect, say=said.append)
+    discarded = prepare_failback(manifest, back, target, source, rebuild=True, original_connect=original_connect,
+                                 say=said.append)
     # named by the first open transaction of the partition: the brokers' kill -9 above can leave one
     # of the live producer's hanging before it (a commit whose markers never came)
     opens = [int(m.group(1)) for m in (re.match(rf"{re.escape(tx)}\[1\] on the original holds a hanging transaction "
                                                 r"open since offset (\d+) ", line) for line in said) if m]
     assert opens and opens[0] <= hanging_at, said
     assert {r["topic"] for r in discarded["partitions"]} <= set(discarded["topics"]) and plain in discarded["topics"]
-    back_spec = write_spec(back, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
-                                            term_s=5, verify_every_s=2))
     back_mirror = Mirror(back, target, source, back_spec, say=lambda _: None)  # from the DR cluster to the original
     runner = threading.Thread(target=back_mirror.run, daemon=True)
     runner.start()

@@ -120,8 +120,9 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     ours = lambda t: t in (INPUT, OUTPUT) or t.startswith("wordcount-")  # noqa: E731
     for cluster in (stack.source, stack.target):
         drop_topics(cluster, ours)
-    for run in claims.claim_log(stack.target).current().conflicts(app, [INPUT, OUTPUT]):
-        claims.release_topics(stack.target, run)  # an earlier run of this test that did not finish
+    held = claims.claim_log(stack.target).current()
+    for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
+        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
     create_topic(stack.source, INPUT, 2)
     create_topic(stack.source, OUTPUT, 2)
     rng, counts = random.Random(7), collections.Counter()

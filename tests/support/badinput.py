@@ -31,10 +31,11 @@ def _is_clear(exc: BaseException) -> bool:
 
 
 def refused(kind: str, action: Callable[[], object], *words: str,
-            written: Callable[[], Iterable[str]] = lambda: ()) -> BaseException:
+            written: Callable[[], Iterable[str]] = lambda: (), destructive: bool = False) -> BaseException:
     """Run `action`: it must raise a clear error whose text contains each of `words` (case-insensitive),
-    and `written()` (what was written or stopped, checked after) must list nothing. Records the row and
-    asserts; returns the exception."""
+    and `written()` (what was written or stopped, checked after) must list nothing. Records the row
+    (`destructive`: the step refused would delete, stop, promote or write on a cluster) and asserts;
+    returns the exception."""
     exc: BaseException | None = None
     try:
         action()
@@ -45,7 +46,7 @@ def refused(kind: str, action: Callable[[], object], *words: str,
     tb = exc is not None and not _is_clear(exc)
     left = sorted(written())
     results.record(RESULTS_ENV, kind=kind, clear=clear, traceback=tb, written=len(left), via="library",
-                   error=(type(exc).__name__ + ": " + text)[:300] if exc else None)
+                   destructive=destructive, error=(type(exc).__name__ + ": " + text)[:300] if exc else None)
     assert exc is not None, f"{kind}: accepted, no error"
     assert not tb, f"{kind}: not a clear error:\n" + "".join(traceback.format_exception(exc))
     assert clear, f"{kind}: the error does not say {words}: {text}"
@@ -65,7 +66,7 @@ def unclear_exceptions(log: str) -> list[str]:
 
 
 def refused_by_dag(kind: str, run, log: str, *words: str, failed_task: str = "preflight",
-                   written: Callable[[], Iterable[str]] = lambda: ()) -> None:
+                   written: Callable[[], Iterable[str]] = lambda: (), destructive: bool = False) -> None:
     """A DAG run (`dag.test()`) given a bad param: `failed_task` failed with a clear error whose text
     (in `log`, the captured output) contains each of `words`; no other task ran; nothing written."""
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
@@ -75,7 +76,7 @@ def refused_by_dag(kind: str, run, log: str, *words: str, failed_task: str = "pr
     clear = states.get(failed_task) == "failed" and all(w.lower() in log.lower() for w in words)
     left = sorted(written())
     results.record(RESULTS_ENV, kind=kind, clear=clear and not others_ran, traceback=bool(unclear),
-                   written=len(left) + len(others_ran), via="dag", error=None)
+                   written=len(left) + len(others_ran), via="dag", destructive=destructive, error=None)
     assert not unclear, f"{kind}: the log shows {unclear}"
     assert clear, f"{kind}: {failed_task} {states.get(failed_task)}; the log does not say {words}"
     assert not others_ran, f"{kind}: tasks ran after the refusal: {others_ran}"
