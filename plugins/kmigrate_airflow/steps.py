@@ -81,7 +81,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     else:
         with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
             check_topics_free(run.target, run.name, plan["topics"],
-                              deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}")
+                              deployment=run.manifest.state_location)
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
              [c["name"] for c in plan["connectors"]], plan["estimated_copy_s"])
@@ -106,7 +106,7 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
         identity.begin(run.manifest, run.source, run.target, seen=plan["identity"])
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
         claim_topics(run.target, run.name, plan["topics"], dag=get_current_context()["dag"].dag_id,
-                     deployment=f"{get_current_context()['dag'].dag_id}@{run.manifest.state_location}",
+                     deployment=run.manifest.state_location,
                      source_id=plan["identity"]["source"]["cluster_id"])  # the target's log: received from it
     return True
 
@@ -268,7 +268,7 @@ def report(params: dict[str, Any] | None = None, run_id: str | None = None) -> d
     target are released for other runs."""
     run = RunFrame(params, run_id)
     path, summary = write_report(run.manifest)
-    if release_topics(run.target, run.name, location=run.manifest.state_location):  # whichever DAG of the run claimed
+    if release_topics(run.target, run.name, deployment=run.manifest.state_location):  # whichever DAG of the run claimed
         log.info("the run's topics on the target are released: another run may take them")
     log.info("report: %s", path)
     if summary.get("chart_path"):

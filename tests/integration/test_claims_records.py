@@ -89,7 +89,7 @@ def test_a_malformed_record_in_the_claims_topic_stops_no_claim_and_no_lease(stac
 
 def test_two_deployments_of_one_run_name_do_not_share_a_claim(stack, unique_name, tmp_path):
     run, topic = f"scheduled__{unique_name}", f"{unique_name}.orders"
-    a, b = f"kafka_dr_drill@{tmp_path}/a", f"kafka_dr_drill@{tmp_path}/b"
+    a, b = f"{tmp_path}/a", f"{tmp_path}/b"  # two Airflow deployments' state locations
     claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=a, source_id=f"src-{unique_name}")
     with pytest.raises(TopicsHeld) as refused:
         claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=b)
@@ -108,7 +108,7 @@ def test_two_deployments_of_one_run_name_do_not_share_a_claim(stack, unique_name
     cli = [sys.executable, "-m", "kmigrate.claims", "release", run, "--bootstrap-servers", stack.target.bootstrap_servers]
     unforced = subprocess.run(cli, capture_output=True, text=True, timeout=60, env=env)
     assert unforced.returncode == 1 and repr(a) in unforced.stderr and "--force" in unforced.stderr, unforced.stderr
-    assert release_topics(stack.target, run, location=f"{tmp_path}/a")  # a's report: the run at its location
+    assert release_topics(stack.target, run, deployment=a)  # a's report
     claim_topics(stack.target, run, [topic], dag="kafka_dr_drill", deployment=b)
     forced = subprocess.run([*cli, "--force"], capture_output=True, text=True, timeout=60, env=env)
     assert forced.returncode == 0 and "its topics are released" in forced.stdout, forced.stderr

@@ -6,9 +6,10 @@ the broker (LogAppendTime). Every claim is appended first and decided after: eac
 same records in the same log order with the same rule (`Claims.apply`), so all agree on which claim
 took effect, with no coordinator and no clock but the partition leader's.
 
-- A run claims its topics before its first write. A run is its name and its deployment (the DAG
-  and the state location of its manifest): the same run name from another DAG or another Airflow
-  deployment is another run. The claim takes effect unless another run holds one of them; it stays
+- A run claims its topics before its first write. A run is its name and its deployment (the state
+  location of its manifest: a name and a location are one manifest, which every DAG of the run
+  shares, a mirror and its failover alike): the same run name of another Airflow deployment, with
+  its own state location, is another run. The claim takes effect unless another run holds one of them; it stays
   through failures and retries, and is released when the run ends (the report, by its own
   deployment) or by hand (`python -m kmigrate.claims release RUN`, `--force` for a run of a
   deployment: `kmigrate.claims.cli`). The log also keeps which source clusters ever claimed runs
@@ -311,8 +312,8 @@ def check_topics_free(target: ClusterConfig, run: str, topics: Collection[str], 
 def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: str | None = None, *,
                  deployment: str = "", source_id: str | None = None) -> None:
     """The run's claim on `topics` (again: no change); TopicsHeld, naming the holders, when another
-    run holds one of them. `deployment` tells this run from runs of the same name elsewhere (the DAG
-    and the state location: f"{dag}@{state_location}"); `source_id`, the id of the cluster the run
+    run holds one of them. `deployment` tells this run from runs of the same name elsewhere (the state
+    location of its manifest); `source_id`, the id of the cluster the run
     copies from, is recorded in the log's sources (`received_from`)."""
     record = {"kind": "run", "run": run, "deployment": deployment, "topics": sorted(topics), "dag": dag,
               "host": socket.gethostname(), **({"source_id": source_id} if source_id is not None else {})}
@@ -326,19 +327,10 @@ def claim_topics(target: ClusterConfig, run: str, topics: Collection[str], dag: 
     log.info("%s: run %s holds %d topics", target.name, run, len(topics))
 
 
-def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = "", force: bool = False,
-                   location: str | None = None) -> bool:
+def release_topics(target: ClusterConfig, run: str, *, deployment: str | None = "", force: bool = False) -> bool:
     """Release the run's topics (the run of `deployment`: the empty one is that of claims written
     before deployments); False when it held none. With `force` (by hand: the CLI's --force), the
-    claim of `deployment` whoever asks, or with `deployment=None` the run's claims of every deployment.
-    With `location` (a state location), instead, the run's claims of every DAG whose deployment is at
-    that location: the run whose manifest is there has ended, whichever of its DAGs claimed (a
-    failover's report ends the run its mirror claimed); each released as its own deployment's."""
-    if location is not None:
-        claims_log = claim_log(target)
-        at = sorted(claim["deployment"] for claim in claims_log.current().runs.values()
-                    if claim["run"] == run and claim["deployment"].partition("@")[2] == location)
-        return any(claims_log.submit_all([{"kind": "run-release", "run": run, "deployment": held} for held in at]))
+    claim of `deployment` whoever asks, or with `deployment=None` the run's claims of every deployment."""
     if deployment is None and not force:
         raise ConfigError(f"releasing run {run!r} of every deployment needs force; or name its deployment")
     record: dict[str, Any] = {"kind": "run-release", "run": run, **({"force": True} if force else {}),

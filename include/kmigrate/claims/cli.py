@@ -36,7 +36,7 @@ EPILOG = f"""client settings (security.protocol, sasl.*, ssl.*), later ones winn
   --config KEY=VALUE  a setting that is no secret (security.protocol=SASL_SSL); a password,
                       secret, token, JAAS configuration or key on the command line is refused
 
-release: a run's claim is its name and its deployment (the DAG and the state location of its
+release: a run's claim is its name and its deployment (the state location of its
 manifest, shown by `show`). Without --force only a claim of no deployment (written before claims
 named one) is released; --force releases the run's claims of every deployment, or with
 --deployment the one of that deployment."""

@@ -228,7 +228,7 @@ class Mirror:
             grown = sorted(t for t in counts if t in self.partitions and counts[t] != self.partitions[t])
             if new:
                 claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
-                             deployment=f"{os.environ.get('AIRFLOW_CTX_DAG_ID', '')}@{self.manifest.state_location}",
+                             deployment=self.manifest.state_location,
                              source_id=self.clusters["source"]["cluster_id"])
             units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) for p in range(n)]
             prepare_targets(self.source, self.target, units, manifest=self.manifest)
