@@ -22,9 +22,8 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover import events
 from kmigrate.run.cutover.snapshot import read_snapshot
 
-from tests.support import results
 from tests.support.airflow import run_dag
-from tests.support.badinput import RESULTS_ENV, nothing_at, refused, refused_by_dag
+from tests.support.badinput import nothing_at, refused, refused_by_dag, survived
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -124,17 +123,6 @@ def test_manifest_parts_a_crash_left_cut_short(stack, dagbag, tmp_path, capfd):
     captured = capfd.readouterr()
     refused_by_dag("empty manifest part (a run triggered again)", run, captured.out + captured.err,
                    "params.json", "not whole", "Delete", written=written)
-
-
-def survived(kind: str, action) -> None:
-    """A record that is not a claim is skipped, not refused: `action` (claims made after it) must work."""
-    try:
-        action()
-    except BaseException as exc:
-        results.record(RESULTS_ENV, kind=kind, clear=False, traceback=True, written=0, via="library",
-                       error=(type(exc).__name__ + ": " + str(exc))[:300])
-        raise
-    results.record(RESULTS_ENV, kind=kind, clear=True, traceback=False, written=0, via="library", error=None)
 
 
 @pytest.mark.parametrize("kind, value", [

@@ -91,3 +91,15 @@ def nothing_at(path) -> Callable[[], list[str]]:
         root = Path(path)
         return [str(p) for p in root.rglob("*")] + ([str(root)] if root.exists() else [])
     return left
+
+
+def survived(kind: str, action: Callable[[], object]) -> None:
+    """A bad record that must be read past, not refused (the claims log's untrusted records): `action`
+    (what must still work after it) must not raise. Records the row (a clear outcome, or a traceback)."""
+    try:
+        action()
+    except BaseException as exc:
+        results.record(RESULTS_ENV, kind=kind, clear=False, traceback=True, written=0, via="library",
+                       error=(type(exc).__name__ + ": " + str(exc))[:300])
+        raise
+    results.record(RESULTS_ENV, kind=kind, clear=True, traceback=False, written=0, via="library", error=None)

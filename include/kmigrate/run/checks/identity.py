@@ -17,15 +17,18 @@ types the wrong one, or forgets to swap two of them, and only the cluster's own 
   A failback reverses a recorded failover on purpose and is held to `check_failback` instead."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kmigrate.claims import received_from
+from kmigrate.claims import CLAIMS_TOPIC, received_from
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, WrongCluster
+from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+
+log = logging.getLogger(__name__)
 
 IDENTITY = "identity"
 SIDES = ("source", "target", "source_connect", "target_connect")
@@ -83,8 +86,13 @@ def check_direction(source: ClusterConfig, target: ClusterConfig, seen: Mapping[
     naming both ids, the run that went the other way, and the way out. Reads both claims logs, writes
     nothing (an absent claims topic is not created)."""
     source_id, target_id = seen["source"]["cluster_id"], seen["target"]["cluster_id"]
-    came = received_from(source).get(target_id)
-    if came is None or source_id in received_from(target):
+    try:
+        came = received_from(source).get(target_id)
+        if came is None or source_id in received_from(target):
+            return
+    except KmigrateError as exc:  # a principal that may not read a claims log (a read-only one on a source)
+        log.warning("the claims logs could not be read (%s): whether source and target are swapped is not checked "
+                    "(grant Describe and Read on the topic %s to check it)", exc, CLAIMS_TOPIC)
         return
     raise WrongCluster(
         f"source and target look swapped: the source cluster {source_id} (at {source.bootstrap_servers}) received run "

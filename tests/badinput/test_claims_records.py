@@ -1,5 +1,6 @@
 """The claims log on the real target broker as a trusted log of untrusted records (kmigrate.claims):
-a malformed record written into `kmigrate-claims` by another producer is read past by a new reader,
+a malformed record written into `kmigrate-claims` by another producer is read past by a new reader
+(each kind a row of `make test-bad-input`),
 with a warning naming its offset, and claims, leases and conflicts go on; the same run name of two
 deployments is two runs; a snapshot in chunks trims the log. Other tests write to the same topic at
 the same time: each asserts only on its own runs and scopes."""
@@ -19,6 +20,7 @@ from kmigrate.claims.records import run_key
 from kmigrate.errors import TopicsHeld
 from kmigrate.kafka.admin import ClusterAdmin
 
+from tests.support.badinput import survived
 from tests.support.kafka import records_of
 from tests.support.waiting import wait_until
 
@@ -70,7 +72,7 @@ def test_a_malformed_record_in_the_claims_topic_stops_no_claim_and_no_lease(stac
     fresh = ClaimLog(stack.target, timeout_s=10)  # a new process's reader: from the log start, past the record
     try:
         with caplog.at_level(logging.WARNING, logger="kmigrate.claims"):
-            fresh.current()
+            survived(f"claims record: {kind}", fresh.current)
         assert fresh._next > offset and "z" not in fresh.state.runs
         warned = [r.getMessage() for r in caplog.records if f"offset {offset} of {CLAIMS_TOPIC}" in r.getMessage()]
         assert warned and all("skipped" in text for text in warned), caplog.text
