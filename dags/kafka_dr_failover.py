@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
+from kmigrate.run.mirror.timings import MIN_STALE_AFTER_S
 from kmigrate_airflow import cutover, failover, steps
 from kmigrate_airflow.params import (
     acls_param,
@@ -48,8 +49,9 @@ from kmigrate_airflow.params import (
                            description="Promote the DR cluster with what it holds, without the source: what the "
                                        "mirror had not copied is lost (the report names it). Refused while the source "
                                        "answers"),
-        "stale_after_s": Param(60.0, type="number", minimum=1, title="Mirror gone after (s)",
-                               description="A mirror whose heartbeat is this old counts as stopped"),
+        "stale_after_s": Param(60.0, type="number", minimum=MIN_STALE_AFTER_S, title="Mirror gone after (s)",
+                               description="A mirror whose heartbeat is this old counts as stopped (at least what a "
+                                           "running mirror's can reach: 10 s plus two status intervals or 4 s)"),
         **spark_params(),
         **state_params(),
     },

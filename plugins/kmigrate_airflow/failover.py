@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.run.cutover import course
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.failover import stop_mirror, with_mirror_selection
+from kmigrate.run.mirror.failover import check_stale_after, stop_mirror, with_mirror_selection
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 
 from kmigrate_airflow import steps
@@ -39,10 +39,14 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
     if params.get("unplanned"):
         run = RunFrame(params, run_id)
         with no_retry():
+            check_stale_after(run.manifest, params["stale_after_s"])
             check_unplanned(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"])
         log.info("unplanned failover of run %s: the source does not answer, the DR cluster does", run.name)
         return {"unplanned": True}
-    return steps.check_before(failover_frame(params, run_id))
+    run = failover_frame(params, run_id)
+    with no_retry():
+        check_stale_after(run.manifest, params["stale_after_s"])
+    return steps.check_before(run)
 
 
 @task(trigger_rule="none_failed_min_one_success", pool=COPY_POOL, retries=3,

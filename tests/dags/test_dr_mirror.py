@@ -141,7 +141,7 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
         run = run_dag(dagbag, "kafka_dr_failover", run_name=run_name, state_location=str(state),
                       connectors=[w.source_connector, w.sink_connector],
                       connector_overrides={w.sink_connector: {"file": str(w.sink_file_target)}}, quiesce_seconds=2,
-                      spark_connect_conn_id="spark_connect_mirror", stale_after_s=10)
+                      spark_connect_conn_id="spark_connect_mirror", stale_after_s=15)
         out, _ = mirror.communicate(timeout=60)  # it stopped when the failover asked
         assert str(run.state) == "success", task_states(run)
         assert mirror.returncode == 0 and "stopped at status" in out, out[-3000:]

@@ -37,3 +37,16 @@ def test_specs_refused(spec):
 def test_specs_accepted():
     for spec in (MirrorSpec("x"), MirrorSpec("x", interval_s=0.01, refresh_s=0.01), MirrorSpec("x", interval_s=2)):
         spec.check()
+
+
+def test_a_failover_refuses_a_stopped_after_limit_a_running_mirror_reaches(tmp_path):
+    from kmigrate.manifest import Manifest
+    from kmigrate.run.mirror.failover import stop_mirror
+    from kmigrate.run.mirror.loop import STOP, write_spec
+
+    manifest = Manifest(str(tmp_path), "dr")
+    write_spec(manifest, MirrorSpec("x", interval_s=5.0))  # a healthy heartbeat can be 20 s old
+    with pytest.raises(ConfigError, match="at least 20 s"):
+        stop_mirror(manifest, "planned failover", stale_after_s=15)
+    assert not manifest.exists(STOP)  # the mirror was not asked to stop
+    assert stop_mirror(manifest, "planned failover", stale_after_s=20) is None  # it never ran a round

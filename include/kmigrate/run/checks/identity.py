@@ -1,4 +1,4 @@
-"""Which clusters a run touches (docs/DESIGN.md §14): the ids of its two Kafka clusters and of the
+"""Which clusters a run touches (docs/DESIGN.md §13): the ids of its two Kafka clusters and of the
 Kafka clusters behind its Connect workers, recorded in the run's manifest when it begins and compared
 before each step that deletes, promotes, stops or writes, so that a connection pointed at another
 cluster is refused by name, never acted on. A connection is only an address; an operator at 3 a.m.
@@ -27,6 +27,7 @@ from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.secrets import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ def kafka_side(cluster: ClusterConfig) -> dict[str, Any]:
 
 
 def connect_side(client: ConnectClient) -> dict[str, Any]:
-    return {"url": client.url, "kafka_cluster_id": str(client.version().get("kafka_cluster_id") or "")}
+    # the URL as messages may show it and the manifest may keep it: no credentials in it
+    return {"url": redact_url(client.url), "kafka_cluster_id": str(client.version().get("kafka_cluster_id") or "")}
 
 
 def observe(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None = None,

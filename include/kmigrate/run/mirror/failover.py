@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kmigrate.errors import MirrorStillRunning
+from kmigrate.errors import ConfigError, MirrorStillRunning
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.loop import read_spec, request_stop
 
 
@@ -20,12 +21,28 @@ def with_mirror_selection(params: Mapping[str, Any], manifest: Manifest) -> dict
             "groups": spec.groups or None}
 
 
+def check_stale_after(manifest: Manifest, stale_after_s: Any) -> None:
+    """A failover takes the run's mirror for stopped once its heartbeat is `stale_after_s` old; a limit
+    below what a healthy mirror's heartbeat can reach (`timings.min_stale_after_s` of its interval)
+    would take a running mirror for stopped, and the failover would write beside it. ConfigError
+    naming both and the way out."""
+    spec = read_spec(manifest)
+    least = timings.min_stale_after_s(spec.interval_s)
+    if timings.seconds(stale_after_s, "stopped-after limit (stale_after_s)") < least:
+        raise ConfigError(f"stale_after_s ({stale_after_s} s) is too short for the mirror of run {manifest.run_id}, "
+                          f"whose status interval is {spec.interval_s:g} s: its heartbeat can be {least:g} s old while "
+                          f"it runs, and the failover would take it for stopped and write beside it; give stale_after_s "
+                          f"of at least {least:g} s")
+
+
 def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, timeout_s: float = 120.0,
                 say: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Ask the run's mirror to stop and wait until it has (its status says so) or beats no more (its
     heartbeat older than `stale_after_s`: it died, and its process, if it lives, writes nothing
     until it beats again). Returns its last status (None: it never ran a round). Raises
-    MirrorStillRunning, naming its process, when it still beats after `timeout_s`."""
+    MirrorStillRunning, naming its process, when it still beats after `timeout_s`; ConfigError, before
+    anything is asked, for a `stale_after_s` a running mirror's heartbeat can reach (`check_stale_after`)."""
+    check_stale_after(manifest, stale_after_s)
     request_stop(manifest, why)
     deadline = time.monotonic() + timeout_s
     while True:
