@@ -59,3 +59,34 @@ def test_no_chart_when_nothing_was_copied(tmp_path):
     assert copy_chart(summarize(m)) is None
     _, summary = write_report(m)
     assert "chart_path" not in summary
+
+
+def test_a_report_of_many_partitions_lists_only_what_differs(tmp_path, monkeypatch):
+    """Past ROWS_MAX partitions (20,000 here) the report's partition table lists the partitions not
+    verified equal, and its group table a row a group with the offsets whose metadata differs: the
+    report stays readable (its size does not grow with the partitions), the manifest keeps every row."""
+    from kmigrate.run.report import markdown
+
+    m = Manifest(str(tmp_path), "big")
+    topics = {f"t{i:03d}": {"partitions": [{"partition": p, "log_start": 0, "end": 10} for p in range(100)]}
+              for i in range(200)}
+    m.write_once("snapshot", {"taken_at": "2026-12-06T00:00:00Z", "groups": {"g": {}}, "connectors": {},
+                              "topics": topics})
+    m.write_once("copy-results/20261206T000001Z-a", {"rows": [copy_row(t, p, 10, 0.01) for t in topics
+                                                              for p in range(100)]})
+    m.write_once("verification/20261206T000002Z-b", {"rows": [
+        {"topic": t, "partition": p, "equal": (t, p) != ("t042", 7), "problems": [] if (t, p) != ("t042", 7) else
+         ["digest differs"]} for t in topics for p in range(100)]})
+    m.write_once("group-replication/20261206T000003Z-c", {"groups": [{"group": "g", "offsets": [
+        {"topic": t, "partition": p, "source_offset": 5, "target_offset": 5, "metadata": "",
+         "metadata_equal": (t, p) != ("t001", 3)} for t in topics for p in range(100)]}]})
+    _, summary = write_report(m)
+    text = (tmp_path / "big" / "report.md").read_text()
+    assert summary["partitions"] == 20_000 and summary["partitions_equal"] == 19_999
+    assert "Listed: those not verified equal (1)" in text
+    assert "| t042 | 7 | 0 | 10 | 10 |" in text and "| t042 | 8 |" not in text
+    assert "| g | 20000 | 1 |" in text and "| g | t001[3] | 5 | 5 | DIFFERS |" in text and "t001[4]" not in text
+    assert len(text.splitlines()) < 200 + 2 * markdown.ROWS_MAX  # a topic row each, and what differs
+    monkeypatch.setattr(markdown, "ROWS_MAX", 20_000)  # at or below the bound: every row, as before
+    _, _ = write_report(Manifest(str(tmp_path), "big"))
+    assert len((tmp_path / "big" / "report.md").read_text().splitlines()) > 40_000
