@@ -285,6 +285,9 @@ def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
     with no_retry():
         wanted = connector_steps.rollback_states(connector_steps.states_before(run.manifest),
                                                  params.get("connectors"), run.name)
+        # both Connect sides the run's, before anything is stopped (swapped, this would stop the originals)
+        for side in ("target", "source"):
+            identity.check_connect(run.manifest, f"{side}_connect", run.connect_client(side))
     stopped = connector_steps.stop_target_copies(run.connect_client("target"), sorted(wanted))
     log.info("stopped on the target Connect cluster: %s", stopped)
     return stopped
@@ -296,8 +299,9 @@ def resume_on_source(params: dict[str, Any] | None = None) -> list[dict[str, Any
     before the migration run (recorded in its manifest)."""
     run = RunFrame(params)  # run_name: the migration run rolled back
     states = connector_steps.states_before(run.manifest)
-    with no_retry():  # a connector that run did not stop
+    with no_retry():  # a connector that run did not stop; a Connect cluster that is not the run's source's
         wanted = connector_steps.rollback_states(states, params.get("connectors"), run.name)
+        identity.check_connect(run.manifest, "source_connect", run.connect_client("source"))
     restored = connector_steps.restore_states(run.connect_client("source"), wanted)
     log.info("back on the source Connect cluster: %s", restored)
     return restored

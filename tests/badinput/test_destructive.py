@@ -274,3 +274,30 @@ def test_a_swapped_source_and_target_are_refused_before_any_write(stack, dagbag,
     captured = capfd.readouterr()
     refused_by_dag("form: source and target connections swapped", run, captured.out + captured.err, "look swapped",
                    written=lambda: written() + nothing_at(state)(), destructive=True)
+
+
+def test_a_rollback_with_its_connect_connections_swapped_stops_nothing(stack, dagbag, unique_name, tmp_path, capfd):
+    """A migration recorded its Connect clusters; its rollback triggered with the two Connect connections
+    swapped would stop the original connector on the source (taking it for the run's copy): refused by
+    its first task, the original still running."""
+    name = f"{unique_name}-orig"
+    topic = f"{unique_name}.c"
+    create_topic(stack.source, topic, 1)
+    (tmp_path / "in.txt").write_text("")
+    stack.source_connect.create(name, file_source_config(tmp_path / "in.txt", topic))
+    try:
+        wait_until(lambda: stack.source_connect.state(name) == "RUNNING", "the original connector running", 60)
+        state = tmp_path / "state"
+        manifest = Manifest(str(state), "m")
+        manifest.write_once(Part.CONNECTOR_STATES, {"states": {name: "RUNNING"}})
+        identity.record(manifest, identity.observe(stack.source, stack.target, stack.source_connect,
+                                                   stack.target_connect))  # as the migration recorded them
+        run = run_dag(dagbag, "kafka_migration_rollback", run_name="m", state_location=str(state),
+                      source_connect_conn_id="connect_target", target_connect_conn_id="connect_source")
+        captured = capfd.readouterr()
+        refused_by_dag("rollback with the Connect connections swapped", run, captured.out + captured.err,
+                       "target Connect connection of run m", "began on cluster", failed_task="stop_target_copies",
+                       written=lambda: [] if stack.source_connect.state(name) == "RUNNING" else [f"{name} stopped"],
+                       destructive=True)
+    finally:
+        delete_connectors([stack.source_connect], [name])

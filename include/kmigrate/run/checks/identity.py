@@ -145,6 +145,16 @@ def check_recorded(run: str, recorded: Mapping[str, Any], seen: Mapping[str, Any
                 f"at cluster {was}, or start a new run name for cluster {now}")
 
 
+def check_connect(manifest: Manifest, side: str, client: ConnectClient, *, what: str = "run") -> None:
+    """A step that stops, resumes or creates connectors on one Connect side of a recorded run (a
+    rollback): `client` must reach the workers the run recorded for `side` ("source_connect" or
+    "target_connect"), compared by their Kafka cluster's id (WrongCluster otherwise). A run that
+    recorded no Connect side (no connectors, or begun before ids were recorded) is not checked."""
+    recorded = manifest.read(IDENTITY) or {}
+    if side in recorded:
+        check_recorded(manifest.run_id, recorded, {side: connect_side(client)}, what=what)
+
+
 def check_failback(failed_over: Manifest, back: Mapping[str, Any]) -> None:
     """A failback (a mirror `back` from the DR cluster to the original) reverses the failover of
     `failed_over`: its source must be that run's target (the DR cluster) and its target that run's
