@@ -252,18 +252,21 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
                 arrived.put(exc)
 
         threading.Thread(target=run, name=f"{action}-units", daemon=True).start()
+        said = time.monotonic()
         while (item := _next(arrived, status_every_s)) is not None:
             if isinstance(item, Exception):
                 raise item
-            if item is _WAITING:
-                say(job, f"{len(rows)}/{len(units)} partitions done after {time.monotonic() - started:.0f}s"
-                         + (f"; {progress()}" if progress else ""))
-                continue
-            index, row = item
-            rows[index] = row
-            unit = units[index]
-            if not quiet or not row.get("ok", True):
-                say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
+            if item is not _WAITING:
+                index, row = item
+                rows[index] = row
+                unit = units[index]
+                if not quiet or not row.get("ok", True):
+                    say(job, f"[{len(rows)}/{len(units)}] {unit.topic}[{unit.partition}] {describe(row)}")
+            # every status_every_s, rows arriving or not: how far, how fast, how long still
+            if item is _WAITING or (time.monotonic() - said >= status_every_s and len(rows) < len(units)):
+                say(job, done_line(len(rows), len(units), time.monotonic() - started)
+                    + (f"; {progress()}" if progress else ""))
+                said = time.monotonic()
 
     if parallelism >= slots:
         if not quiet:
@@ -286,6 +289,16 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
 
 
 _WAITING = object()
+
+
+def done_line(done: int, total: int, elapsed_s: float) -> str:
+    """'N/M partitions done after Xs', with the rate so far and the time left at that rate once some
+    are done (a step of many partitions: what its user follows)."""
+    line = f"{done}/{total} partitions done after {elapsed_s:.0f}s"
+    if 0 < done < total and elapsed_s > 0:
+        rate = done / elapsed_s
+        line += f" ({rate:.1f} a second, about {(total - done) / rate:.0f}s left at that rate)"
+    return line
 
 
 def _next(arrived: queue.Queue, timeout_s: float) -> Any:
