@@ -108,6 +108,11 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
     end = max(source_low, min(unit.end_offset, stable, target_high))
     problems: list[str] = []
     if target_low > source_low:
+        with shared_admin(source) as admin:  # the source's log start read again: did it move meanwhile?
+            moved = admin.watermarks(topic, partition)[0] != source_low
+        if moved:  # records deleted on the source, and followed on the DR cluster, between the two readings
+            raise CopyInterrupted(f"{topic}[{partition}]: the source's log start moved past {source_low} while the "
+                                  "verification read the ends; read again", topic=topic, partition=partition)
         problems.append(f"target log start {target_low} > source log start {source_low}")
     start = seam = source_low
     found, note, records, by_batch = [], None, 0, 0
