@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kmigrate.errors import ConfigError, MirrorStillRunning
+from kmigrate.errors import MirrorStillRunning
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import timings
@@ -26,13 +26,8 @@ def check_stale_after(manifest: Manifest, stale_after_s: Any) -> None:
     below what a healthy mirror's heartbeat can reach (`timings.min_stale_after_s` of its interval)
     would take a running mirror for stopped, and the failover would write beside it. ConfigError
     naming both and the way out."""
-    spec = read_spec(manifest)
-    least = timings.min_stale_after_s(spec.interval_s)
-    if timings.seconds(stale_after_s, "stopped-after limit (stale_after_s)") < least:
-        raise ConfigError(f"stale_after_s ({stale_after_s} s) is too short for the mirror of run {manifest.run_id}, "
-                          f"whose status interval is {spec.interval_s:g} s: its heartbeat can be {least:g} s old while "
-                          f"it runs, and the failover would take it for stopped and write beside it; give stale_after_s "
-                          f"of at least {least:g} s")
+    timings.check_stale_after(read_spec(manifest).interval_s, stale_after_s, "stopped-after limit",
+                              f"a failover of run {manifest.run_id} would take it for stopped and write beside it")
 
 
 def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, timeout_s: float = 120.0,

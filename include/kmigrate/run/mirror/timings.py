@@ -63,13 +63,19 @@ def check_timings(interval_s: Any, refresh_s: Any, verify_every_s: Any = 30.0, t
                                (term, term_s, "term (term_s)")):
         if not 0 < value <= MAX_PERIOD_S:
             raise ConfigError(f"the mirror's {what} is {given} s; give more than 0 and at most {MAX_PERIOD_S:.0f} s")
-    if stale_after_s is None:
-        return
-    stale = seconds(stale_after_s, "restart limit (stale_after_s)")
-    least = min_stale_after_s(interval)
+    if stale_after_s is not None:
+        check_stale_after(interval, stale_after_s, "restart limit", "the follower would kill it")
+
+
+def check_stale_after(interval_s: float, stale_after_s: Any, what: str, then: str) -> None:
+    """ConfigError when `stale_after_s` (the `what`: a follower's restart limit, a failover's stopped-
+    after limit) is shorter than a healthy mirror of `interval_s` can go without a heartbeat; `then`
+    says what would follow."""
+    stale = seconds(stale_after_s, f"{what} (stale_after_s)")
+    least = min_stale_after_s(interval_s)
     if stale < least:
         raise ConfigError(
-            f"stale_after_s ({stale_after_s} s) is too short for the mirror's status interval ({interval_s} s): a "
+            f"stale_after_s ({stale_after_s} s) is too short for the mirror's status interval ({interval_s:g} s): a "
             f"healthy mirror's heartbeat can be {least:g} s old ({STATUS_TIMEOUT_S:g} s of a slow cluster's reads, "
-            f"plus {max(2 * interval, BACKOFF_MAX_S):g} s of pauses), and the follower would kill it; give "
-            f"stale_after_s of at least {least:g} s, or a shorter interval_s")
+            f"plus {max(2 * interval_s, BACKOFF_MAX_S):g} s of pauses), and {then}; give stale_after_s of at least "
+            f"{least:g} s, or a shorter interval_s")
