@@ -65,10 +65,8 @@ def check_before(run: RunFrame) -> dict[str, Any]:
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
-        recorded = run.manifest.read(identity.IDENTITY)
-        identity.check_recorded(run.name, recorded or {}, plan["identity"])
-        if recorded is None and not params.get("failback_of"):  # a new run: source and target not swapped
-            identity.check_direction(run.source, run.target, plan["identity"])
+        identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
+                             reversing=bool(params.get("failback_of")))
         if params.get("failback_of"):
             plan["failback"] = plan_failback(Manifest(params["state_location"], params["failback_of"]),
                                              plan["identity"], run.target, run.selection.topics_include,

@@ -103,13 +103,24 @@ def check_direction(source: ClusterConfig, target: ClusterConfig, seen: Mapping[
         "after a failover goes this way on purpose: start it as one (kafka_dr_mirror with failback_of)")
 
 
+def check_begun(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, seen: Mapping[str, Any], *,
+                reversing: bool = False, what: str = "run") -> None:
+    """Read only (a preflight): `seen` held to what the run recorded; a run that recorded nothing yet
+    is checked for a swapped source and target (`check_direction`), unless it reverses a failover on
+    purpose (`reversing`: a failback, held to `check_failback` instead)."""
+    recorded = manifest.read(IDENTITY)
+    if recorded is not None:
+        check_recorded(manifest.run_id, recorded, seen, what=what)
+    elif not reversing:
+        check_direction(source, target, seen)
+
+
 def begin(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *, what: str = "run",
           seen: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The run's clusters at a step that may be its first to write: `seen` (or observed now) held to
-    what the run recorded; when it recorded nothing yet, first `check_direction`, then recorded."""
+    """The run's clusters at a step that may be its first to write: `seen` (or observed now) checked
+    (`check_begun`), then recorded."""
     seen = dict(seen) if seen is not None else observe(source, target)
-    if manifest.read(IDENTITY) is None:
-        check_direction(source, target, seen)
+    check_begun(manifest, source, target, seen, what=what)
     return record(manifest, seen, what=what)
 
 
