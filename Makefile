@@ -174,9 +174,10 @@ test-bad-input: install
 	  $(STACK) run -- $(VPY) -m pytest tests/badinput -q $(PYTEST_ARGS); \
 	  status=$$?; $(VPY) -m tests.badinput.summary test-artifacts/bad-input-results.jsonl || status=1; exit $$status
 
-# The tests that need no running stack: tests/unit, and tests/stack but for those marked `stack`.
+# The tests of every folder that need no service: no Kafka, no JVM, no Airflow database (those with none
+# of the markers tests/conftest.py sets from tests/support/needs.py).
 test-unit: $(VENV)/.installed
-	$(VPY) -m pytest tests/unit tests/stack -m "not stack" $(PYTEST_ARGS)
+	$(VPY) -m pytest tests -m "not (stack or secure or multi_broker or compat or airflow or spark or browser)" $(PYTEST_ARGS)
 
 # A whole migration of a mixed workload through the kafka_migration DAG (stack/demo.py), its Spark
 # jobs on a Spark Connect server started beside the stack: no Spark application starts inside the

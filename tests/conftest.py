@@ -1,6 +1,7 @@
 """Shared fixtures: the local Kafka stack and its secure profile (each used if running, started
 otherwise; what a fixture starts it stops again, by pid, at the end of the session), unique names,
-and the local Airflow of the DAG and bad-input tests. Their helpers are in tests/support/."""
+and the local Airflow of the DAG and bad-input tests. Their helpers are in tests/support/. Each test
+is marked with what it needs (tests/support/needs.py) and put in its pytest-xdist group."""
 from __future__ import annotations
 
 import contextlib
@@ -17,6 +18,7 @@ import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.connect import ConnectClient
 
+from tests.support.needs import needs
 from tests.support.stack import PROJECT_DIR, SecureStack, Stack, close_pooled_clients, load_stack_module
 
 # Airflow puts its plugins folder on sys.path; the tests of plugins/kmigrate_airflow import it the same way
@@ -111,6 +113,16 @@ def dag_spark_server(tmp_path_factory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def dagbag(airflow_db, dag_spark_server):
+    """The DAG files parsed, for DAG runs: the database and Spark server of those runs up."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(PROJECT_DIR / "dags"))
+
+
+@pytest.fixture(scope="session")
+def dag_files():
+    """The DAG files parsed, to read the DAGs (`.dags[dag_id]`; get_dag asks the database): parsing
+    needs no Airflow database nor Spark server."""
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(PROJECT_DIR / "dags"))
@@ -153,8 +165,8 @@ LONGEST = {"multi-stack": 714, "secure-stack": 199, "tests/dags/test_dr_unplanne
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {}
     for item in items:
-        if {"integration", "secure", "faults", "chaos"} & set(item.path.parts):
-            item.add_marker(pytest.mark.stack)
+        for name in sorted(needs(item.path, item.fixturenames)):
+            item.add_marker(name)
         group = next((name for name, member in SHARED.items() if member(item)), None)
         group = groups[id(item)] = group or str(item.path.relative_to(PROJECT_DIR))
         item.add_marker(pytest.mark.xdist_group(group))

@@ -2,13 +2,12 @@
 now a KmigrateError naming the thing and the way out, before anything is written. A drill of a mirror
 takes its connectors from the mirror, so `connector_overrides` of those are accepted and the advice
 for another is one a drill can follow; a mirror's timings fit each other (`timings`); `.*` leaves out
-kmigrate's claims topic and Kafka Connect's storage topics. Pure checks, but for the two marked stack."""
+kmigrate's claims topic and Kafka Connect's storage topics. Pure checks, but for the two on the stack."""
 from __future__ import annotations
 
 import json
 import os
 
-import pytest
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.preflight import check_params
 from kmigrate.run.checks.request import check_request
@@ -132,7 +131,6 @@ def test_a_drill_of_a_mirror_takes_overrides_of_the_mirrors_connectors(tmp_path)
             "a drill without mirror_run", "drop connector_overrides", "mirror_run")
 
 
-@pytest.mark.stack
 def test_the_drill_preflight_says_what_to_do_with_an_override_for_another_connector(stack, dagbag, tmp_path, capfd):
     state = tmp_path / "state"
     write_spec(Manifest(str(state), "m"), MirrorSpec("x", connectors=("db-source",)))
@@ -146,7 +144,6 @@ def test_the_drill_preflight_says_what_to_do_with_an_override_for_another_connec
 
 # --- what .* selects ----------------------------------------------------------------------------
 
-@pytest.mark.stack
 def test_a_wildcard_leaves_out_connects_storage_topics_and_the_claims_topic(stack):
     """The stack's Connect workers keep their storage in _connect-configs, _connect-offsets and
     _connect-status on both clusters; the target holds kmigrate-claims."""

@@ -8,7 +8,6 @@ import importlib
 import json
 import os
 
-import pytest
 from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
@@ -18,8 +17,6 @@ from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
 
 from tests.support.badinput import refused
 from tests.support.local_http import serving
-
-pytestmark = pytest.mark.stack
 
 
 def claims_on(cluster: ClusterConfig):

@@ -12,8 +12,6 @@ from kmigrate_demo.workload import FILE_SOURCE
 
 from tests.support.badinput import refused
 
-pytestmark = pytest.mark.stack
-
 
 @pytest.fixture
 def running(stack, tmp_path):

@@ -32,8 +32,6 @@ from tests.support.connect import delete_connectors, file_source_config
 from tests.support.kafka import all_watermarks, create_topic, produce
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.stack
-
 
 def topics_on(cluster: ClusterConfig) -> set[str]:
     with ClusterAdmin(cluster) as admin:

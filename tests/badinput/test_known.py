@@ -27,8 +27,6 @@ from kmigrate_spark.conf import check_connect_server
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag
 
-pytestmark = pytest.mark.stack
-
 
 @pytest.fixture
 def topic(stack):

@@ -23,8 +23,6 @@ from kmigrate_demo.workload import FILE_SOURCE
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag
 
-pytestmark = pytest.mark.stack
-
 
 def _utc(**delta) -> str:
     return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(**delta)).isoformat(timespec="seconds")

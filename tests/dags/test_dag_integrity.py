@@ -1,4 +1,5 @@
-"""Every DAG imports cleanly, quickly and without touching the network, retries its tasks and is tagged."""
+"""Every DAG imports cleanly, quickly and without touching the network, retries its tasks and is tagged.
+The DAG files are parsed only (dag_files): no Airflow database, no Spark server."""
 from __future__ import annotations
 
 import subprocess
@@ -12,14 +13,14 @@ from tests.support.stack import PROJECT_DIR
 DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_dr_failover", "kafka_dr_mirror", "kafka_migration_rollback"}
 
 
-def test_dags_import_without_errors(dagbag):
-    assert not dagbag.import_errors, "\n".join(f"{path}: {error}" for path, error in dagbag.import_errors.items())
-    assert DAG_IDS <= set(dagbag.dag_ids)
+def test_dags_import_without_errors(dag_files):
+    assert not dag_files.import_errors, "\n".join(f"{path}: {error}" for path, error in dag_files.import_errors.items())
+    assert DAG_IDS <= set(dag_files.dag_ids)
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
-def test_dags_retry_and_are_tagged(dagbag, dag_id):
-    dag = dagbag.get_dag(dag_id)
+def test_dags_retry_and_are_tagged(dag_files, dag_id):
+    dag = dag_files.dags[dag_id]
     assert dag.tags and "kafka" in dag.tags
     assert dag.default_args["retries"] >= 2
     for task in dag.tasks:
@@ -53,11 +54,11 @@ print(f"{{imported - started:.2f}} {{time.monotonic() - imported:.2f}}")
 
 
 @pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
-def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_id):
+def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dag_files, dag_id):
     """The spark-submit command each Spark task builds carries kmigrate_spark/conf.py's driver options."""
     from kmigrate_spark.conf import DRIVER_JAVA_OPTIONS
 
-    tasks = [t for t in dagbag.get_dag(dag_id).tasks if type(t).__name__ == "KmigrateSparkSubmitOperator"]
+    tasks = [t for t in dag_files.dags[dag_id].tasks if type(t).__name__ == "KmigrateSparkSubmitOperator"]
     assert tasks
     for task in tasks:
         command = task._get_hook()._build_spark_submit_command(task.application)
@@ -66,14 +67,14 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dagbag, dag_
 
 @pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
 @pytest.mark.parametrize("run_name", [None, "", "named-run"])
-def test_spark_tasks_work_on_the_run_the_other_tasks_name(dagbag, dag_id, run_name):
+def test_spark_tasks_work_on_the_run_the_other_tasks_name(dag_files, dag_id, run_name):
     """A Spark task's --run-id is the run RunFrame names for the DAG's other tasks: the run_name
     given in the conf (a param of the DAG or not), else the Airflow run id (a job reading another
     run's manifest finds no plan)."""
     import jinja2
     from kmigrate_airflow.frame import RunFrame
 
-    dag = dagbag.get_dag(dag_id)
+    dag = dag_files.dags[dag_id]
     params = dict.fromkeys(dag.params, "") | ({} if run_name is None else {"run_name": run_name})  # the declared ones
     run_id = "manual__2026-11-27T11:45:54+00:00"
     expected = RunFrame(params, run_id).name
@@ -87,12 +88,12 @@ def test_spark_tasks_work_on_the_run_the_other_tasks_name(dagbag, dag_id, run_na
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
-def test_each_steps_code_is_one_import_from_its_dag_file(dagbag, dag_id):
+def test_each_steps_code_is_one_import_from_its_dag_file(dag_files, dag_id):
     """A reader of a DAG file finds each task's code in a module the file imports itself (the
     steps, an operator's class), or the Spark job the file names by its script."""
     import ast
 
-    dag = dagbag.get_dag(dag_id)
+    dag = dag_files.dags[dag_id]
     source = Path(dag.fileloc).read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):

@@ -1,12 +1,9 @@
 """The two local clusters accept writes and serve them back, and are independent of each other."""
 from __future__ import annotations
 
-import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.support.kafka import create_topic, produce, read_partition, watermarks
-
-pytestmark = pytest.mark.stack
 
 
 def _roundtrip(cluster, topic: str) -> None:

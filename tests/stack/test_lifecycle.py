@@ -13,7 +13,6 @@ import pytest
 
 from tests.support.stack import PROJECT_DIR, load_stack_module
 
-pytestmark = pytest.mark.stack  # its own one-cluster stack: Java and the Kafka jars
 STACK = [sys.executable, str(PROJECT_DIR / "stack" / "stack.py")]
 CLUSTER = "life:30192:30193:30183"  # test ports stay below the ephemeral range (32768-60999): a client socket took 39192 once
 

@@ -17,4 +17,5 @@ defined in a conftest.py (tests/conftest.py, or the folder's), which takes its h
 - local_http.py   a real HTTP server with one fixed reply
 - results.py      the facts a group of tests records for its make target's last line
 - wire.py         record batches as a broker serves them
+- needs.py        what each test needs (the stack, Airflow, Spark, ...): the markers tests/conftest.py sets
 """

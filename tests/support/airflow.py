@@ -5,6 +5,9 @@ tests/badinput/conftest.py import it before any of their test modules imports Ai
 its configuration on first import. The airflow_db and dagbag fixtures are in tests/conftest.py."""
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,6 +20,9 @@ sys.path.insert(0, str(STACK_DIR))
 import local_airflow as local  # noqa: E402 - after the stack folder is on sys.path
 
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kmigrate-airflow-"))
+# removed when this process ends, if no test's airflow_db did (as under make test-unit, which collects
+# the DAG tests without running those that use it); not by a child forked from it
+atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(AIRFLOW_HOME, ignore_errors=True))
 # the compat profile's clusters (an older source, stack.py --source-version) as connections compat_kafka_source, ...
 COMPAT_CONNECTIONS = {name.replace("AIRFLOW_CONN_", "AIRFLOW_CONN_COMPAT_"): value for name, value in local.connections(
     "localhost:19392", "localhost:29392", "http://localhost:18383", "http://localhost:28383").items()}
