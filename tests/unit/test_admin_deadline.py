@@ -89,3 +89,57 @@ def test_a_groups_offsets_reading_keeps_to_its_admins_timeout_against_a_broker_g
         admin.committed("readers")
     # a mirror's status reading (10 s) once waited here for group_wire's own 30 s, its heartbeat with it
     assert time.monotonic() - began < 5
+
+
+class NewPartitions:
+    """Partitions just created on a cluster of several brokers: the first `unserved` readings answer
+    as a leader without its log (UNKNOWN_TOPIC_OR_PARTITION), a broker that does not lead them yet
+    (NOT_LEADER) or a client whose metadata has no leader yet (_NOENT) do, then an end offset; each
+    client made is counted."""
+
+    CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._NOENT)
+
+    def __init__(self, unserved: int) -> None:
+        self.unserved, self.asked, self.clients = unserved, 0, 1
+
+    def client(self, kind, settings):  # noqa: ANN001, ANN201 - the ClusterConfig's, for a new admin client
+        self.clients += 1
+        return self
+
+    def list_offsets(self, wanted, isolation_level=None, request_timeout=None):  # noqa: ANN001, ANN201
+        self.asked += 1
+        if self.asked > self.unserved:
+            return {tp: SimpleNamespace(result=lambda: SimpleNamespace(offset=0)) for tp in wanted}
+        code = self.CODES[self.asked % len(self.CODES)]
+        return {tp: Failed(KafkaError(code, "not served yet")) for tp in wanted}
+
+
+def _admin_of(monkeypatch, broker) -> ClusterAdmin:  # noqa: ANN001
+    clock = Clock()
+    monkeypatch.setattr(admin_module, "time", SimpleNamespace(monotonic=clock.monotonic, sleep=clock.sleep))
+    admin = object.__new__(ClusterAdmin)
+    admin.cluster = SimpleNamespace(name="target", bootstrap_servers="localhost:1", client=broker.client,
+                                    admin=lambda: {})
+    admin.timeout_s, admin._admin, admin._connected = 10.0, broker, True
+    return admin
+
+
+def test_new_partitions_are_waited_for_until_their_leaders_serve_them_each_round_a_new_client(monkeypatch):
+    broker = NewPartitions(unserved=4)
+    _admin_of(monkeypatch, broker).wait_until_served([("t", 0), ("t", 1)], timeout_s=60)
+    # a client keeps the leaders it was first told of: each round after one with partitions unserved asks anew
+    assert broker.asked == 5 and broker.clients == 5
+
+
+def test_partitions_still_unserved_after_the_wait_are_named(monkeypatch):
+    broker = NewPartitions(unserved=10_000)
+    with pytest.raises(ClusterUnavailable, match=r"end offset of t\[0\].*not served yet"):
+        _admin_of(monkeypatch, broker).wait_until_served([("t", 0)], timeout_s=3)
+    assert 12 <= broker.asked <= 18  # asked every 0.2 s for the 3 s given, not the admin's 10
+
+
+def test_an_ordinary_reading_does_not_take_an_unknown_partition_for_one_being_made(monkeypatch):
+    broker = NewPartitions(unserved=1)
+    broker.CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART,)  # a topic deleted, for any other reading
+    with pytest.raises(ClusterUnavailable, match="not served yet"):
+        _admin_of(monkeypatch, broker).end_offsets([("t", 0)], retry=True)

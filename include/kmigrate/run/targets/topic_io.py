@@ -167,11 +167,16 @@ def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Col
 
 def wait_for_leaders(target: ClusterAdmin, partitions: Mapping[str, int]) -> None:
     """`ClusterAdmin.wait_for_topics` for topics just created, given LOG_CREATION_S a partition more
-    than the admin timeout: ClusterUnavailable naming the topics without a leader after that."""
+    than the admin timeout, then each partition's leader answering for it (`wait_until_served`; the
+    metadata runs ahead of the leader's log on a cluster of several brokers): ClusterUnavailable
+    naming the topics without a leader, or a partition unserved, after that."""
     deadline = time.monotonic() + LOG_CREATION_S * sum(partitions.values())
     while True:
         try:
-            return target.wait_for_topics(partitions)
+            target.wait_for_topics(partitions)
+            break
         except ClusterUnavailable:
             if time.monotonic() > deadline:
                 raise
+    target.wait_until_served([(t, p) for t, n in partitions.items() for p in range(n)],
+                             max(target.timeout_s, deadline - time.monotonic()))
