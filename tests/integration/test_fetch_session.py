@@ -22,6 +22,7 @@ def test_a_session_answers_only_for_the_partitions_with_news(stack, unique_name)
     tps = [(topic, p) for p in range(3)]
     address = leaders.look_up(stack.source, tps)[tps[0]]
     session = multi.FetchSession()
+    before = multi.fetches_sent()
     with leaders.connection(stack.source, address) as conn:
         session.send(conn, {tp: 0 for tp in tps})
         first = session.receive(conn)
@@ -34,6 +35,8 @@ def test_a_session_answers_only_for_the_partitions_with_news(stack, unique_name)
         session.send(conn, positions)
         second = session.receive(conn)
         assert list(second) == [tps[2]] and _offsets(second[tps[2]]) == [0] and session.epoch == 2
+        counted = multi.fetches_sent()  # what a mirror task reports: two sent, the first in full
+        assert (counted["sent"] - before["sent"], counted["in_full"] - before["in_full"]) == (2, 1)
 
         # partition 1 leaves the session; new records on it are not answered for, those on 0 are
         del positions[tps[1]]

@@ -6,7 +6,8 @@ number of partitions. Only `send_produce` writes; the copier sends it to the tar
 from __future__ import annotations
 
 import struct
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
@@ -91,6 +92,18 @@ def _read_fetch(conn: wire.BrokerConnection) -> tuple[int, int, dict[TopicPartit
     return error_code, session_id, out
 
 
+# the Fetches this process's sessions sent, and those that named every partition (a session opened, or
+# asked in full again after the broker lost it): a mirror's tasks report them (kmigrate.run.mirror.reports)
+_SENT: Counter[str] = Counter()
+_SENT_LOCK = threading.Lock()
+
+
+def fetches_sent() -> dict[str, int]:
+    """{"sent": Fetches sent in sessions by this process, "in_full": those naming every partition}."""
+    with _SENT_LOCK:
+        return {"sent": _SENT["sent"], "in_full": _SENT["in_full"]}
+
+
 class FetchSession:
     """An incremental fetch session (KIP-227) with one broker, for Fetches sent one after another on
     one connection. The first Fetch names every partition and opens the session; each one after
@@ -109,6 +122,9 @@ class FetchSession:
     def send(self, conn: wire.BrokerConnection, positions: Mapping[TopicPartition, int], **options) -> int:  # noqa: ANN003
         """`send_fetch` of `positions` (every partition the session follows) in the session."""
         sent, self.sent = self.sent, dict(positions)
+        with _SENT_LOCK:
+            _SENT["sent"] += 1
+            _SENT["in_full"] += not self.id
         if not self.id:
             return send_fetch(conn, positions, session=(0, 0), **options)
         return send_fetch(conn, {tp: o for tp, o in positions.items() if sent.get(tp) != o}, session=(self.id, self.epoch),

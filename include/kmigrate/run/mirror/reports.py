@@ -14,11 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kmigrate.errors import KmigrateError
+from kmigrate.kafka import multi
 from kmigrate.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
-REPORTS = "mirror-reports"  # a part a task (named by its partitions): {"term": n, "at": ..., "rows": [...]}
+# a part a task (named by its partitions): {"term": n, "at": ..., "rows": [...], "fetches": {"sent", "in_full"}},
+# the last the Fetches its process sent in fetch sessions so far (kafka.multi.fetches_sent)
+REPORTS = "mirror-reports"
 
 
 def reporter(state_location: str | None, run_id: str, term: int, followed: Mapping[tuple[str, int], Any]
@@ -35,7 +38,8 @@ def reporter(state_location: str | None, run_id: str, term: int, followed: Mappi
         try:
             if not manifest:
                 manifest.append(Manifest(state_location, run_id))
-            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": [f.row() for f in followed.values()]})
+            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": [f.row() for f in followed.values()],
+                                       "fetches": multi.fetches_sent()})
         except KmigrateError as exc:
             log.warning("mirror: the task's report could not be written (%s); the next one tries again", exc)
 
