@@ -210,16 +210,18 @@ bench-mm2: install stack-up
 bench-cutover: install stack-up airflow-up
 	$(VPY) bench/bench_cutover.py $(BENCH_ARGS)
 
-# Many small partitions (default 2,000 over 40 topics) against MirrorMaker 2, and the growth from N/4 to
-# N partitions (bench/bench_scale.py); writes docs/BENCHMARKS.md, the last line is JSON.
-# BENCH_ARGS=--partitions 400 for a smaller run.
 # This project's continuous mirror and MirrorMaker 2 side by side on a live source (5 MB/s, 24
 # partitions, 5 minutes), then a planned failover, both through the scheduler of airflow-up.
 bench-dr: install stack-up airflow-up
 	$(VPY) bench/bench_dr.py $(BENCH_ARGS)
 
+# Many small partitions (default 2,000 over 40 topics) against MirrorMaker 2, and the growth from N/4 to
+# N partitions (bench/bench_scale.py); writes docs/BENCHMARKS.md, the last line is JSON.
+# BENCH_ARGS=--partitions 400 for a smaller run.
+# BROKERS=2 runs it on the multi-broker profile with one replica a partition: a Kafka broker keeps a file
+# open for each partition, so 20,000 partitions need two brokers a cluster where a process may open 20,000.
 bench-scale: install stack-up
-	$(VPY) bench/bench_scale.py $(BENCH_ARGS)
+	BENCH_BROKERS=$(BROKERS) $(VPY) bench/bench_scale.py $(BENCH_ARGS)
 
 # The mirror's copy alone under bench-dr's load, for several settings one after another (docs/BENCHMARKS.md)
 bench-mirror-lag: install stack-up

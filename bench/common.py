@@ -28,8 +28,19 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range, reader
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-SOURCE = ClusterConfig.from_bootstrap("source", "localhost:19092")
-TARGET = ClusterConfig.from_bootstrap("target", "localhost:29092")
+# BENCH_BROKERS=N (N >= 2): the stack's multi-broker profile, N nodes a cluster on their own ports
+# (`make bench-scale BROKERS=2` starts it and sets this); 1, the default stack
+BROKERS = int(os.environ.get("BENCH_BROKERS", "1"))
+
+
+def _bootstrap(first_port: int) -> str:
+    return ",".join(f"localhost:{first_port + 10 * n}" for n in range(BROKERS))
+
+
+SOURCE = ClusterConfig.from_bootstrap("source", _bootstrap(19092 if BROKERS == 1 else 19292))
+TARGET = ClusterConfig.from_bootstrap("target", _bootstrap(29092 if BROKERS == 1 else 29292))
+TARGET_CONNECT_URL = "http://localhost:28083" if BROKERS == 1 else "http://localhost:28283"
+STATE_DIR = PROJECT_DIR / (".stack" if BROKERS == 1 else ".stack-multi")
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -304,6 +315,7 @@ class Result:
     missing: int = 0
     unexpected: int = 0
     groups_without_offsets: int = 0
+    error: str | None = None  # the tool did not finish: why, in its own words
     notes: list[str] = field(default_factory=list)
 
     def row(self, w: Workload) -> dict[str, Any]:

@@ -10,11 +10,15 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from common import (
     PROJECT_DIR,
+    BROKERS,
     SOURCE,
+    STATE_DIR,
     TARGET,
+    TARGET_CONNECT_URL,
     Result,
     TreeSampler,
     Workload,
@@ -30,7 +34,6 @@ from kmigrate.errors import ConnectorNotFound
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 
-TARGET_CONNECT_URL = "http://localhost:28083"
 CLIENT_SETTINGS = "producer linger.ms 20, batch.size 512 KiB; consumer max.poll.records 2000, isolation read_committed"
 
 
@@ -81,8 +84,9 @@ def mm2_configs(prefix: str, tasks: int, identity: bool = True) -> dict[str, dic
 
 
 def stack_pid(service: str) -> int:
-    status = json.loads(subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "stack.py"), "status"],
-                                       capture_output=True, text=True, check=True).stdout)
+    profile = [] if BROKERS == 1 else ["--brokers", str(BROKERS)]
+    status = json.loads(subprocess.run([sys.executable, str(PROJECT_DIR / "stack" / "stack.py"), *profile, "status"],
+                                       capture_output=True, text=True).stdout)
     pid = status.get(service, {}).get("pid")
     if not pid:
         raise SystemExit(f"bench: {service} is not running; start the stack with `make stack-up`")
@@ -90,26 +94,48 @@ def stack_pid(service: str) -> int:
 
 
 def run_mm2(w: Workload, args: argparse.Namespace) -> Result:
+    """MM2 until every record of `w` is on the target and the groups' offsets have settled; or, when
+    no record has arrived on the target for `args.mm2_stall_s` (from the start, or since the last
+    one), MM2's outcome as it is: `Result.error`, the worker's last error line (its own words)."""
     result = Result("MirrorMaker 2")
     connect = ConnectClient(TARGET_CONNECT_URL)
     configs = mm2_configs(w.prefix, args.mm2_tasks)
     expected = {tp: len(rows) for tp, rows in w.source.items()}
     worker = stack_pid("target-connect")
+    log = STATE_DIR / "target-connect" / "logs" / "server.log"
+    log_from = log_mark(log)
     with ClusterAdmin(TARGET) as admin, TreeSampler(lambda: [worker]) as sampler:
         started = time.monotonic()
         for name, config in configs.items():
             connect.create(name, config)
+        progress = {"records": -1, "since": started}
 
         def replicated() -> bool:
+            present = set(admin.list_topics())
+            have = [tp for tp in expected if tp[0] in present]
             try:
-                return all(admin.watermarks(t, p)[1] >= n for (t, p), n in expected.items())
-            except Exception:  # noqa: BLE001 - topics not created yet
+                ends = admin.watermarks_of(have) if have else {}
+            except Exception:  # noqa: BLE001 - topics still being created: no leader yet
                 return False
+            records = sum(end for _, end in ends.values())
+            if records > progress["records"]:
+                progress.update(records=records, since=time.monotonic())
+            elif time.monotonic() - progress["since"] >= args.mm2_stall_s:
+                return True
+            return len(have) == len(expected) and all(ends[tp][1] >= n for tp, n in expected.items())
 
-        poll(replicated, "MirrorMaker 2 replicating every record", args.timeout_s)
-        result.replicate_s = time.monotonic() - started
-        print(f"  MM2: every record on the target after {result.replicate_s:.1f}s", flush=True)
-        result.groups_s = _wait_for_group_offsets(w, started, args.group_sync_timeout_s, result)
+        poll(replicated, "MirrorMaker 2 replicating every record", args.timeout_s, every_s=2.0)
+        if time.monotonic() - progress["since"] >= args.mm2_stall_s:
+            result.error = (f"{progress['records']:,} of {sum(expected.values()):,} records on the target, none "
+                            f"for {args.mm2_stall_s:.0f}s; the worker logged: {last_error(log, log_from)}")
+            print(f"  MM2: {result.error}", flush=True)
+            result.replicate_s = time.monotonic() - started
+            result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
+            return result  # nothing on the target to hold against the source
+        else:
+            result.replicate_s = time.monotonic() - started
+            print(f"  MM2: every record on the target after {result.replicate_s:.1f}s", flush=True)
+            result.groups_s = _wait_for_group_offsets(w, started, args.group_sync_timeout_s, result)
     result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
     for name in configs:
         states = connect.status(name)
@@ -119,6 +145,39 @@ def run_mm2(w: Workload, args: argparse.Namespace) -> Result:
     target = read_all(TARGET, w.partitions)
     compare(result, w, target, target_offsets(w.groups))
     return result
+
+
+def log_mark(log: Path) -> tuple[int, int]:
+    """Where the worker's log stands now: (its inode, its size), 0s when there is none."""
+    return (log.stat().st_ino, log.stat().st_size) if log.exists() else (0, 0)
+
+
+def last_error(log: Path, mark: tuple[int, int]) -> str:
+    """What the worker last complained of since `mark` (`log_mark`): the last ERROR or WARN line that
+    an exception follows, with that exception's message, and how many times it was logged. A log
+    rolled over since (log4j's server.log.1) is read from the mark on, then the current one whole."""
+    inode, offset = mark
+    files = [(log, offset)]
+    if log.exists() and log.stat().st_ino != inode:
+        rolled = log.with_name(log.name + ".1")
+        files = [*([(rolled, offset)] if rolled.exists() and rolled.stat().st_ino == inode else []), (log, 0)]
+    lines = []
+    for path, start in files:
+        if path.exists():
+            with path.open("rb") as f:
+                f.seek(start)
+                lines += [line.decode(errors="replace").rstrip() for line in f]
+    complaints = []
+    for i, line in enumerate(lines[:-1]):
+        level = next((lv for lv in (" ERROR ", " WARN ") if lv in line), None)
+        if level and "Exception" in lines[i + 1] and not lines[i + 1].startswith("["):
+            message = line.split(level, 1)[1].split(" (org.apache", 1)[0]
+            complaints.append((message, lines[i + 1].split(": ", 1)[-1].strip()[:200]))
+    if not complaints:
+        return "(none logged)"
+    message, cause = complaints[-1]
+    alike = sum(1 for _, c in complaints if c == cause)
+    return f"{message} {cause} (logged {alike} times)"
 
 
 def _wait_for_group_offsets(w: Workload, started: float, timeout_s: float, result: Result) -> float:

@@ -46,6 +46,9 @@ def spark_connect_up(master: str) -> SparkConnectServer:
     return SparkConnectServer("sc://127.0.0.1:15002", int(pid), "started spark-connect" in up.stdout)
 
 
+RUN_ID = "bench-mm2"  # the run id of each migration a benchmark runs (a state directory of its own each time)
+
+
 def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: SparkConnectServer | None = None,
              verify_after: bool = False) -> Result:
     """Snapshot, copy job, verify job, group replication. With `server`, the jobs run as Python
@@ -53,7 +56,7 @@ def run_ours(w: Workload, args: argparse.Namespace, workdir: Path, server: Spark
     `verify_after`, the copy job verifies in its own Spark session, as the migration DAG runs it
     (the verification's seconds then come from the run's timeline)."""
     result = Result("kmigrate (Spark Connect server)" if server else "kmigrate (spark-submit)")
-    state, run_id = str(workdir / "state"), "bench-mm2"
+    state, run_id = str(workdir / "state"), RUN_ID
     manifest = Manifest(state, run_id)
     clients = write_clients(workdir / "clients.json", SOURCE, TARGET)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
