@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
+from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import ends as kafka_ends
-from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import timeline
 
@@ -30,22 +30,29 @@ Key = tuple[str, int]
 # how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
 # back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
 STATUS_TIMEOUT_S = 10.0
+RETRY_S = 0.2  # between two tries of a reading that failed
 
 
 def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s: float = STATUS_TIMEOUT_S,
          away: bool = False) -> dict[Key, tuple[int, int]]:
-    """{partition: (log start, end)} of `keys` on `cluster`, in two ListOffsets rounds; `stable`: the
-    end is the last stable offset (what a live source has decided). `away` (the last reading failed):
-    ClusterUnavailable at once when nothing listens (`ends.check_listening`), so that a driver whose
-    source is gone sees its stop each interval, not after each reading's timeout."""
+    """{partition: (log start, end)} of `keys` on `cluster` (`kafka.ends.read`: raw ListOffsets to the
+    leaders, both kinds asked before any answer is read); `stable`: the end is the last stable
+    offset (what a live source has decided). A reading that fails (a leader moving, a broker away)
+    is tried again until `timeout_s`. `away` (the last reading failed): ClusterUnavailable at once
+    when nothing listens (`ends.check_listening`), so that a driver whose source is gone sees its
+    stop each interval, not after each reading's timeout."""
     if not keys:
         return {}
-    if away:
-        kafka_ends.check_listening(cluster)
-    with shared_admin(cluster, timeout_s) as admin:
-        starts = admin.start_offsets(keys, retry=True)
-        last = admin.stable_ends(keys, retry=True) if stable else admin.end_offsets(keys, retry=True)
-    return {k: (starts[k], last[k]) for k in keys}
+    kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            starts, last = kafka_ends.read(cluster, keys, kinds, max(1.0, deadline - time.monotonic()), away=away)
+            return {k: (starts[k], last[k]) for k in keys}
+        except ClusterUnavailable:
+            if away or time.monotonic() + RETRY_S >= deadline:  # away: said now, tried again next interval
+                raise
+            time.sleep(RETRY_S)
 
 
 def both_ends(source: ClusterConfig, target: ClusterConfig, keys: Sequence[Key], *, away: bool = False
