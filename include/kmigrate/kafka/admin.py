@@ -31,12 +31,12 @@ from kmigrate.kafka.wire import time_left
 
 log = logging.getLogger(__name__)
 
-# Errors that pass once a partition's leadership settles: librdkafka does not flag the epoch ones
-# retriable, yet a broker just restarted answers UNKNOWN_LEADER_EPOCH until its metadata catches up.
-# a partition just created, not served yet: its leader has no log for it, or the client's metadata (from
-# a broker behind the one that answered the wait for its leaders) has no leader for it yet
+# A partition just created, not served yet: its leader has no log for it, or the client's metadata (from
+# a broker behind the one that answered the wait for its leaders) has no leader for it yet.
 NOT_SERVED_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT, KafkaError._UNKNOWN_PARTITION,
                             KafkaError._UNKNOWN_TOPIC})
+# Errors that pass once a partition's leadership settles: librdkafka does not flag the epoch ones
+# retriable, yet a broker just restarted answers UNKNOWN_LEADER_EPOCH until its metadata catches up.
 RETRIABLE = frozenset({
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._WAIT_COORD,
     KafkaError.NOT_COORDINATOR, KafkaError._TRANSPORT, KafkaError.REPLICA_NOT_AVAILABLE,
