@@ -4,7 +4,8 @@ kinds costs one round trip, not one each, and no admin client's futures and thre
 task reads the ends of its partitions not being copied about a dozen times a second; through the
 admin client those reads took 10 ms each and three fifths of the task loop's Python time. Leaders
 as `leaders` remembers them; a leader that moved is looked up again once, and a read that still
-fails, or a broker that does not answer within `timeout_s`, raises ClusterUnavailable. A cluster
+fails, or a broker that does not answer within `timeout_s`, raises ClusterUnavailable (its leaders
+forgotten: the next read looks them up). A cluster
 the raw connection cannot reach (GSSAPI, OAUTHBEARER: `transport.raw_capable`) is read through
 the admin client."""
 from __future__ import annotations
@@ -40,10 +41,16 @@ def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Se
             readers = {START: admin.start_offsets, HIGH: admin.end_offsets, STABLE: admin.stable_ends}
             return [readers[kind](partitions, retry=True) for kind in kinds]
     try:
-        return _read(cluster, partitions, kinds, timeout_s)
-    except _Moved as moved:  # a leader moved (or is moving): looked up once more
-        leaders.forget(cluster, moved.partitions)
-    return _read(cluster, partitions, kinds, timeout_s, again=True)
+        try:
+            return _read(cluster, partitions, kinds, timeout_s)
+        except _Moved as moved:  # a leader moved (or is moving): looked up once more
+            leaders.forget(cluster, moved.partitions)
+        return _read(cluster, partitions, kinds, timeout_s, again=True)
+    except ClusterUnavailable:
+        # a leader on a broker gone refuses the connection (no moved leader's answer to forget it by):
+        # the next reading looks the leaders up again
+        leaders.forget(cluster, partitions)
+        raise
 
 
 def check_listening(cluster: ClusterConfig) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import ends as kafka_ends
-from kmigrate.kafka import leaders
 from kmigrate.manifest import Manifest
 from kmigrate.run.report import timeline
 
@@ -39,9 +38,10 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
     """{partition: (log start, end)} of `keys` on `cluster` (`kafka.ends.read`: raw ListOffsets to the
     leaders, both kinds asked before any answer is read); `stable`: the end is the last stable
     offset (what a live source has decided). A reading that fails (a leader moving, a broker away)
-    is tried again, the leaders looked up anew, until `timeout_s`. `away` (the last reading failed): ClusterUnavailable at once
-    when nothing listens (`ends.check_listening`), so that a driver whose source is gone sees its
-    stop each interval, not after each reading's timeout."""
+    is tried again, the leaders looked up anew, until `timeout_s`. `away` (the last reading
+    failed): ClusterUnavailable at once when nothing listens (`ends.check_listening`), or when the
+    reading fails, so that a driver whose source is gone sees its stop each interval, not after each
+    reading's timeout."""
     if not keys:
         return {}
     kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
@@ -50,10 +50,7 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
         try:
             starts, last = kafka_ends.read(cluster, keys, kinds, max(1.0, deadline - time.monotonic()), away=away)
             return {k: (starts[k], last[k]) for k in keys}
-        except ClusterUnavailable:
-            # the leaders remembered may be a broker gone (its connection refused, not a moved leader's
-            # answer): looked up again by the next reading, this one's or the next interval's
-            leaders.forget(cluster, keys)
+        except ClusterUnavailable:  # the leaders looked up again by the next reading (`kafka.ends.read`)
             if away or time.monotonic() + RETRY_S >= deadline:  # away: said now, tried again next interval
                 raise
             time.sleep(RETRY_S)
