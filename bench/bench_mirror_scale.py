@@ -40,6 +40,7 @@ from common import (  # noqa: E402
     SOURCE,
     TARGET,
     TreeSampler,
+    create_spread,
     delete_groups,
     delete_topics,
     poll,
@@ -48,7 +49,6 @@ from common import (  # noqa: E402
 )
 from confluent_kafka import Producer  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
-from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.manifest import Manifest  # noqa: E402
 from kmigrate.run.mirror import reports  # noqa: E402
 from kmigrate.run.mirror import status as mirror_status  # noqa: E402
@@ -62,12 +62,7 @@ WARM_S = 10.0
 
 
 def seed_idle(prefix: str, topics: int, partitions: int) -> dict[str, int]:
-    names = [f"{prefix}.idle{i:03d}" for i in range(topics)]
-    counts = {t: partitions // topics + (1 if i < partitions % topics else 0) for i, t in enumerate(names)}
-    with ClusterAdmin(SOURCE) as admin:
-        for topic, n in counts.items():
-            admin.create_topic(topic, n, {}, replicas=1)
-        admin.wait_for_topics(counts)
+    counts = create_spread([f"{prefix}.idle{i:03d}" for i in range(topics)], partitions)
     producer = Producer(SOURCE.producer(**{"linger.ms": 20, "queue.buffering.max.messages": 1_000_000}))
     for topic, n in counts.items():
         for p in range(n):

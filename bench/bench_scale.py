@@ -44,6 +44,7 @@ from common import (
     Workload,
     cleanup,
     commit_at,
+    create_spread,
     delete_groups,
     delete_topics,
     read_all,
@@ -66,11 +67,7 @@ LARGE_START, LARGE_END = "<!-- bench-scale-large:start -->", "<!-- bench-scale-l
 
 def seed(prefix: str, topics: int, partitions: int, rng: random.Random, value_bytes: int) -> Workload:
     """`partitions` over `topics` topics, each partition 100 to 1,000 records or (a tenth) none."""
-    names = [f"{prefix}.t{i:03d}" for i in range(topics)]
-    counts = {t: partitions // topics + (1 if i < partitions % topics else 0) for i, t in enumerate(names)}
-    with ClusterAdmin(SOURCE) as admin:
-        for topic, n in counts.items():
-            admin.create_topic(topic, n, {}, replicas=1)  # one replica: on N brokers a broker holds 1/N
+    counts = create_spread([f"{prefix}.t{i:03d}" for i in range(topics)], partitions)
     producer = Producer(SOURCE.producer(**{"linger.ms": 20, "batch.size": 256 << 10,
                                            "queue.buffering.max.messages": 1_000_000}))
     produced = 0

@@ -160,6 +160,17 @@ def target_offsets(groups: Iterable[str]) -> dict[str, dict[tuple[str, int], int
 
 # ---------------------------------------------------------------------------------- cleaning up
 
+def create_spread(names: Sequence[str], partitions: int) -> dict[str, int]:
+    """`partitions` spread evenly over the topics `names`, created on the source with one replica (on
+    N brokers a broker holds 1/N); {topic: partition count}."""
+    counts = {t: partitions // len(names) + (1 if i < partitions % len(names) else 0) for i, t in enumerate(names)}
+    with ClusterAdmin(SOURCE) as admin:
+        for topic, n in counts.items():
+            admin.create_topic(topic, n, {}, replicas=1)
+        admin.wait_for_topics(counts)
+    return counts
+
+
 def cleanup(w: Workload) -> None:
     """Delete the workload's topics and groups on both clusters."""
     for cluster in (SOURCE, TARGET):

@@ -125,18 +125,18 @@ def run_mm2(w: Workload, args: argparse.Namespace) -> Result:
             return len(have) == len(expected) and all(ends[tp][1] >= n for tp, n in expected.items())
 
         poll(replicated, "MirrorMaker 2 replicating every record", args.timeout_s, every_s=2.0)
-        if time.monotonic() - progress["since"] >= args.mm2_stall_s:
+        stalled = time.monotonic() - progress["since"] >= args.mm2_stall_s
+        result.replicate_s = time.monotonic() - started
+        if stalled:
             result.error = (f"{progress['records']:,} of {sum(expected.values()):,} records on the target, none "
                             f"for {args.mm2_stall_s:.0f}s; the worker logged: {last_error(log, log_from)}")
             print(f"  MM2: {result.error}", flush=True)
-            result.replicate_s = time.monotonic() - started
-            result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
-            return result  # nothing on the target to hold against the source
         else:
-            result.replicate_s = time.monotonic() - started
             print(f"  MM2: every record on the target after {result.replicate_s:.1f}s", flush=True)
             result.groups_s = _wait_for_group_offsets(w, started, args.group_sync_timeout_s, result)
     result.cpu_s, result.peak_rss = sampler.cpu_s, sampler.peak_rss
+    if result.error:
+        return result  # nothing on the target to hold against the source
     for name in configs:
         states = connect.status(name)
         failed = [t for t in states.get("tasks", []) if t.get("state") == "FAILED"]
