@@ -4,7 +4,7 @@ which fetched batches a partition followed in step with the source writes (pure 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from kmigrate.copy import fastfill
@@ -96,6 +96,38 @@ def test_a_verification_holds_no_copy_back(monkeypatch):
     # verified on the task's loop, the 0.3 s readings held every copy back: at most about 25 copies each
     assert len(verified) >= 2 and all(len(v) == 1 for v in verified), verified
     assert min(copies.values()) >= 35, copies
+
+
+def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypatch):
+    # 5,000 partitions followed in step (a task of a mirror over 10,000) and all due for verification: a
+    # turn that went over every partition for each one it could verify held the GIL for seconds
+    followed = {("t", p): _in_step_at(5) for p in range(5_000)}
+    for p, f in enumerate(followed.values()):
+        f.unit = WorkUnit("t", p, 0)
+        f.producer.append(object())
+        f.whole_only = True
+
+    class Streams:  # followed in step until the term ends
+        def __init__(self, *args):  # noqa: ANN002
+            self.futures = []
+
+        def follow(self, f, lease):  # noqa: ANN001
+            self.futures.append(Future())
+            return self.futures[-1]
+
+        def close(self):
+            for future in self.futures:
+                future.set_result(0)
+
+    verified = []
+    monkeypatch.setattr(follow, "Streams", Streams)
+    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {})
+    monkeypatch.setattr(follow, "_verify", lambda s, t, fs: verified.extend(fs))
+    term = follow.Term(1, "r", seconds=1.5, poll_s=0.01, verify_every_s=0.5)
+    follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, None)
+    # one partition verified a turn, a turn every poll_s at most: about 100 from 0.5 s on (2 when a turn
+    # went over the partitions in step for each partition due)
+    assert len(verified) >= 30, len(verified)
 
 
 def _fetched(*shapes: tuple[int, int, int], stable: int, high: int | None = None, log_start: int = 0):

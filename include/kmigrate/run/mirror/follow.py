@@ -20,6 +20,7 @@ named in its row and tried again after a pause that doubles, up to `MAX_PAUSE_S`
 on. Pure Python."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import gc
 import logging
@@ -179,6 +180,10 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     due: list[_Followed] = []  # partitions whose verification is due
     running: dict[Key, Future[int]] = {}
     in_stream: set[Key] = set()  # of `running`, those followed in step
+    # kept as the partitions start and end, not found by scanning them: a task follows thousands, and a
+    # turn of this loop that went over all of them held the GIL from the partitions followed in step
+    resting = dict.fromkeys(followed)  # not in `running` (an ordered set)
+    finished: collections.deque[Key] = collections.deque()  # of `running`, those done, told by their futures
     streams = Streams(source, target, options.may_write)
     verifier = ThreadPoolExecutor(1, "mirror-verify")
     verifying: Future[None] | None = None
@@ -186,13 +191,23 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     report = reporter(term.state_location, term.run_id, term.number, followed)
     done = threading.Event()
 
-    def wake(_: Future[int]) -> None:
-        done.set()
+    def started(key: Key, future: Future[int], streamed: bool = False) -> None:
+        running[key] = future
+        resting.pop(key, None)
+        if streamed:
+            in_stream.add(key)
+
+        def ended_now(_: Future[int]) -> None:
+            finished.append(key)
+            done.set()
+        future.add_done_callback(ended_now)
 
     try:
         while not ended() and time.monotonic() < deadline:
-            for key in [k for k, r in running.items() if r.done()]:
+            while finished:
+                key = finished.popleft()
                 in_stream.discard(key)
+                resting[key] = None
                 running.pop(key).result()  # a copy's own failures are its partition's row; anything else is raised
             if verifying is not None and verifying.done():
                 verifying, _ = None, verifying.result()
@@ -205,25 +220,26 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                 spacing = term.verify_every_s / 2 / max(1, len(due))  # the round spread over half the interval
             # one partition at a time, beside the copies: one not being copied, or followed in step (what it
             # writes lies past the end verified); paced, as a round's reads at once slowed both clusters
-            ready = [f for f in due if (f.unit.topic, f.unit.partition) not in running.keys() - in_stream]
-            if ready and verifying is None and time.monotonic() >= verify_next:
-                due.remove(ready[0])
-                verifying = verifier.submit(_verify, source, target, ready[:1])
-                verify_next = time.monotonic() + spacing
+            if due and verifying is None and time.monotonic() >= verify_next:
+                ready = next((f for f in due if (key := (f.unit.topic, f.unit.partition)) not in running
+                              or key in in_stream), None)
+                if ready is not None:
+                    due.remove(ready)
+                    verifying = verifier.submit(_verify, source, target, [ready])
+                    verify_next = time.monotonic() + spacing
             now = time.monotonic()
-            idle = [k for k, f in followed.items() if k not in running and f.pause_until <= now]
-            for key in [k for k in idle if in_step(followed[k])]:
-                idle.remove(key)
-                running[key] = streams.follow(followed[key], held[key])
-                running[key].add_done_callback(wake)
-                in_stream.add(key)
+            idle = []
+            for key in [k for k in resting if followed[k].pause_until <= now]:
+                if in_step(followed[key]):
+                    started(key, streams.follow(followed[key], held[key]), streamed=True)
+                else:
+                    idle.append(key)
             read_at = now
             for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
-                running[key] = _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended)
-                running[key].add_done_callback(wake)
+                started(key, _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended))
             if running:  # until a copy is done (one event, not a waiter on each of a dozen futures a turn)
                 done.wait(term.poll_s)
-                done.clear()  # one done meanwhile is found above
+                done.clear()  # one done meanwhile is in `finished`
                 time.sleep(max(0.0, read_at + READ_EVERY_S - time.monotonic()))
             else:
                 time.sleep(term.poll_s)
