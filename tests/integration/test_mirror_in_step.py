@@ -62,6 +62,37 @@ def test_a_live_source_followed_in_step_lands_every_record_at_its_offset(stack, 
           f"({totals['joined']} batches joined into others), {live.model.transactions} transactions, {live.model.deletes} deletes; in step by topic {in_step}")
 
 
+def test_idle_partitions_wait_in_step_from_their_first_copy_of_a_term(stack, unique_name, tmp_path):
+    """A partition empty when the mirror starts, and one whose records a term before copied: the
+    first copy of the term writes nothing, and the partitions wait in a Fetch from then on (not read
+    again and again by the task); every record written later lands in step, at the source's offsets."""
+    topic = f"{unique_name}.idle"
+    create_topic(stack.source, topic, 2)
+    produce(stack.source, topic, [(b"k", b"before the mirror")] * 5, partition=1)
+    manifest = Manifest(str(tmp_path / "state"), "idle")
+    terms, in_step = [], []
+
+    def follow(units, extras, term):  # noqa: ANN001 - the mirror's own, its terms and rows counted
+        terms.append(term)
+        rows = follow_here((stack.source, stack.target), units, extras, term)
+        in_step.extend(row["in_step"] for row in rows)
+        return rows
+
+    with _mirrored(stack, manifest, MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0,
+                                               term_s=4.0), follow):
+        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
+        wait_until(lambda: len(terms) >= 2, "a second term", 60)
+        wait_for_round(manifest, mirror_status.read(manifest)["round"] + 2, timeout_s=60)
+        producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
+        for i in range(20):  # a batch each, on both partitions
+            producer.produce(topic, key=b"k", value=f"v{i}".encode(), partition=i % 2)
+            assert producer.flush(10) == 0
+        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
+    for partition in (0, 1):
+        assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
+    assert sum(in_step) == 20, in_step  # none of the 20 copied: each partition was waiting in step
+
+
 @contextlib.contextmanager
 def _mirrored(stack, manifest: Manifest, spec: MirrorSpec, follow=None):  # noqa: ANN001
     """The mirror's driver on a thread of this process, its terms followed here (`follow_here`, or

@@ -253,9 +253,9 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
 
 def in_step(f: _Followed) -> bool:
     """Whether a partition is followed in step with the source: its last copy wrote whole batches
-    only and left the DR end committed, its raw producer kept, and nothing failed since."""
-    return (IN_STEP and f.whole_only and f.committed is not None and bool(f.producer) and f.source_start is not None
-            and f.error is None)
+    only (or nothing) and left the DR end committed, and nothing failed since. Its raw producer is
+    kept from that copy, or taken when it first writes in step."""
+    return IN_STEP and f.whole_only and f.committed is not None and f.source_start is not None and f.error is None
 
 
 def wait_all(running: Iterable[Future[int]]) -> None:
@@ -293,7 +293,7 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
         _failed(f, str(exc))
         return 0
     f.own_end = f.committed = result.target_end
-    f.whole_only = result.records > 0 and result.records == result.whole_records
+    f.whole_only = result.records == result.whole_records  # none at all too: an idle partition waits in a Fetch
     f.source_start = options.ends_read[0]
     f.batch_limit = int((options.target_configs or {}).get(f.unit.topic, {}).get("max.message.bytes", 0)) or None
     f.error, f.failures = None, 0
@@ -304,14 +304,17 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
 
 def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed], keys: Sequence[Key],
             options: CopyOptions) -> dict[Key, CopyOptions]:
-    """The partitions of `keys` behind the source, each with the options of its next copy: its ends
-    as read now (`CopyOptions.ends_read`; a copy goes up to the source's last stable offset), the
-    target topics' configs; every partition waits, named, when a cluster does not answer."""
+    """The partitions of `keys` behind the source, or not copied yet this term, each with the options
+    of its next copy: its ends as read now (`CopyOptions.ends_read`; a copy goes up to the source's
+    last stable offset), the target topics' configs; every partition waits, named, when a cluster
+    does not answer."""
     away = any(followed[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
     try:
         starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S, away=away)
         dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
-        behind = [k for k in keys if dr_ends[k] < stable[k] or dr_starts[k] < starts[k]]
+        # behind, or not copied yet this term: a partition's first copy of a term makes the resume checks (what
+        # lies below its DR end is the source's), then it waits in step, even with nothing to copy
+        behind = [k for k in keys if dr_ends[k] < stable[k] or dr_starts[k] < starts[k] or followed[k].committed is None]
         if behind:
             with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
                 configs = admin.topics_configs({topic for topic, _ in behind})  # once a read, not once a copy

@@ -201,7 +201,7 @@ class Streams:
                     joined = merge.join(batches, min(JOIN_BYTES, s.f.batch_limit))
                     s.f.joined += len(batches) - len(joined)
                     batches = joined
-                held[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0]))
+                held[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0] if s.f.producer else None))
                 s.next = held[key][1].end
 
 
@@ -264,6 +264,9 @@ class _Writer:
                 self.pending[lane] = collections.deque()
             mine = {key: parts[key] for key in keys}
             producer_for(self.conns[lane], mine)
+            for key in keys:  # a partition's first write in step took a producer id: kept for its next writes and copies
+                if not writes[key][0].f.producer:
+                    writes[key][0].f.producer.append(mine[key].producer)
             for request in produce_requests(mine, checks):
                 while len(self.pending[lane]) >= MAX_IN_FLIGHT:
                     self._receive(lane)
