@@ -26,7 +26,7 @@ from kmigrate.manifest import Part
 from kmigrate.run.checks.selection import selected_topics
 from kmigrate.run.cutover import course, events, window
 from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.targets import prepare as targets
 from kmigrate_spark.conf import shown_remote
 

@@ -6,7 +6,7 @@ import pytest
 from kmigrate.errors import RunConflict
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover import events
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.report.markdown import _covered
 from kmigrate.run.checks.request import check_request, record_request
 

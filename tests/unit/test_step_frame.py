@@ -13,7 +13,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.connectors.migrate import rollback_states
 from kmigrate.run.cutover import events, window
 from kmigrate.run.cutover.quiesce import quiesce_began
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 from kmigrate_airflow import frame
 from kmigrate_airflow.frame import RunFrame, no_retry

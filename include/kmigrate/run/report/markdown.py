@@ -7,7 +7,7 @@ from typing import Any
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover import course, events
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.checks import versions
 from kmigrate.run.cutover.events import downtime_s
 from kmigrate.run.targets import acls
