@@ -1,1 +1,1 @@
-"""The run's base records, which the steps of every other subpackage write and read: the timeline of its steps."""
+"""The run's base records, which the steps of every other subpackage write and read: the timeline of its steps and its events (connectors stopped, resumed)."""
