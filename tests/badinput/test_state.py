@@ -20,7 +20,7 @@ from kmigrate.claims import CLAIMS_TOPIC, ClaimLog, check_topics_free, claim_log
 from kmigrate.errors import TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.records import events
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records.snapshot import read_snapshot
 
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag, survived
