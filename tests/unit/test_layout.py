@@ -143,7 +143,7 @@ def test_each_rule_fails_on_a_planted_violation(tmp_path):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
 
-    plant("include/kmigrate/run/checks/preflight.py", "x = 1\n")
+    plant("include/kmigrate/run/preflight/checks.py", "x = 1\n")
     plant("spark_jobs/thin.py", "x = 1\n" * 59)
     plant("tests/dags/test_fine.py", "from tests.support.kafka import x\n")
     assert fat_entry_points(tmp_path) == {} and loose_run_modules(tmp_path) == []

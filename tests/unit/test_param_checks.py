@@ -13,9 +13,9 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover import schedule
 from kmigrate.run.checks import selection
 from kmigrate.run.connectors.migrate import check_overrides, target_config
-from kmigrate.run.checks.preflight import check_params
 from kmigrate.run.checks.request import check_request, record_request
 from kmigrate.run.checks.selection import Selection, compile_pattern, select
+from kmigrate.run.preflight.checks import check_params
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.timezone.utc)
 
