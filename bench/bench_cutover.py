@@ -38,7 +38,7 @@ from confluent_kafka import Producer  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.kafka.connect import ConnectClient  # noqa: E402
 from kmigrate.manifest import Manifest, Part  # noqa: E402
-from kmigrate.run.cutover import events  # noqa: E402
+from kmigrate.run.records import events  # noqa: E402
 from kmigrate.run.report.markdown import write_report  # noqa: E402
 from kmigrate_demo.workload import seed_mixed  # noqa: E402
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from common import PROJECT_DIR, SOURCE, TARGET, Result, TreeSampler, Workload, compare, read_all, target_offsets
 from kmigrate.manifest import Manifest
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate_spark.clients import write_clients
 from kmigrate.run.cutover.groups import replicate_groups
 from kmigrate.run.cutover.snapshot import take_snapshot

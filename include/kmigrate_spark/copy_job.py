@@ -45,8 +45,8 @@ from kmigrate.run.copying.plan import (
 )
 from kmigrate.run.copying.precopy import compacted_topics, pre_copy_rounds
 from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extras, live_verify_task
-from kmigrate.run.cutover import events
-from kmigrate.run.report import timeline
+from kmigrate.run.records import events
+from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 from pyspark.sql import SparkSession
 

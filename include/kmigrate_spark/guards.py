@@ -12,8 +12,8 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
-from kmigrate.run.checks.preflight import check_distinct
-from kmigrate.run.cutover import events
+from kmigrate.run.preflight.checks import check_distinct
+from kmigrate.run.records import events
 
 from kmigrate_spark.units import say
 

@@ -25,7 +25,7 @@ from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import Term, follow_task
 from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 from kmigrate_spark.clients import load_clients_from, load_source_connect
 from kmigrate_spark.guards import check_clusters, run_job

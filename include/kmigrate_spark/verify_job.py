@@ -25,7 +25,7 @@ from kmigrate.run.copying.plan import read_plan, translate_maps, work_units
 from kmigrate.run.copying.precopy import compacted_topics, live_rows
 from kmigrate.run.copying.tasks import verify_extras, verify_task
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.verify.partition import settle_empty
 
 from kmigrate_spark.clients import load_clients_from

@@ -24,9 +24,9 @@ from kmigrate.errors import GroupActive, TransactionOpen
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Part
 from kmigrate.run.checks.selection import selected_topics
-from kmigrate.run.cutover import course, events, window
+from kmigrate.run.cutover import course, window
 from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
-from kmigrate.run.report import timeline
+from kmigrate.run.records import events, timeline
 from kmigrate.run.targets import prepare as targets
 from kmigrate_spark.conf import shown_remote
 

@@ -17,9 +17,9 @@ from kmigrate.errors import KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.selection import Selection
-from kmigrate.run.cutover import events
+from kmigrate.run.records import events
 from kmigrate.run.mirror.failover import with_mirror_selection
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.targets.acls import DEFAULT_SCOPE
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster

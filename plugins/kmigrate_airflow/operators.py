@@ -15,8 +15,9 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover.events import STOPPED, cutover_time
-from kmigrate.run.report import timeline
+from kmigrate.run.cutover.schedule import cutover_time
+from kmigrate.run.records import timeline
+from kmigrate.run.records.events import STOPPED
 
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, launch, stop_client
 

@@ -16,15 +16,16 @@ from kmigrate.claims import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import ConfigError, SourceMoved, TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
-from kmigrate.run.checks.preflight import check_params, check_run
 from kmigrate.run.checks.request import record_request
 from kmigrate.run.checks.selection import selected_topics
 from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.cutover import window
 from kmigrate.run.cutover.groups import replicate_groups as replicate
-from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
+from kmigrate.run.cutover.snapshot import check_source_at_snapshot, take_snapshot
 from kmigrate.run.mirror.failback import plan_failback
+from kmigrate.run.preflight.checks import check_params, check_run
+from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
 from kmigrate.run.targets import acls

@@ -19,12 +19,12 @@ from kmigrate.errors import WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
-from kmigrate.run.checks.preflight import check_run
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failback import DISCARDED, plan_failback, prepare_failback
 from kmigrate.run.mirror.loop import STOP, Mirror, MirrorSpec, request_stop, write_spec
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
+from kmigrate.run.preflight.checks import check_run
 
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag

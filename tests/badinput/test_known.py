@@ -18,10 +18,11 @@ from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.copying.plan import plan_from_topics, read_plan
-from kmigrate.run.checks.preflight import check_distinct, check_run
 from kmigrate.run.checks.request import check_request, record_request
 from kmigrate.run.checks.selection import Selection
-from kmigrate.run.cutover.snapshot import read_snapshot, take_snapshot
+from kmigrate.run.cutover.snapshot import take_snapshot
+from kmigrate.run.preflight.checks import check_distinct, check_run
+from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate_spark.conf import check_connect_server
 
 from tests.support.airflow import run_dag

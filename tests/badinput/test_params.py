@@ -15,9 +15,9 @@ import uuid
 import pytest
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.checks.preflight import check_params, check_run
 from kmigrate.run.checks.request import check_request, record_request
 from kmigrate.run.checks.selection import Selection
+from kmigrate.run.preflight.checks import check_params, check_run
 from kmigrate_demo.workload import FILE_SOURCE
 
 from tests.support.airflow import run_dag

@@ -19,8 +19,8 @@ from confluent_kafka import Producer
 from kmigrate.claims import CLAIMS_TOPIC, ClaimLog, check_topics_free, claim_log, claim_topics, release_topics
 from kmigrate.errors import TopicsHeld
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import events
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records import events
+from kmigrate.run.records.snapshot import read_snapshot
 
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag, survived

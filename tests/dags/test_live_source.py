@@ -14,7 +14,7 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import events
+from kmigrate.run.records import events
 from kmigrate.run.report.markdown import summarize
 
 from tests.support.airflow import run_dag, task_states

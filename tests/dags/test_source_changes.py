@@ -16,7 +16,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.copying.plan import work_units, write_pre_copy_plan
-from kmigrate.run.cutover import events
+from kmigrate.run.records import events
 from kmigrate.run.report.markdown import summarize
 from kmigrate.run.targets.prepare import prepare_targets
 

@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from kmigrate.errors import TopicMismatch
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
+from kmigrate.kafka.topic_batches import create_topics, too_large, topic_records
 from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
-from kmigrate.run.targets.topic_io import create_all, create_topics, too_large, topic_records, wait_for_leaders
+from kmigrate.run.targets.topic_io import create_all, wait_for_leaders
 
 from tests.support.kafka import create_topic
 from tests.support.waiting import wait_until

@@ -23,8 +23,8 @@ from kmigrate.copy.writer import CopyOptions, marker_transactional_id
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
-from kmigrate.run.checks.preflight import check_run
 from kmigrate.run.checks.selection import Selection
+from kmigrate.run.preflight.checks import check_run
 from kmigrate.run.targets.prepare import prepare_target_topic, prepare_targets
 
 from tests.support.kafka import TxnSeeder, create_topic, seed_plain, watermarks

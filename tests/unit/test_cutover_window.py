@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import RunConflict
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import events
-from kmigrate.run.report import timeline
+from kmigrate.run.records import events
+from kmigrate.run.records import timeline
 from kmigrate.run.report.markdown import _covered
 from kmigrate.run.checks.request import check_request, record_request
 

@@ -1,8 +1,9 @@
 """The layout rules a reviewer can check again: the core library imports neither Airflow nor Spark;
 no import cycle among the library's modules; each Spark entry point under 60 lines; the
-run steps' library (kmigrate.run) in subpackages, no module loose beside them; no test module or
-conftest.py importing another test module or conftest.py (shared helpers live in tests/support/); no
-bench script importing another; the README at most 250 lines. A module's size is no rule: a module
+run steps' library (kmigrate.run) in subpackages, no module loose beside them, and the subpackages
+importing each other in one direction only; no test module or conftest.py importing another test
+module or conftest.py (shared helpers live in tests/support/); no bench script importing another;
+the README at most 250 lines. A module's size is no rule: a module
 holds one concept, and a large one is a question for review (a cap made code move to fit a number). Each rule is a function of a tree,
 and each is also run on a small tree with a violation planted, so that it is seen to fail."""
 from __future__ import annotations
@@ -12,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 INCLUDE = PROJECT_DIR / "include"
@@ -53,26 +53,33 @@ def test_the_core_library_imports_neither_airflow_nor_spark():
     assert done.stdout.strip() == "[]"
 
 
+def first_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """The first import cycle a walk of `graph` ({name: the names it imports}) meets, as the names
+    along it, the first again at the end; [] when there is none."""
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> list[str]:
+        state[name] = "open"
+        for nxt in sorted(graph[name]):
+            if state.get(nxt) == "open":
+                return trail[trail.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt, [*trail, nxt])):
+                return cycle
+        state[name] = "done"
+        return []
+
+    for name in sorted(graph):
+        if name not in state and (cycle := visit(name, [name])):
+            return cycle
+    return []
+
+
 def test_no_import_cycle_among_the_library_modules():
     known = modules()
     graph = {name: {i if i in known else i.rsplit(".", 1)[0] for i in imports(path)} & set(known) - {name}
              for name, path in known.items()}
     # a package's __init__ importing its own modules is no cycle of concepts; none here does
-    state: dict[str, str] = {}
-
-    def visit(name: str, trail: list[str]) -> None:
-        state[name] = "open"
-        for nxt in sorted(graph[name]):
-            if state.get(nxt) == "open":
-                cycle = trail[trail.index(nxt):] + [nxt]
-                pytest.fail("import cycle: " + " -> ".join(cycle))
-            if nxt not in state:
-                visit(nxt, [*trail, nxt])
-        state[name] = "done"
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name, [name])
+    assert not (cycle := first_cycle(graph)), "import cycle: " + " -> ".join(cycle)
 
 
 def too_long(paths, bound: int, root: Path = PROJECT_DIR) -> dict[str, int]:
@@ -91,6 +98,20 @@ def fat_entry_points(root: Path) -> dict[str, int]:
 def loose_run_modules(root: Path) -> list[str]:
     """Modules directly in kmigrate/run/ other than its __init__: each belongs to a subpackage."""
     return sorted(p.name for p in (root / "include" / "kmigrate" / "run").glob("*.py") if p.name != "__init__.py")
+
+
+def run_subpackage_cycle(root: Path) -> list[str]:
+    """A cycle among the subpackages of kmigrate.run (checks, cutover, mirror, ...), as their names,
+    each importing the next; [] when they import each other in one direction only. An import inside
+    a function counts as one at the top: it ties the two subpackages all the same."""
+    run = root / "include" / "kmigrate" / "run"
+    members: dict[str, list[Path]] = {}
+    for path in sorted(run.rglob("*.py")):
+        if len(parts := path.relative_to(run).parts) > 1:
+            members.setdefault(parts[0], []).append(path)
+    graph = {package: {i.split(".")[2] for path in paths for i in imports(path) if i.startswith("kmigrate.run.")}
+             & set(members) - {package} for package, paths in members.items()}
+    return first_cycle(graph)
 
 
 def is_test_module(name: str) -> bool:
@@ -134,6 +155,11 @@ def test_the_run_library_is_in_subpackages():
     assert not (loose := loose_run_modules(PROJECT_DIR)), f"modules loose in include/kmigrate/run/: {loose}"
 
 
+def test_the_run_subpackages_import_each_other_in_one_direction():
+    assert not (cycle := run_subpackage_cycle(PROJECT_DIR)), \
+        "subpackages of kmigrate.run importing each other: " + " -> ".join(cycle)
+
+
 def test_no_test_module_imports_another():
     assert not (found := test_modules_importing_test_modules(PROJECT_DIR)), found
 
@@ -143,11 +169,14 @@ def test_each_rule_fails_on_a_planted_violation(tmp_path):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
 
-    plant("include/kmigrate/run/checks/preflight.py", "x = 1\n")
+    plant("include/kmigrate/run/preflight/checks.py", "x = 1\n")
+    plant("include/kmigrate/run/records/events.py", "x = 1\n")
+    plant("include/kmigrate/run/report/markdown.py", "from kmigrate.run.records import events\n")
     plant("spark_jobs/thin.py", "x = 1\n" * 59)
     plant("tests/dags/test_fine.py", "from tests.support.kafka import x\n")
     assert fat_entry_points(tmp_path) == {} and loose_run_modules(tmp_path) == []
     assert test_modules_importing_test_modules(tmp_path) == {}
+    assert run_subpackage_cycle(tmp_path) == []
 
     plant("spark_jobs/fat.py", "x = 1\n" * 60)
     plant("include/kmigrate/run/loose.py", "x = 1\n")
@@ -155,11 +184,13 @@ def test_each_rule_fails_on_a_planted_violation(tmp_path):
     plant("tests/dags/conftest.py", "from tests.conftest import PROJECT_DIR\n")
     plant("tests/faults/test_module.py", "from tests.dags import test_fine\n")
     plant("tests/chaos/test_relative.py", "from .conftest import seeds\n")
+    plant("include/kmigrate/run/records/events.py", "def finished():\n    from kmigrate.run.report.markdown import x\n")
     assert fat_entry_points(tmp_path) == {"spark_jobs/fat.py": 60}
     assert loose_run_modules(tmp_path) == ["loose.py"]
     assert set(test_modules_importing_test_modules(tmp_path)) == {
         "tests/dags/test_borrows.py", "tests/dags/conftest.py", "tests/faults/test_module.py",
         "tests/chaos/test_relative.py"}
+    assert run_subpackage_cycle(tmp_path) == ["records", "report", "records"]
 
 
 def test_the_readme_is_at_most_250_lines():

@@ -10,12 +10,12 @@ import time
 import pytest
 from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import events
+from kmigrate.run.cutover import schedule
 from kmigrate.run.checks import selection
 from kmigrate.run.connectors.migrate import check_overrides, target_config
-from kmigrate.run.checks.preflight import check_params
 from kmigrate.run.checks.request import check_request, record_request
 from kmigrate.run.checks.selection import Selection, compile_pattern, select
+from kmigrate.run.preflight.checks import check_params
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.timezone.utc)
 
@@ -86,18 +86,18 @@ def test_check_select_and_modes_all_compile_through_one_helper(monkeypatch):
 ])
 def test_a_bad_cutover_at_is_refused_naming_it(value, says):
     with pytest.raises(ConfigError) as caught:
-        events.check_cutover_at(value, now=NOW)
+        schedule.check_cutover_at(value, now=NOW)
     assert f"cutover_at {value!r}" in str(caught.value) and says in str(caught.value)
 
 
 def test_a_good_cutover_at_and_a_started_runs_past_one_pass():
-    assert events.check_cutover_at("2026-11-25T23:00:00.000Z", now=NOW) == NOW.replace(hour=23)
-    assert events.check_cutover_at("2026-11-26T00:00:00+01:00", now=NOW) == NOW.replace(hour=23)
-    assert events.check_cutover_at(None, now=NOW) is None and events.check_cutover_at("", now=NOW) is None
+    assert schedule.check_cutover_at("2026-11-25T23:00:00.000Z", now=NOW) == NOW.replace(hour=23)
+    assert schedule.check_cutover_at("2026-11-26T00:00:00+01:00", now=NOW) == NOW.replace(hour=23)
+    assert schedule.check_cutover_at(None, now=NOW) is None and schedule.check_cutover_at("", now=NOW) is None
     # re-triggered after its time, a run started before continues to its cutover
-    assert events.check_cutover_at("2026-11-25T11:00:00Z", started=True, now=NOW) == NOW.replace(hour=11)
+    assert schedule.check_cutover_at("2026-11-25T11:00:00Z", started=True, now=NOW) == NOW.replace(hour=11)
     with pytest.raises(ConfigError, match="no time zone"):
-        events.check_cutover_at("2026-11-25T11:00:00", started=True, now=NOW)
+        schedule.check_cutover_at("2026-11-25T11:00:00", started=True, now=NOW)
 
 
 def test_check_params_refuses_a_past_cutover_only_for_a_new_run(tmp_path):

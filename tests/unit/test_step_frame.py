@@ -11,9 +11,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import ConfigError, GroupActive, KmigrateError, TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.connectors.migrate import rollback_states
-from kmigrate.run.cutover import events, window
+from kmigrate.run.cutover import window
 from kmigrate.run.cutover.quiesce import quiesce_began
-from kmigrate.run.report import timeline
+from kmigrate.run.records import events, timeline
 
 from kmigrate_airflow import frame
 from kmigrate_airflow.frame import RunFrame, no_retry

@@ -12,8 +12,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
+from kmigrate.kafka.topic_batches import create_topics, in_batches, too_large, topic_records
 from kmigrate.run.checks.rights import create_rights
-from kmigrate.run.targets.topic_io import create_all, create_topics, in_batches, too_large, topic_records
+from kmigrate.run.targets.topic_io import create_all
 
 TOO_LARGE = "Unable to perform excessively large batch operation."
 

@@ -1,1 +1,1 @@
-"""Before a run writes or stops anything: what it was asked (request, selection), whether it may (rights), what the clusters are (versions), and the preflight that asks them all."""
+"""What a run was asked (request, selection), which clusters it touches (identity), whether it may (rights) and what the clusters are (versions): checked before a run writes or stops anything, by the preflight and by the steps that need them."""

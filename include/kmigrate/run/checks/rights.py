@@ -15,7 +15,7 @@ from confluent_kafka.admin import NewTopic
 from kmigrate.claims import CLAIMS_TOPIC
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.run.targets.topic_io import create_topics
+from kmigrate.kafka.topic_batches import create_topics
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def claims_rights(target: ClusterAdmin) -> list[Missing]:
 
 def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]:
     """CREATE on each of `topics`, asked with validate-only CreateTopics (nothing is created), in
-    batches the controller takes (`topic_io.create_topics`: it counts a validation's records too)."""
+    batches the controller takes (`topic_batches.create_topics`: it counts a validation's records too)."""
     if not topics:
         return []
     outcome = create_topics(admin, [NewTopic(t, 1, -1) for t in sorted(topics)], validate_only=True)

@@ -21,7 +21,7 @@ from kmigrate.offsets import OffsetTranslator
 from kmigrate.run.connectors import old_connect
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.copying.plan import translator_for_run
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records.snapshot import read_snapshot
 
 STATES = ("RUNNING", "PAUSED", "STOPPED")
 

@@ -11,7 +11,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import PRESERVE, WorkUnit
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 
 def compacted_topics(cluster: ClusterConfig, topics: Iterable[str]) -> frozenset[str]:

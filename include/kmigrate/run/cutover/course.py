@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmigrate.manifest import Manifest, Part, new_attempt
-from kmigrate.run.report.timeline import iso
+from kmigrate.run.records.timeline import iso
 
 # the course's steps, in their order
 STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "migrate_acls",

@@ -14,7 +14,8 @@ from kmigrate.errors import GroupActive, GroupError, OffsetsNotApplied
 from kmigrate.kafka.admin import ClusterAdmin, Committed
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.copying.plan import translator_for_run
-from kmigrate.run.cutover.snapshot import group_offsets, read_snapshot
+from kmigrate.run.cutover.snapshot import group_offsets
+from kmigrate.run.records.snapshot import read_snapshot
 
 
 def check_groups_unchanged(manifest: Manifest, source: ClusterConfig) -> None:

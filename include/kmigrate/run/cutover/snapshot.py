@@ -19,6 +19,7 @@ from kmigrate.run.checks import versions
 from kmigrate.run.connectors.secrets import redacted
 from kmigrate.run.copying.plan import plan_from_topics, topics_partitions
 from kmigrate.run.checks.selection import select
+from kmigrate.run.records.snapshot import read_snapshot
 
 
 def snapshot_topics(admin: ClusterAdmin, topics: Sequence[str], live: bool = False) -> dict[str, Any]:
@@ -132,13 +133,6 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
     snapshot = manifest.get_or_create(Part.SNAPSHOT, take)
     topic_modes = modes(sorted(snapshot["topics"])) if callable(modes) else modes
     manifest.write_once(Part.PLAN, plan_from_topics(snapshot["topics"], topic_modes))
-    return snapshot
-
-
-def read_snapshot(manifest: Manifest) -> dict[str, Any]:
-    snapshot = manifest.read(Part.SNAPSHOT)
-    if snapshot is None:
-        raise ConfigError(f"the run manifest at {manifest.location} has no snapshot; run the snapshot step first")
     return snapshot
 
 

@@ -10,9 +10,9 @@ from kmigrate.config import ClusterConfig
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.connectors import migrate as connector_steps
-from kmigrate.run.cutover import events
 from kmigrate.run.cutover.groups import check_groups_unchanged
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records import events
+from kmigrate.run.records.snapshot import read_snapshot
 
 
 def begin_stop(manifest: Manifest, source_connect: ConnectClient | None, names: Sequence[str],

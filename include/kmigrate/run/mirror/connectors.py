@@ -27,7 +27,7 @@ from kmigrate.manifest import Manifest
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.cutover.snapshot import snapshot_connectors
 from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 CONNECTORS = "mirror-connectors"  # the last safe reading of the mirrored source's connectors
 Key = tuple[str, int]

@@ -25,10 +25,10 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.connectors.migrate import place_stopped
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import capped, kept, on_dr
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 CUT = "drill/mirror-cut"  # the cut reached on the DR cluster: when, the mirror's lag at the cut, the groups
 Key = tuple[str, int]

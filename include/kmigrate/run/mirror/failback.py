@@ -31,7 +31,7 @@ from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
 from kmigrate.run.mirror.loop import read_spec
 from kmigrate.run.mirror.promote import lost_records
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import created_topics
 
 DISCARDED = "failback/discarded"

@@ -39,7 +39,7 @@ from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.connectors import ConnectorWatch
 from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
 from kmigrate.run.mirror.status import both_ends
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]

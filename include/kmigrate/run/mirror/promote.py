@@ -38,7 +38,7 @@ from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
 from kmigrate.run.mirror.loop import STOP, read_spec
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 PROMOTED = Part.PROMOTED
 UNPLANNED = "unplanned failover"  # why the mirror is asked to stop (its STOP part)

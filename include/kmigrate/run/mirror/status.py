@@ -19,7 +19,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.manifest import Manifest
-from kmigrate.run.report import timeline
+from kmigrate.run.records import timeline
 
 PART = "mirror-status"
 # what the mirror's copy holds of a Spark Connect server (replaced each term): its address

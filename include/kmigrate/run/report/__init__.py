@@ -1,1 +1,1 @@
-"""What a run reports: the report written next to its manifest, the timeline of its steps and the cutover window, a DR drill's RPO and RTO."""
+"""What a run reports: the report written next to its manifest (its steps and the cutover window read from the timeline), a DR drill's RPO and RTO."""

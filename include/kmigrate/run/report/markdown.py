@@ -6,10 +6,10 @@ from typing import Any
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import course, events
-from kmigrate.run.report import timeline
+from kmigrate.run.cutover import course
+from kmigrate.run.records import events, timeline
 from kmigrate.run.checks import versions
-from kmigrate.run.cutover.events import downtime_s
+from kmigrate.run.records.events import downtime_s
 from kmigrate.run.targets import acls
 from kmigrate.run.targets.prepare import topic_changes
 

@@ -33,7 +33,7 @@ from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.rights import cluster_operations, operation_names
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records.snapshot import read_snapshot
 
 SCOPES = ("off", "resources", "principals")
 DEFAULT_SCOPE = "principals"

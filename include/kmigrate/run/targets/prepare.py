@@ -16,9 +16,9 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import config_versions
-from kmigrate.run.cutover.events import finished
+from kmigrate.run.records.events import finished
 from kmigrate.run.checks.rights import check_created
-from kmigrate.run.cutover.snapshot import read_snapshot
+from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.targets.topic_io import TopicFacts, create_all, facts_of, read_facts, wait_for_leaders
 
 log = logging.getLogger(__name__)

@@ -1,21 +1,21 @@
 """What preparing target topics reads of both clusters and creates on the target, for many topics
 at once (docs/DESIGN.md §7): one metadata request and two DescribeConfigs a cluster, and CreateTopics
-in batches the KRaft controller takes (`create_topics`: at most MAX_RECORDS_PER_REQUEST records a
-request), sent at once, whatever the number of topics. `kmigrate.run.targets.prepare` decides what to
-do with them."""
+in batches the KRaft controller takes (`kmigrate.kafka.topic_batches`: at most MAX_RECORDS_PER_REQUEST
+records a request), sent at once, whatever the number of topics. `kmigrate.run.targets.prepare`
+decides what to do with them."""
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Collection, Mapping, Sequence
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewTopic
 
 from kmigrate.errors import ClusterUnavailable, KmigrateError
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
+from kmigrate.kafka.topic_batches import create_topics, topic_records
 
 log = logging.getLogger(__name__)
 
@@ -25,63 +25,6 @@ log = logging.getLogger(__name__)
 # 2.4 ms a partition idle (a second request's topics led 9.5 s after a first one's 4,000 partitions),
 # 5 ms while other suites ran; twice that here. A bound, not a cost: the wait ends once they are led.
 LOG_CREATION_S = 0.01
-
-
-T = TypeVar("T")
-
-
-def topic_records(new: NewTopic) -> int:
-    """The controller records creating `new` writes: its topic, its configs and its partitions (the
-    broker's default count, -1, counted as one)."""
-    return 1 + max(new.num_partitions, 1) + len(new.config or {})
-
-
-def in_batches(items: Iterable[T], size: Callable[[T], int], limit: int = MAX_RECORDS_PER_REQUEST) -> list[list[T]]:
-    """`items` in their order, cut into batches whose `size`s add up to at most `limit`; an item larger
-    than `limit` is alone in its batch (the broker refuses it, and its error names it)."""
-    out: list[list[T]] = []
-    total = 0
-    for item in items:
-        n = size(item)
-        if not out or total + n > limit:
-            out.append([])
-            total = 0
-        out[-1].append(item)
-        total += n
-    return out
-
-
-def too_large(error: KafkaError) -> bool:
-    """Whether the controller refused the request for the records it would write (its two messages)."""
-    return error.code() == KafkaError.POLICY_VIOLATION and "excessively large" in error.str().lower()
-
-
-def create_topics(admin: ClusterAdmin, new_topics: Sequence[NewTopic], *, validate_only: bool = False,
-                  limit: int = MAX_RECORDS_PER_REQUEST) -> dict[str, KafkaException | None]:
-    """CreateTopics for `new_topics` in batches of whole topics of at most `limit` records each
-    (`topic_records`), the batches sent at once and then waited for. A batch refused for its size all
-    the same (`too_large`) is halved and each half sent again, never the whole batch. Returns each
-    topic's outcome: None (created; with `validate_only`, valid) or its failure."""
-    outcome: dict[str, KafkaException | None] = {}
-    pending = in_batches(new_topics, topic_records, limit)
-    while pending:
-        sent = [(batch, admin.client.create_topics(batch, validate_only=validate_only,
-                                                   operation_timeout=admin.timeout_s, request_timeout=admin.timeout_s))
-                for batch in pending]
-        pending = []
-        for batch, futures in sent:
-            for new in batch:
-                try:
-                    futures[new.topic].result(timeout=admin.timeout_s)
-                    outcome[new.topic] = None
-                except KafkaException as exc:
-                    outcome[new.topic] = exc
-            refused = any((exc := outcome[new.topic]) is not None and too_large(exc.args[0]) for new in batch)
-            if refused and len(batch) > 1:
-                log.info("%s: CreateTopics of %d topics (%d records) refused for its size; sent again in halves",
-                         admin.cluster.name, len(batch), sum(topic_records(new) for new in batch))
-                pending += [batch[:len(batch) // 2], batch[len(batch) // 2:]]
-    return outcome
 
 
 @dataclasses.dataclass(frozen=True)

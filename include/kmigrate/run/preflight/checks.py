@@ -11,7 +11,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.targets import acls, config_versions
-from kmigrate.run.cutover import events
+from kmigrate.run.cutover import schedule
 from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions
@@ -25,7 +25,7 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
                  now: datetime.datetime | None = None) -> datetime.datetime | None:
     """The params' own checks, read-only, before any cluster is asked: `connector_overrides` (an
     object per selected connector of flat values, `connectors.check_overrides`), `cutover_at` (a
-    date-time with its zone, `events.check_cutover_at`), the run name not used before with other
+    date-time with its zone, `schedule.check_cutover_at`), the run name not used before with other
     params (`request.check_request`); a new run's cutover_at must lie ahead (a run started before
     and re-triggered after its time continues to its cutover). The selections' patterns are
     checked by `check_run`. Returns the cutover time (None: none set). A DAG without one of these
@@ -36,9 +36,9 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
     if "interval_s" in params:  # the mirror DAG: its timings, the follower's stale_after_s against its interval
         timings.check_timings(params["interval_s"], params.get("refresh_s", 10.0),
                               stale_after_s=params.get("stale_after_s"))
-    events.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
+    schedule.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
     started = check_request(manifest, params)
-    return events.check_cutover_at(params.get("cutover_at"), started=started, now=now)
+    return schedule.check_cutover_at(params.get("cutover_at"), started=started, now=now)
 
 
 def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:

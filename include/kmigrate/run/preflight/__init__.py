@@ -1,0 +1,1 @@
+"""The preflight: the read-only checks of every other subpackage asked before a run writes or stops anything (its params, its clusters, connectors, target topics and ACLs, a mirror's timings), and the plan a dry run shows."""
