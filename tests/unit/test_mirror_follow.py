@@ -130,6 +130,18 @@ def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypa
     assert len(verified) >= 30, len(verified)
 
 
+def test_a_task_reports_every_interval_while_a_long_verification_round_goes_on(monkeypatch):
+    # 100 partitions to verify at 50 ms each: a round of 5 s, where a report is asked every 0.3 s
+    followed = {("t", p): follow._Followed(WorkUnit("t", p, 0), 10) for p in range(100)}
+    reports = []
+    monkeypatch.setattr(follow, "reporter", lambda *args: lambda: reports.append(time.monotonic()))
+    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {})
+    monkeypatch.setattr(follow, "_verify", lambda s, t, fs: time.sleep(0.05))
+    term = follow.Term(1, "r", seconds=1.6, poll_s=0.01, verify_every_s=0.3)
+    follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, None)
+    assert len(reports) >= 4, reports  # once as the round began, before: the status's rows stood still
+
+
 def _fetched(*shapes: tuple[int, int, int], stable: int, high: int | None = None, log_start: int = 0):
     """A Fetch answer of batches (base offset, records, attributes)."""
     blob = b"".join(as_fetched(fastfill.filler_batch(n), base, attrs, 42) for base, n, attrs in shapes)

@@ -188,6 +188,7 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     verifier = ThreadPoolExecutor(1, "mirror-verify")
     verifying: Future[None] | None = None
     spacing = verify_next = 0.0
+    report_at = verify_at  # a report at least every verify_every_s
     report = reporter(term.state_location, term.run_id, term.number, followed)
     done = threading.Event()
 
@@ -212,12 +213,14 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
             if verifying is not None and verifying.done():
                 verifying, _ = None, verifying.result()
                 if not due:  # a round of verification done: reported at once
-                    report()
+                    report_at = _reported(report, term)
             if not due and time.monotonic() >= verify_at:
-                report()  # also when nothing was verified (an error, say)
+                report_at = _reported(report, term)  # also when nothing was verified (an error, say)
                 due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
                 verify_at = time.monotonic() + term.verify_every_s
                 spacing = term.verify_every_s / 2 / max(1, len(due))  # the round spread over half the interval
+            elif time.monotonic() >= report_at:  # a round of thousands of partitions lasts longer than the interval
+                report_at = _reported(report, term)
             # one partition at a time, beside the copies: one not being copied, or followed in step (what it
             # writes lies past the end verified); paced, as a round's reads at once slowed both clusters
             if due and verifying is None and time.monotonic() >= verify_next:
@@ -249,6 +252,12 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
         # (an unplanned failover waits for the term to end); its partition is verified in the next term
         verifier.shutdown(wait=False, cancel_futures=True)
         wait_all(running.values())
+
+
+def _reported(report: Callable[[], None], term: Term) -> float:
+    """`report()` made; when the next is due at the latest."""
+    report()
+    return time.monotonic() + (term.verify_every_s or float("inf"))
 
 
 def in_step(f: _Followed) -> bool:
