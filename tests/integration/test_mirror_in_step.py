@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -91,6 +92,54 @@ def test_idle_partitions_wait_in_step_from_their_first_copy_of_a_term(stack, uni
     for partition in (0, 1):
         assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
     assert sum(in_step) == 20, in_step  # none of the 20 copied: each partition was waiting in step
+
+
+def test_quiet_partitions_wait_apart_from_the_busy_ones_and_come_back_when_written(stack, unique_name, tmp_path,
+                                                                                 monkeypatch):
+    """A partition that wrote nothing for QUIET_AFTER_S moves to its leader's quiet thread, whose Fetches
+    wait QUIET_WAIT_MS; the busy partition's Fetches then name it alone; a record written to the quiet
+    one comes at once and brings it back; every record lands in step at its offset."""
+    monkeypatch.setattr(stream, "QUIET_AFTER_S", 1.0)
+    topic = f"{unique_name}.quiet"
+    create_topic(stack.source, topic, 2)
+    sent: list[tuple[int, frozenset]] = []
+    real = multi.FetchSession.send
+
+    def send(session, conn, positions, **kw):  # noqa: ANN001, ANN003 - what each Fetch in step waits for, and names
+        sent.append((kw.get("max_wait_ms"), frozenset(p for t, p in positions if t == topic)))
+        return real(session, conn, positions, **kw)
+
+    monkeypatch.setattr(multi.FetchSession, "send", send)
+    manifest = Manifest(str(tmp_path / "state"), "quiet")
+    in_step: list[int] = []
+
+    def follow(units, extras, term):  # noqa: ANN001
+        rows = follow_here((stack.source, stack.target), units, extras, term)
+        in_step.extend(row["in_step"] for row in rows)
+        return rows
+
+    producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=60.0)
+    with _mirrored(stack, manifest, spec, follow):
+        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
+        wait_until(lambda: (stream.QUIET_WAIT_MS, frozenset({0, 1})) in sent, "both partitions waiting quietly", 60)
+        busy_from = len(sent)
+        for i in range(40):  # partition 0 busy for 2 s, 1 quiet
+            producer.produce(topic, value=f"busy {i}".encode(), partition=0)
+            assert producer.flush(10) == 0
+            time.sleep(0.05)  # the writes' pace, not a wait for the mirror
+        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=60)
+        # the first record came on the quiet thread (what it brought written there), then partition 0 moved
+        busy = [names for wait, names in sent[busy_from:] if wait != stream.QUIET_WAIT_MS and names]
+        assert {0} in busy and len(busy) >= 20, busy
+        assert all(names == {0} for names in busy[busy.index({0}):]), busy  # the quiet partition not read with it
+        assert (stream.QUIET_WAIT_MS, frozenset({1})) in sent[busy_from:]
+        producer.produce(topic, value=b"after the quiet spell", partition=1)
+        assert producer.flush(10) == 0
+        wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=60)
+    for partition in (0, 1):
+        assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
+    assert sum(in_step) == 41, in_step
 
 
 @contextlib.contextmanager

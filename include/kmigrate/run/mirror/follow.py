@@ -99,6 +99,7 @@ class _Followed:
     source_start: int | None = None  # the source's log start its last copy aligned the DR log start to
     batch_limit: int | None = None  # the DR topic's max.message.bytes as its last copy read it
     joined: int = 0  # of the batches written in step, those joined into a larger one (`merge.join`)
+    wrote_at: float = 0.0  # when a copy or a write in step last wrote records (monotonic; `stream.quiet`)
 
     def row(self) -> dict[str, Any]:
         return {"ok": self.error is None, "topic": self.unit.topic, "partition": self.unit.partition,
@@ -308,6 +309,8 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
     f.error, f.failures = None, 0
     f.records += result.records
     f.copies += 1
+    if result.records:
+        f.wrote_at = time.monotonic()
     return result.records
 
 

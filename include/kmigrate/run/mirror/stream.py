@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -45,6 +46,13 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 WAIT_MS = 100            # a Fetch waits this long at most for a record on any of its partitions
+# a partition that wrote nothing for QUIET_AFTER_S goes to its source leader's quiet thread, whose Fetches
+# wait QUIET_WAIT_MS (a broker answers at once when a record comes, so a quiet partition waits no
+# longer for it): a Fetch costs the broker a read of every partition of its session, and the busy
+# partitions' Fetches, many a second, then read those few only, not the thousands idle beside them;
+# the first records a quiet partition writes bring it back to the busy thread
+QUIET_AFTER_S = 10.0
+QUIET_WAIT_MS = 500
 # after an answer that brought records, the next Fetch waits up to LINGER_MS for LINGER_BYTES: a busy
 # source's records in fewer, larger turns (each turn's writes cost the DR broker a Produce request)
 LINGER_MS = 10
@@ -73,17 +81,21 @@ class _Streamed:
     records: int = 0
 
 
+Thread = tuple[tuple[str, int], bool]  # a source leader, quiet or not
+
+
 class Streams:
     """The task's partitions in step with the source: a source leader's partitions have a thread,
-    which sends the next Fetch before it writes what the last one brought. `follow` hands a partition
+    which sends the next Fetch before it writes what the last one brought, and its quiet partitions
+    another (`QUIET_AFTER_S`). `follow` hands a partition
     over (a future resolved with the records written once it is handed back, after its last write),
     `close` hands every partition back and ends the threads."""
 
     def __init__(self, source: ClusterConfig, target: ClusterConfig, guard: Callable[[], None]) -> None:
         self.source, self.target, self.guard = source, target, guard
         self._lock = threading.Lock()
-        self._leaders: dict[tuple[str, int], dict[Key, _Streamed]] = {}
-        self._threads: dict[tuple[str, int], threading.Thread] = {}
+        self._leaders: dict[Thread, dict[Key, _Streamed]] = {}
+        self._threads: dict[Thread, threading.Thread] = {}
         self._closed = False
 
     def follow(self, f: Any, lease: PartitionLease) -> Future[int]:
@@ -103,10 +115,11 @@ class Streams:
             if self._closed:
                 done.set_result(0)
                 return done
-            self._leaders.setdefault(source_leader, {})[key] = _Streamed(f, lease, done, target_leader, f.committed)
-            if source_leader not in self._threads:
-                thread = threading.Thread(target=self._run, args=(source_leader,), name="mirror-stream", daemon=True)
-                self._threads[source_leader] = thread
+            where = (source_leader, quiet(f))
+            self._leaders.setdefault(where, {})[key] = _Streamed(f, lease, done, target_leader, f.committed)
+            if where not in self._threads:
+                thread = threading.Thread(target=self._run, args=(where,), name="mirror-stream", daemon=True)
+                self._threads[where] = thread
                 thread.start()
         return done
 
@@ -117,12 +130,13 @@ class Streams:
         for thread in threads:
             thread.join()
 
-    def _run(self, address: tuple[str, int]) -> None:
-        """The partitions on `address` in step: the next Fetch is sent before what the last one
+    def _run(self, where: Thread) -> None:
+        """The partitions on a source leader in step, quiet or not (`where`): the next Fetch is sent before what the last one
         brought is written, and the writes' answers are read when they are there, so that fetches
         and writes wait on the brokers meanwhile; a partition leaving is handed back once its
         writes are answered. One thread does it all (two threads handing answers over spent their
         time waiting for each other's GIL)."""
+        address, quietly = where
         leaving: list[_Streamed] = []
         writer = _Writer(self.target, self.guard)
         broke = None
@@ -131,23 +145,23 @@ class Streams:
                 held: dict[Key, tuple[_Streamed, WholePartition]] = {}  # fetched, not sent yet
                 session = multi.FetchSession()
                 while True:
-                    asked, leaving = self._asked(address)
+                    asked, leaving = self._asked(where)
                     writer.take_answered()
                     if asked:  # while anything is held, the Fetch comes back soon: an answer may free its leader
                         session.send(conn, {k: s.next for k, s in asked.items()}, partition_max_bytes=PARTITION_BYTES,
-                                     max_bytes=FETCH_BYTES, **fetch_waits(bool(held)))
+                                     max_bytes=FETCH_BYTES, **fetch_waits(bool(held), quietly))
                     for s in leaving:  # what a partition leaving held is not written: the copy reads it again
                         held.pop((s.f.unit.topic, s.f.unit.partition), None)
                     held = writer.send(held, WRITES_IN_FLIGHT)
                     if leaving or not asked or _bytes(held) > HELD_BYTES:
                         writer.settle(0)
                     for s in leaving:
-                        _hand_back(s)
+                        _hand_back(s, moved=not s.failed and not self._closed)
                     leaving = []
                     if not asked:
                         session.close(conn)
                         return
-                    self._take(address, asked, session.receive(conn), writer, held)
+                    self._take(where, asked, session.receive(conn), writer, held)
         except Exception as exc:  # noqa: BLE001 - a broken connection, a broker away: the copies take over
             log.info("mirror: following the partitions on %s:%d in step stopped (%s: %s)", *address,
                      type(exc).__name__, exc)
@@ -156,26 +170,27 @@ class Streams:
         finally:
             writer.abandon()  # writes not answered: their partitions' DR ends are checked by the next copies
             with self._lock:  # unless _asked found none left (another thread may follow this leader since)
-                mine = self._threads.get(address) is threading.current_thread()
-                streamed = self._leaders.pop(address, {}) if mine else {}
+                mine = self._threads.get(where) is threading.current_thread()
+                streamed = self._leaders.pop(where, {}) if mine else {}
                 if mine:
-                    self._threads.pop(address)
+                    self._threads.pop(where)
             for s in [*leaving, *streamed.values()]:  # what was not written is copied
                 _hand_back(s, broke)
 
-    def _asked(self, address: tuple[str, int]) -> tuple[dict[Key, _Streamed], list[_Streamed]]:
-        """The partitions on `address` the next Fetch asks for (none: the thread ends, and no
-        other thread follows this leader until `follow` starts one), and those leaving (the term
-        ending, a write failed)."""
+    def _asked(self, where: Thread) -> tuple[dict[Key, _Streamed], list[_Streamed]]:
+        """The partitions of the thread (`where`) the next Fetch asks for (none: the thread ends, and no
+        other thread follows them until `follow` starts one), and those leaving (the term ending, a
+        write failed, or quiet where the thread is not, or the other way round: they move)."""
         with self._lock:
-            streamed = self._leaders.get(address, {})
-            leaving = [streamed.pop(k) for k, s in list(streamed.items()) if self._closed or s.failed]
+            streamed = self._leaders.get(where, {})
+            leaving = [streamed.pop(k) for k, s in list(streamed.items())
+                       if self._closed or s.failed or quiet(s.f) != where[1]]
             if not streamed:
-                self._leaders.pop(address, None)
-                self._threads.pop(address, None)
+                self._leaders.pop(where, None)
+                self._threads.pop(where, None)
             return dict(streamed), leaving
 
-    def _take(self, address: tuple[str, int], asked: dict[Key, _Streamed], fetched: dict, writer: _Writer,
+    def _take(self, where: Thread, asked: dict[Key, _Streamed], fetched: dict, writer: _Writer,
               held: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
         """What a Fetch brought that goes whole added to what each partition holds, its position moved
         past it; a partition whose answer does not qualify is handed back once the writes sent are
@@ -190,7 +205,7 @@ class Streams:
                 if answer.error in wire.TRANSIENT:
                     leaders.forget(self.source, [key])
                 with self._lock:
-                    self._leaders.get(address, {}).pop(key, None)
+                    self._leaders.get(where, {}).pop(key, None)
                 held.pop(key, None)
                 writer.settle(0)
                 _hand_back(s)
@@ -320,6 +335,7 @@ class _Writer:
                 continue
             records = sum(b.records for b in part.batches)
             s.f.own_end = s.f.committed = part.end
+            s.f.wrote_at = time.monotonic()
             s.f.records += records
             s.f.in_step += records
             s.f.copies += 1
@@ -339,24 +355,32 @@ class _Writer:
         s.failed = True
 
 
-def fetch_waits(holding: bool) -> dict[str, int]:
+def fetch_waits(holding: bool, quietly: bool = False) -> dict[str, int]:
     """How long the next Fetch in step waits, and for how many bytes: while the thread is `holding`
     batches (those the last answer brought, or those waiting for their leader's answer), LINGER_MS
     for LINGER_BYTES (a busy source's records in fewer, larger turns, and the thread back soon to
-    send what waits); else WAIT_MS for the first record."""
+    send what waits); else WAIT_MS for the first record, QUIET_WAIT_MS on a quiet thread."""
     if holding and LINGER_MS > 0:
         return {"max_wait_ms": LINGER_MS, "min_bytes": LINGER_BYTES}
-    return {"max_wait_ms": WAIT_MS, "min_bytes": 1}
+    return {"max_wait_ms": QUIET_WAIT_MS if quietly else WAIT_MS, "min_bytes": 1}
+
+
+def quiet(f: Any) -> bool:
+    """Whether a partition in step is quiet: it wrote no record for QUIET_AFTER_S."""
+    return time.monotonic() - f.wrote_at >= QUIET_AFTER_S
 
 
 def _bytes(writes: dict[Key, tuple[_Streamed, WholePartition]]) -> int:
     return sum(len(batch.data) for _, part in writes.values() for batch in part.batches)
 
 
-def _hand_back(s: _Streamed, broke: str | None = None) -> None:
+def _hand_back(s: _Streamed, broke: str | None = None, moved: bool = False) -> None:
     """`broke`: why a connection broke; the partition's error until its ends are read again, which
-    first checks that both clusters listen (a source gone is known at once: follow._behind)."""
-    s.f.whole_only = False  # the next copy of the partition decides whether it is followed in step again
+    first checks that both clusters listen (a source gone is known at once: follow._behind).
+    `moved`: handed back to be followed in step again at once, by its leader's other thread, every
+    write sent for it answered (it became quiet, or wrote after a quiet spell)."""
+    if not moved:
+        s.f.whole_only = False  # the next copy of the partition decides whether it is followed in step again
     if broke:
         s.f.error = broke
     if not s.done.done():
