@@ -16,11 +16,11 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.cutover import events
 from kmigrate.run.mirror.failover import with_mirror_selection
 from kmigrate.run.report import timeline
-from kmigrate.run.targets.acls import DEFAULT_SCOPE
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
@@ -28,44 +28,43 @@ log = logging.getLogger(__name__)
 
 
 class RunFrame:
-    """The run a task works on, from its params: its name (`run_name`, else the Airflow run id), its
-    manifest, the two Kafka clusters and the two Connect clients (resolved from their Airflow
-    connections when first used, once), and the selection. The rollback DAG's tasks give no run id:
-    their `run_name` names the migration run they roll back."""
+    """The run a task works on, from its params read once (`RunRequest.from_params`: its name is
+    `run_name`, else the Airflow run id), its manifest, the two Kafka clusters and the two Connect
+    clients (resolved from their Airflow connections when first used, once), and the selection. The
+    rollback DAG's tasks give no run id: their `run_name` names the migration run they roll back.
+    Params that break a rule fail the task without retry."""
 
     def __init__(self, params: dict[str, Any], run_id: str | None = None) -> None:
-        if params.get("mirror_run"):  # a drill of a running mirror: the mirror's selection
-            with no_retry():
-                params = with_mirror_selection(params, Manifest(params["state_location"], params["mirror_run"]))
-        self.params = params
-        self.name: str = params.get("run_name") or run_id
+        with no_retry():
+            request = RunRequest.from_params(params, run_id)
+            if request.mirror_run:  # a drill of a running mirror: the mirror's selection
+                mirror = Manifest(request.state_location, request.mirror_run)
+                request = RunRequest.from_params(with_mirror_selection(params, mirror), run_id)
+        self.request = request
+        self.params = request.params  # as given: what the run records of its request
+        self.name: str = request.name
 
     @cached_property
     def manifest(self) -> Manifest:
-        return Manifest(self.params["state_location"], self.name)
+        return Manifest(self.request.state_location, self.name)
 
     @cached_property
     def source(self) -> ClusterConfig:
-        return kafka_cluster(self.params["source_kafka_conn_id"], "source")
+        return kafka_cluster(self.request.source_kafka_conn_id, "source")
 
     @cached_property
     def target(self) -> ClusterConfig:
-        return kafka_cluster(self.params["target_kafka_conn_id"], "target")
+        return kafka_cluster(self.request.target_kafka_conn_id, "target")
 
     @cached_property
     def selection(self) -> Selection:
-        # the DR drill has no connectors and no translate mode: its params leave them out; the
-        # optional params are null when the trigger form leaves them empty
-        p = self.params
-        return Selection(p["topics_include"], p.get("topics_exclude") or "", p.get("groups") or "",
-                         tuple(p.get("connectors") or ()), p.get("translate_topics") or "",
-                         p.get("acls") or DEFAULT_SCOPE)
+        return self.request.selection
 
     @cached_property
     def connect(self) -> tuple[ConnectClient | None, ConnectClient | None]:
         """(source, target) Connect clients, both built at once; (None, None) when the run selects
         no connector (the DR drill has no Connect connections at all)."""
-        if not self.params.get("connectors"):
+        if not self.request.connectors:
             return None, None
         return self.connect_client("source"), self.connect_client("target")
 
@@ -80,7 +79,8 @@ class RunFrame:
     def connect_client(self, side: str) -> ConnectClient:
         """The `side` ("source" or "target") Connect cluster's client, whether or not connectors are
         selected (a rollback's empty selection means all of the run's connectors)."""
-        return connect_client(self.params[f"{side}_connect_conn_id"])
+        request = self.request
+        return connect_client(request.source_connect_conn_id if side == "source" else request.target_connect_conn_id)
 
     def finished(self, left: str) -> bool:
         """Whether the run has resumed on the target already (`events.finished`): then the step
