@@ -13,6 +13,13 @@ import os
 from kmigrate_spark.conf import REMOTE_ENV
 
 
+def job_command(state_location: str, run_id: str, tasks_at_once: int | str, *more: str) -> list[str]:
+    """The arguments a job of every kind is launched with (those `job_arguments` parses): where the
+    run manifest is, which run, the Spark tasks it runs at once (0: the task slots), then `more` of
+    its kind. The values may be Airflow templates, rendered when the task runs."""
+    return ["--state-location", state_location, "--run-id", run_id, "--parallelism", str(tasks_at_once), *more]
+
+
 def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:
     """The arguments every job takes: where the run manifest is, which run, the clients, parallelism.
     `doc` (the script's docstring) is the help's description; `action` says what the partitions are

@@ -29,10 +29,11 @@ from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
 from kmigrate.run.report import timeline
 from kmigrate.run.targets import prepare as targets
 from kmigrate_spark.conf import shown_remote
+from kmigrate_spark.job_args import copy_arguments, job_command
 
 from kmigrate_airflow import steps
 from kmigrate_airflow.frame import RunFrame, no_retry
-from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
+from kmigrate_airflow.hooks import spark_connect_url
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, check_exit, launch
 from kmigrate_airflow.operators import COPY_POOL
 
@@ -57,7 +58,7 @@ def cutover_run(run: RunFrame, after_snapshot: Sequence[course.Step] = (),
     """The window's course for `run`, with `after_snapshot` between the snapshot and the copy (a
     failover's stop of the mirror); the outcomes of `outcome_steps`."""
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
-    remote = spark_connect_url(run.params.get(SPARK_CONNECT_PARAM) or "")
+    remote = spark_connect_url(run.request.spark.connect_conn_id)
     with connect_mode_contained():
         warm = warm_up(run, remote) if remote else None
         try:
@@ -113,9 +114,10 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     when it never ran): success when the step is done, failed when it failed (its errors in the
     log), skipped when the course did not reach it."""
     get_current_context()["step_name"] = step  # the map index shown in the grid
-    if (params or {}).get("unplanned"):
+    run = RunFrame(params, run_id)
+    if run.request.unplanned:
         raise AirflowSkipException(f"{step}: an unplanned failover has no cutover window (the source is gone)")
-    row = next(r for r in course.outcomes(RunFrame(params, run_id).manifest, course.FAILOVER_STEPS) if r["step"] == step)
+    row = next(r for r in course.outcomes(run.manifest, course.FAILOVER_STEPS) if r["step"] == step)
     for error in row["errors"]:
         log.info("%s failed once: %s", step, error)
     if row["state"] == course.FAILED:
@@ -133,7 +135,6 @@ def stop(run: RunFrame, handed: dict[str, Any]) -> None:
     (`window.begin_stop`). The quiesce begins at once, while they stop, and passes no earlier than
     their stop (`handed["check"]`); the selected topics and the client it samples with are ready
     before the window opens."""
-    params = run.params
     if run.finished("the source connectors are left as they are"):
         return
     handed["topics"] = topics = selected_topics(run.source, run.selection)
@@ -141,8 +142,8 @@ def stop(run: RunFrame, handed: dict[str, Any]) -> None:
         targets.check_target_topics(run.manifest, run.source, run.target, topics)
     with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
         admin.check_reachable()
-    names = params.get("connectors") or ()
-    handed["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=params["quiesce_seconds"])
+    names = run.selection.connectors
+    handed["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=run.request.quiesce_seconds)
     if run.source_connect is not None and names:
         log.info("asking the source Connect cluster to stop %s", ", ".join(names))
 
@@ -153,11 +154,11 @@ def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: li
     (those whose offsets stand still are waited for up to member_session_timeout_s), and the
     connectors stopped with no task left. A transaction still open or a group still consuming fails
     the task, naming it (no retry: its producer or consumers must be stopped first)."""
-    params = run.params
+    request = run.request
     if run.finished("its source may be in use again, so it is not sampled"):
         return
     began = time.time()
-    names = params.get("connectors") or ()
+    names = run.selection.connectors
     stopped = stopped or window.stopping(run.manifest, run.source_connect, names)  # a retry's: asked before
     stop_began = run.manifest.read(Part.event(events.STOPPED))["at"]
 
@@ -171,11 +172,11 @@ def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: li
 
     topics = topics if topics is not None else selected_topics(run.source, run.selection)
     with no_retry(GroupActive, TransactionOpen):
-        quiet = quiesce_poke(run.manifest, run.source, topics, params["quiesce_seconds"], params.get("groups") or "",
+        quiet = quiesce_poke(run.manifest, run.source, topics, request.quiesce_seconds, run.selection.groups,
                              budget_s=QUIESCE_BUDGET_S, ready=connectors_stopped,
-                             member_timeout_s=params.get("member_session_timeout_s", 45))
+                             member_timeout_s=request.member_session_timeout_s)
     if not quiet:
-        raise RuntimeError(f"the source's end offsets did not stand still for {params['quiesce_seconds']}s within "
+        raise RuntimeError(f"the source's end offsets did not stand still for {request.quiesce_seconds}s within "
                            f"{QUIESCE_BUDGET_S:.0f}s: a producer outside Connect still writes to the selected topics; "
                            "stop it (the retry quiesces again) or run the rollback DAG")
     run.record("quiesce", quiesce_began(run.manifest, began))
@@ -210,9 +211,8 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
     """The window's Spark job (window_copy: copy, then verify in the same session). On the Spark
     Connect connection's server it runs in this task's process, a client of the server warmed up
     during the quiesce (`warm_up`); else spark-submit starts it as the Spark tasks' jobs are."""
-    p = run.params
-    job_args = ["--state-location", p["state_location"], "--run-id", run.name, "--parallelism",
-                str(p["spark_parallelism"])]
+    request = run.request
+    job_args = job_command(request.state_location, run.name, request.spark.tasks_at_once)
     began = time.time()
     if remote:
         try:
@@ -220,15 +220,14 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
         except concurrent.futures.TimeoutError:
             session = None
         from kmigrate_spark.copy_job import window_copy
-        from kmigrate_spark.job_args import copy_arguments
 
         log.info("running window_copy in this task as a client of the Spark Connect server %s", shown_remote(remote))
         code = window_copy(copy_arguments(None).parse_args([*job_args, "--remote", remote]), (run.source, run.target),
                            session)
         check_exit("window_copy", code, shown_remote(remote))
     else:
-        launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, p["source_kafka_conn_id"],
-                        p["target_kafka_conn_id"], "", conf=dict(JOB_CONF)), log)
+        launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, request.source_kafka_conn_id,
+                        request.target_kafka_conn_id, "", conf=dict(JOB_CONF)), log)
     returned = time.time()
     # the job's start up to its copy, and its exit after its verification (a whole Spark
     # application under spark-submit): in the window's table as rows of their own

@@ -17,6 +17,7 @@ from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.cutover.events import STOPPED, cutover_time
 from kmigrate.run.report import timeline
+from kmigrate_spark.job_args import job_command
 
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, launch, stop_client
 
@@ -148,8 +149,7 @@ def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> Kmigr
         conn_id="spark_default",
         source_conn_id="{{ params.source_kafka_conn_id }}",
         target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
-                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        application_args=job_command("{{ params.state_location }}", RUN, "{{ params.spark_parallelism }}", *extra),
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}",
         conf=dict(JOB_CONF),
         pool=COPY_POOL,
@@ -175,8 +175,7 @@ def cutover_sensor(task_id: str, script: str, *extra: str) -> KmigrateCutoverSen
     return KmigrateCutoverSensor(
         task_id=task_id, application=str(SPARK_JOBS / script), cutover_at="{{ params.cutover_at or '' }}", catch_up="{{ params.pre_copy }}",
         state_location="{{ params.state_location }}", run_name=RUN,
-        job_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
-                  "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        job_args=job_command("{{ params.state_location }}", RUN, "{{ params.spark_parallelism }}", *extra),
         source_conn_id="{{ params.source_kafka_conn_id }}", target_conn_id="{{ params.target_kafka_conn_id }}",
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}", poke_interval=poke_interval,
         timeout=datetime.timedelta(days=31).total_seconds(), pool=COPY_POOL, trigger_rule="none_failed",

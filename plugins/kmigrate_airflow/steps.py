@@ -48,12 +48,12 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
 
 def check_before(run: RunFrame) -> dict[str, Any]:
     """The preflight's checks of `run` (its params as the frame has them); the plan."""
-    params = run.params
+    request = run.request
     with no_retry():
-        cutover = check_params(params, run.manifest)
+        cutover = check_params(run.params, run.manifest)
     if cutover is not None:
         log.info("cutover at %s (UTC %s)", cutover.isoformat(), cutover.astimezone(datetime.timezone.utc).isoformat())
-    spark_connect = params.get(SPARK_CONNECT_PARAM)
+    spark_connect = request.spark.connect_conn_id
     remote = spark_connect_url(spark_connect)  # ConfigError: a connection of another type
     if remote:
         check_connect_server(remote, option=f"host and port in the Airflow connection {spark_connect!r} (or empty "
@@ -66,16 +66,16 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
         identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
-                             reversing=bool(params.get("failback_of")))
-        if params.get("failback_of"):
-            plan["failback"] = plan_failback(Manifest(params["state_location"], params["failback_of"]),
+                             reversing=bool(request.failback_of))
+        if request.failback_of:
+            plan["failback"] = plan_failback(Manifest(request.state_location, request.failback_of),
                                              plan["identity"], run.target, run.selection.topics_include,
                                              run.selection.topics_exclude)
-            log.info("failback of run %s: deletes on the original %s, stops there %s", params["failback_of"],
-                     plan["failback"]["delete_topics"] if params.get("rebuild_diverged") else "nothing (rebuild_diverged "
+            log.info("failback of run %s: deletes on the original %s, stops there %s", request.failback_of,
+                     plan["failback"]["delete_topics"] if request.rebuild_diverged else "nothing (rebuild_diverged "
                      f"off; diverged: {len(plan['failback']['diverged'])} partitions)", plan["failback"]["stop_connectors"])
-    if params.get("mirror_run"):  # a drill of a running mirror writes none of the mirror's topics
-        log.info("drill of the mirror of run %s: its topics %s", params["mirror_run"], plan["topics"])
+    if request.mirror_run:  # a drill of a running mirror writes none of the mirror's topics
+        log.info("drill of the mirror of run %s: its topics %s", request.mirror_run, plan["topics"])
     else:
         with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
             check_topics_free(run.target, run.name, plan["topics"],
@@ -95,11 +95,11 @@ def check_before(run: RunFrame) -> dict[str, Any]:
 @task.short_circuit
 def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """Stops a dry run here; a run goes on with its params recorded (the run name is theirs now)."""
-    if params["dry_run"]:
+    run = RunFrame(params, run_id)
+    if run.request.dry_run:
         log.info("dry run: the plan above is what a run would do; nothing was written")
         return False
-    run = RunFrame(params, run_id)
-    record_request(run.manifest, params)
+    record_request(run.manifest, run.params)
     with no_retry():  # the clusters the run began on: every later step is held to them
         identity.begin(run.manifest, run.source, run.target, seen=plan["identity"])
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
@@ -113,7 +113,7 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
 def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """The pre-copy's plan (topics up to their ends now); skips the pre-copy when it is off."""
     run = RunFrame(params, run_id)
-    if not params["pre_copy"] or run.manifest.exists(Part.SNAPSHOT):
+    if not run.request.pre_copy or run.manifest.exists(Part.SNAPSHOT):
         return False  # off, or the run is past its snapshot: the final copy does the rest
     topics = selected_topics(run.source, run.selection)
     plan = write_pre_copy_plan(run.manifest, run.source, topics, run.selection.modes(topics))
@@ -180,7 +180,7 @@ def restore_configs(run: RunFrame) -> dict[str, Any]:
     or future timestamps) back to the source's values, before anything else writes to them."""
     if run.finished("its topics' configs there are left as they are"):
         return {"topics": {}}
-    if run.params.get("mirror_run"):  # the mirror keeps them as the source's
+    if run.request.mirror_run:  # the mirror keeps them as the source's
         return {"topics": {}}
     with run.timed("restore_topic_configs"):
         restored = targets.restore_topic_configs(run.manifest, run.source, run.target)
@@ -218,7 +218,7 @@ def replicate_run_groups(run: RunFrame, drill: bool = False) -> int:
     its snapshot. A migration that has resumed on the target leaves its groups alone."""
     if not drill and run.finished("its consumer groups are left as they are there"):
         return 0
-    if run.params.get("mirror_run"):  # the mirror copies them; the drill's cut checked them on the DR cluster
+    if run.request.mirror_run:  # the mirror copies them; the drill's cut checked them on the DR cluster
         return len(read_snapshot(run.manifest)["groups"])
     with run.timed("replicate_groups"):
         results = replicate(run.manifest, run.target, None if drill else run.source)
@@ -231,13 +231,12 @@ def migrate_run_connectors(run: RunFrame) -> list[str]:
     """Each snapshot connector created on the target Connect cluster, stopped, with its config (and
     the run's overrides) and its offsets; resuming it is the next step. Nothing when the run selects
     no connector."""
-    params = run.params
     if run.target_connect is None or run.finished("its connectors there are left as they are"):
         return []
     with run.timed("migrate_connectors"):
         results = connector_steps.migrate_connectors(run.manifest, run.target_connect,
                                                      target_bootstrap=run.target.bootstrap_servers,
-                                                     overrides=params["connector_overrides"],
+                                                     overrides=run.request.connector_overrides,
                                                      source_connect=run.source_connect)
     for c in results:
         log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
@@ -282,7 +281,7 @@ def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
     run = RunFrame(params)  # run_name: the migration run rolled back
     with no_retry():
         wanted = connector_steps.rollback_states(connector_steps.states_before(run.manifest),
-                                                 params.get("connectors"), run.name)
+                                                 run.request.connectors, run.name)
         # both Connect sides the run's, before anything is stopped (swapped, this would stop the originals)
         for side in ("target", "source"):
             identity.check_connect(run.manifest, f"{side}_connect", run.connect_client(side))
@@ -298,7 +297,7 @@ def resume_on_source(params: dict[str, Any] | None = None) -> list[dict[str, Any
     run = RunFrame(params)  # run_name: the migration run rolled back
     states = connector_steps.states_before(run.manifest)
     with no_retry():  # a connector that run did not stop; a Connect cluster that is not the run's source's
-        wanted = connector_steps.rollback_states(states, params.get("connectors"), run.name)
+        wanted = connector_steps.rollback_states(states, run.request.connectors, run.name)
         identity.check_connect(run.manifest, "source_connect", run.connect_client("source"))
     restored = connector_steps.restore_states(run.connect_client("source"), wanted)
     log.info("back on the source Connect cluster: %s", restored)
