@@ -20,27 +20,18 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate.claims import check_topics_free
-from kmigrate.errors import GroupActive, TransactionOpen
-from kmigrate.kafka.pool import shared_admin
-from kmigrate.manifest import Part
-from kmigrate.run.checks.selection import selected_topics
-from kmigrate.run.cutover import course, events, window
-from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
+from kmigrate.run.cutover import course
+from kmigrate.run.cutover.steps import Window
 from kmigrate.run.report import timeline
-from kmigrate.run.targets import prepare as targets
 from kmigrate_spark.conf import shown_remote
 from kmigrate_spark.job_args import copy_arguments, job_command
 
-from kmigrate_airflow import steps
 from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.hooks import spark_connect_url
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, check_exit, launch
 from kmigrate_airflow.operators import COPY_POOL
 
 log = logging.getLogger(__name__)
-
-# how long the quiesce waits for the source to stand still before the step fails (and is retried)
-QUIESCE_BUDGET_S = 3600.0
 
 
 @task(trigger_rule="none_failed_min_one_success", pool=COPY_POOL, retries=3,
@@ -53,39 +44,22 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     return cutover_run(RunFrame(params, run_id))
 
 
-def cutover_run(run: RunFrame, after_snapshot: Sequence[course.Step] = (),
+def cutover_run(run: RunFrame, stop_mirror: Callable[[], Any] | None = None,
                 outcome_steps: Sequence[str] = course.STEPS) -> list[dict[str, Any]]:
-    """The window's course for `run`, with `after_snapshot` between the snapshot and the copy (a
-    failover's stop of the mirror); the outcomes of `outcome_steps`."""
+    """The window's course for `run` (`course.run_window`), with `stop_mirror` between the snapshot
+    and the copy (a failover's); the outcomes of `outcome_steps`. This task supplies what the course
+    leaves to it: the errors no retry helps failing it without retry, and the window's Spark job."""
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
     remote = spark_connect_url(run.request.spark.connect_conn_id)
     with connect_mode_contained():
         warm = warm_up(run, remote) if remote else None
         try:
-            run_window(run, remote, warm, after_snapshot)
+            course.run_window(Window(run, final=no_retry, copy_and_verify=lambda: copy_and_verify(run, remote, warm)),
+                              log.info, stop_mirror)
         finally:
             if warm is not None:
                 concurrent.futures.wait([warm], timeout=60)
     return course.outcomes(run.manifest, outcome_steps)
-
-
-def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None,
-               after_snapshot: Sequence[course.Step] = ()) -> None:
-    handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
-    course.run_course(run.manifest, [
-        ("stop_connectors", lambda: stop(run, handed)),
-        ("quiesce", lambda: quiesce(run, handed.get("check"), handed.get("topics"))),
-        ("snapshot", lambda: steps.take_run_snapshot(run)),
-        *after_snapshot,
-        ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
-        [  # side by side: each writes its own things on the target (topic configs, ACLs, group offsets, connectors)
-            ("restore_topic_configs", lambda: steps.restore_configs(run)),
-            ("migrate_acls", lambda: steps.migrate_run_acls(run)),
-            ("replicate_groups", lambda: steps.replicate_run_groups(run)),
-            ("migrate_connectors", lambda: steps.migrate_run_connectors(run)),
-        ],
-        ("resume_connectors", lambda: steps.resume_run_connectors(run)),
-    ], log.info)
 
 
 # what PySpark sets in the environment once a process has a Spark Connect session: a process started
@@ -127,59 +101,6 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     log.info("%s: done in %.2fs%s", step, row["seconds"],
              f" (after {row['failures']} failed attempts)" if row["failures"] else "")
     return row
-
-
-def stop(run: RunFrame, handed: dict[str, Any]) -> None:
-    """Target topics the run did not create are checked against the source first (nothing is
-    stopped when one conflicts); then each connector's state is recorded and it is asked to stop
-    (`window.begin_stop`). The quiesce begins at once, while they stop, and passes no earlier than
-    their stop (`handed["check"]`); the selected topics and the client it samples with are ready
-    before the window opens."""
-    if run.finished("the source connectors are left as they are"):
-        return
-    handed["topics"] = topics = selected_topics(run.source, run.selection)
-    if not run.manifest.exists(Part.SNAPSHOT):
-        targets.check_target_topics(run.manifest, run.source, run.target, topics)
-    with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
-        admin.check_reachable()
-    names = run.selection.connectors
-    handed["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=run.request.quiesce_seconds)
-    if run.source_connect is not None and names:
-        log.info("asking the source Connect cluster to stop %s", ", ".join(names))
-
-
-def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: list[str] | None = None) -> None:
-    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
-    their owners) with no transaction left open on them, no selected consumer group with members
-    (those whose offsets stand still are waited for up to member_session_timeout_s), and the
-    connectors stopped with no task left. A transaction still open or a group still consuming fails
-    the task, naming it (no retry: its producer or consumers must be stopped first)."""
-    request = run.request
-    if run.finished("its source may be in use again, so it is not sampled"):
-        return
-    began = time.time()
-    names = run.selection.connectors
-    stopped = stopped or window.stopping(run.manifest, run.source_connect, names)  # a retry's: asked before
-    stop_began = run.manifest.read(Part.event(events.STOPPED))["at"]
-
-    def connectors_stopped() -> bool:
-        if not stopped():
-            return False
-        if names and run.source_connect is not None:
-            run.record("stop_connectors", _epoch(stop_began))
-            log.info("stopped on the source Connect cluster: %s", ", ".join(names))
-        return True
-
-    topics = topics if topics is not None else selected_topics(run.source, run.selection)
-    with no_retry(GroupActive, TransactionOpen):
-        quiet = quiesce_poke(run.manifest, run.source, topics, request.quiesce_seconds, run.selection.groups,
-                             budget_s=QUIESCE_BUDGET_S, ready=connectors_stopped,
-                             member_timeout_s=request.member_session_timeout_s)
-    if not quiet:
-        raise RuntimeError(f"the source's end offsets did not stand still for {request.quiesce_seconds}s within "
-                           f"{QUIESCE_BUDGET_S:.0f}s: a producer outside Connect still writes to the selected topics; "
-                           "stop it (the retry quiesces again) or run the rollback DAG")
-    run.record("quiesce", quiesce_began(run.manifest, began))
 
 
 def warm_up(run: RunFrame, remote: str) -> concurrent.futures.Future:

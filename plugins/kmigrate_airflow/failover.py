@@ -66,4 +66,4 @@ def failover(params: dict[str, Any] | None = None, run_id: str | None = None) ->
         with run.timed("stop_mirror"):  # a row of the window's table
             stop_mirror(run.manifest, "planned failover", stale_after_s=run.request.stale_after_s, say=log.info)
 
-    return cutover_run(run, [("stop_mirror", stop)], course.FAILOVER_STEPS)
+    return cutover_run(run, stop, course.FAILOVER_STEPS)

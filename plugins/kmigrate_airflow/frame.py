@@ -1,8 +1,9 @@
 """What every step task of the DAGs decides the same way, decided here once: the run it works on,
-made from the task's `params` and `run_id` (`RunFrame`), and the wrappers around its library call:
-the guard that skips a step of a finished run (`RunFrame.finished`), the step's timing in the run's
-timeline (`RunFrame.timed`), and the errors no retry can help, turned into Airflow's failure without
-retry (`no_retry`). The tasks in `steps` are then a library call and its log lines each."""
+made from the task's `params` and `run_id` (`RunFrame`, from the run's typed request), and the
+wrappers around its library call: the step's timing in the run's timeline (`RunFrame.timed`), and
+the errors no retry can help, turned into Airflow's failure without retry (`no_retry`). A step of a
+finished run skips in the library (kmigrate.run.cutover.steps.skipped). The tasks in `steps` are
+then a library call and its log lines each."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,6 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection
-from kmigrate.run.cutover import events
 from kmigrate.run.mirror.failover import with_mirror_selection
 from kmigrate.run.report import timeline
 
@@ -82,22 +82,9 @@ class RunFrame:
         request = self.request
         return connect_client(request.source_connect_conn_id if side == "source" else request.target_connect_conn_id)
 
-    def finished(self, left: str) -> bool:
-        """Whether the run has resumed on the target already (`events.finished`): then the step
-        skips, and its log says so and what it leaves (`left`, like "its connectors there are left
-        as they are"). The task returns its skipped value itself."""
-        if not events.finished(self.manifest):
-            return False
-        log.info("the run resumed on the target already: %s", left)
-        return True
-
     def timed(self, step: str) -> AbstractContextManager[dict[str, Any]]:
         """The block as `step`'s run in the run's timeline, recorded when it ends without an error."""
         return timeline.timed(self.manifest, step)
-
-    def record(self, step: str, started: float) -> None:
-        """`step`'s run in the run's timeline, from `started` (epoch seconds) to now."""
-        timeline.record(self.manifest, step, started)
 
 
 @contextmanager
