@@ -27,6 +27,7 @@ from kmigrate.manifest import Manifest, ManifestError, Part, check_run_id
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.cutover.events import cutover_time
 from kmigrate.run.cutover.quiesce import MEMBER_SESSION_TIMEOUT_S
+from kmigrate.run.mirror.timings import STALE_AFTER_S
 from kmigrate.run.targets.acls import DEFAULT_SCOPE
 
 # how a run executes, not what it does: these may change between tries of one run, and are never
@@ -132,8 +133,7 @@ def record_request(manifest: Manifest, params: Mapping[str, Any]) -> dict[str, A
 
 # the params' defaults where a DAG may leave one out (the trigger form states the same: kmigrate_airflow.params)
 MEMBER_TIMEOUT_S = int(MEMBER_SESSION_TIMEOUT_S)  # member_session_timeout_s: how long a still group's members may linger
-QUIESCE_MAX_S = 3600  # quiesce_seconds at most
-STALE_AFTER_S = 60.0  # stale_after_s: a mirror whose heartbeat is this old is taken for stopped
+QUIESCE_MAX_S = 3600  # quiesce_seconds (and member_session_timeout_s) at most
 
 
 def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:

@@ -63,8 +63,8 @@ class MirrorSpec:
     topics_include: str
     topics_exclude: str = ""
     groups: str = ""
-    interval_s: float = 1.0
-    refresh_s: float = 10.0
+    interval_s: float = timings.INTERVAL_S
+    refresh_s: float = timings.REFRESH_S
     verify_every_s: float = 30.0
     term_s: float = 3600.0
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover

@@ -23,6 +23,10 @@ from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 3600.0
+# the defaults: of a mirror's spec (loop.MirrorSpec), its job's arguments and the mirror DAG's params alike
+INTERVAL_S = 1.0
+REFRESH_S = 10.0
+STALE_AFTER_S = 60.0
 MAX_PERIOD_S = 86400.0  # the refresh, verification and term periods: at most a day
 BACKOFF_MAX_S = 4.0  # the driver's longest pause between failed terms (loop.Mirror.BACKOFF_MAX_S)
 
