@@ -135,9 +135,10 @@ class KmigrateCutoverSensor(BaseSensorOperator):
         stop_client(self._client)  # a round's client on a Spark Connect server
 
 
-# the run a DAG's Spark jobs work on: as RunFrame names it for the DAG's other tasks (run_name, else
-# the Airflow run id), so that a run_name given in the conf reaches the jobs too, declared or not
-RUN = "{{ params.get('run_name') or run_id }}"
+# the run a DAG's Spark jobs work on: as the run request names it for the DAG's other tasks (run_name,
+# else the Airflow run id: kmigrate.run.checks.request.run_name, each DAG's macro), so that a run_name
+# given in the conf reaches the jobs too, declared or not
+RUN = "{{ run_name(params, run_id) }}"
 
 
 def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:

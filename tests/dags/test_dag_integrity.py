@@ -83,7 +83,7 @@ def test_spark_tasks_work_on_the_run_the_other_tasks_name(dag_files, dag_id, run
     for task in tasks:
         args = list(getattr(task, "application_args", None) or task.job_args)
         rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id)
+            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id, **dag.user_defined_macros)
         assert rendered == expected, (task.task_id, rendered)
 
 
