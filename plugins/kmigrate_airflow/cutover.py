@@ -21,7 +21,7 @@ from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate.claims import check_topics_free
 from kmigrate.run.cutover import course
-from kmigrate.run.cutover.steps import Window
+from kmigrate.run.window.steps import Window, run_window
 from kmigrate.run.report import timeline
 from kmigrate_spark.conf import shown_remote
 from kmigrate_spark.job_args import copy_arguments, job_command
@@ -46,7 +46,7 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
 
 def cutover_run(run: RunFrame, stop_mirror: Callable[[], Any] | None = None,
                 outcome_steps: Sequence[str] = course.STEPS) -> list[dict[str, Any]]:
-    """The window's course for `run` (`course.run_window`), with `stop_mirror` between the snapshot
+    """The window's course for `run` (kmigrate.run.window.steps.run_window), with `stop_mirror` between the snapshot
     and the copy (a failover's); the outcomes of `outcome_steps`. This task supplies what the course
     leaves to it: the errors no retry helps failing it without retry, and the window's Spark job."""
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
@@ -54,8 +54,8 @@ def cutover_run(run: RunFrame, stop_mirror: Callable[[], Any] | None = None,
     with connect_mode_contained():
         warm = warm_up(run, remote) if remote else None
         try:
-            course.run_window(Window(run, final=no_retry, copy_and_verify=lambda: copy_and_verify(run, remote, warm)),
-                              log.info, stop_mirror)
+            run_window(Window(run, final=no_retry, copy_and_verify=lambda: copy_and_verify(run, remote, warm)),
+                       log.info, stop_mirror)
         finally:
             if warm is not None:
                 concurrent.futures.wait([warm], timeout=60)

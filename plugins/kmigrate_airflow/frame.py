@@ -2,7 +2,7 @@
 made from the task's `params` and `run_id` (`RunFrame`, from the run's typed request), and the
 wrappers around its library call: the step's timing in the run's timeline (`RunFrame.timed`), and
 the errors no retry can help, turned into Airflow's failure without retry (`no_retry`). A step of a
-finished run skips in the library (kmigrate.run.cutover.steps.skipped). The tasks in `steps` are
+finished run skips in the library (kmigrate.run.window.steps.skipped). The tasks in `steps` are
 then a library call and its log lines each."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The non-Spark steps of the migration DAGs as Airflow tasks; those that are steps of the cutover
 window too (a DR drill's snapshot, topic configs and groups) are the library's
-(kmigrate.run.cutover.steps), which the cutover task runs back to back (kmigrate_airflow.cutover).
+(kmigrate.run.window.steps), which the cutover task runs back to back (kmigrate_airflow.cutover).
 Each is a few lines: the run's frame from the params (`frame.RunFrame`: its typed request, manifest,
 clusters, selection, Connect clients), one call of the kmigrate library, what it did in the log. The
 frame also skips the steps of a finished run, times the step in the run's timeline, and fails without
@@ -22,12 +22,12 @@ from kmigrate.run.checks.request import record_request
 from kmigrate.run.checks.selection import selected_topics
 from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate.run.copying.plan import write_pre_copy_plan
-from kmigrate.run.cutover import steps as window_steps
 from kmigrate.run.cutover.snapshot import read_snapshot
-from kmigrate.run.cutover.steps import Window
 from kmigrate.run.mirror.failback import plan_failback
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
+from kmigrate.run.window import steps as window_steps
+from kmigrate.run.window.steps import Window
 from kmigrate_spark.conf import check_connect_server, shown_remote
 
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -122,7 +122,7 @@ def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = Non
 
 @task
 def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
-    """The run's snapshot (`kmigrate.run.cutover.steps.snapshot`)."""
+    """The run's snapshot (`kmigrate.run.window.steps.snapshot`)."""
     return window_steps.snapshot(Window(RunFrame(params, run_id), final=no_retry), drill)
 
 
@@ -154,13 +154,13 @@ def topic_result(topic: str, params: dict[str, Any] | None = None, run_id: str |
 @task
 def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The target topics' configs the copy set, back to the source's
-    (`kmigrate.run.cutover.steps.restore_topic_configs`)."""
+    (`kmigrate.run.window.steps.restore_topic_configs`)."""
     return window_steps.restore_topic_configs(Window(RunFrame(params, run_id), final=no_retry))
 
 
 @task
 def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
-    """The snapshot groups' offsets on the target (`kmigrate.run.cutover.steps.replicate_consumer_groups`)."""
+    """The snapshot groups' offsets on the target (`kmigrate.run.window.steps.replicate_consumer_groups`)."""
     return window_steps.replicate_consumer_groups(Window(RunFrame(params, run_id), final=no_retry), drill)
 
 

@@ -12,9 +12,9 @@ from kmigrate.errors import ConfigError, GroupActive, KmigrateError, TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.connectors.migrate import rollback_states
 from kmigrate.run.cutover import events, window
-from kmigrate.run.cutover import steps as window_steps
 from kmigrate.run.cutover.quiesce import quiesce_began
 from kmigrate.run.report import timeline
+from kmigrate.run.window import steps as window_steps
 
 from kmigrate_airflow import frame
 from kmigrate_airflow.frame import RunFrame, no_retry

@@ -1,7 +1,8 @@
 """The cutover window as one course of steps, run back to back by one task (docs/DESIGN.md §3.2):
-no scheduler starts a task between two of them. The steps and their order are here (`WINDOW`, run
-by `run_window`), each step a function of kmigrate.run.cutover.steps; the caller supplies only what
-is its own (the window's Spark job, how an error fails its task for good) and runs it. Each step is idempotent; each that ends is marked
+no scheduler starts a task between two of them. The steps and their order are here (`WINDOW`,
+`window_course`), what each step does in kmigrate.run.window.steps, which runs the course
+(`run_window`); its caller supplies only what is its own (the window's Spark job, how an error
+fails its task for good). Each step is idempotent; each that ends is marked
 done in the run manifest (part cutover/<step>), so that a retry of the course continues at the
 first step not done, and each that fails leaves its error (part cutover-failures/<step>/<attempt>).
 What a person reads per step, in the grid and the report, comes from those marks (`outcomes`)."""
@@ -9,28 +10,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.manifest import Manifest, Part, new_attempt
-from kmigrate.run.cutover import steps
-from kmigrate.run.cutover.steps import Window
 from kmigrate.run.report.timeline import iso
 
-# the window's course: its steps in their order, each a function of the window (`steps.Window`); a tuple
-# in a step's place runs side by side (each of those writes its own things on the target: topic configs,
-# ACLs, group offsets, connectors). The copy and verification is the caller's Spark job.
-WINDOW = (
-    ("stop_connectors", steps.stop_connectors),
-    ("quiesce", steps.quiesce),
-    ("snapshot", steps.snapshot),
-    ("copy_and_verify", lambda w: w.copy_and_verify()),
-    (("restore_topic_configs", steps.restore_topic_configs), ("migrate_acls", steps.migrate_acls),
-     ("replicate_groups", steps.replicate_consumer_groups), ("migrate_connectors", steps.migrate_connectors)),
-    ("resume_connectors", steps.resume_connectors),
-)
+# the window's course: its steps in their order; a tuple in a step's place runs side by side (each of
+# those writes its own things on the target: topic configs, ACLs, group offsets, connectors). What
+# each does is kmigrate.run.window.steps' (the copy and verification: the caller's Spark job).
+WINDOW = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify",
+          ("restore_topic_configs", "migrate_acls", "replicate_groups", "migrate_connectors"), "resume_connectors")
 # the course's steps, in their order
-STEPS = tuple(name for item in WINDOW for name, _ in ((item,) if isinstance(item[0], str) else item))
+STEPS = tuple(name for item in WINDOW for name in ((item,) if isinstance(item, str) else item))
 # a planned failover of a mirrored run (kafka_dr_failover): its mirror stopped after the snapshot, before the
 # window's copy writes where the mirror wrote
 AFTER_SNAPSHOT = "stop_mirror"
@@ -40,18 +32,16 @@ DONE, FAILED, NOT_REACHED = "done", "failed", "not reached"
 Step = tuple[str, Callable[[], Any]]
 
 
-def run_window(w: Window, say: Callable[[str], None], stop_mirror: Callable[[], Any] | None = None) -> list[str]:
-    """The window's course (WINDOW) for `w`'s run, by `run_course`; with `stop_mirror` (a planned
-    failover's), that step between the snapshot and the copy. Returns the names of the steps this
-    call ran."""
+def window_course(calls: Mapping[str, Callable[[], Any]], stop_mirror: Callable[[], Any] | None = None
+                  ) -> list[Step | list[Step]]:
+    """The window's course (WINDOW) as `run_course` runs it, each step's call from `calls` by its
+    name; with `stop_mirror` (a planned failover's), that step between the snapshot and the copy."""
     course: list[Step | list[Step]] = []
     for item in WINDOW:
-        group = [item] if isinstance(item[0], str) else list(item)
-        calls = [(name, (lambda call=call: call(w))) for name, call in group]
-        course.append(calls[0] if isinstance(item[0], str) else calls)
-        if item[0] == "snapshot" and stop_mirror is not None:
+        course.append((item, calls[item]) if isinstance(item, str) else [(name, calls[name]) for name in item])
+        if item == "snapshot" and stop_mirror is not None:
             course.append((AFTER_SNAPSHOT, stop_mirror))
-    return run_course(w.run.manifest, course, say)
+    return course
 
 
 def done_part(step: str) -> str:

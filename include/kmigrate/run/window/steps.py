@@ -1,14 +1,16 @@
 """The cutover window's steps (docs/DESIGN.md §3.2), each a function of the run it works on (`Run`:
 its typed request, manifest, clusters, Connect clients and selection, as the caller resolves them)
 and of what the caller does around a step (`Window`: which errors fail it for good, the window's
-copy). The course (`course.WINDOW`) runs them in their order; the DAGs' step tasks run one each
-(a DR drill's snapshot and groups, its topic configs). Each is idempotent: a step of a run that
-has resumed on the target already skips (`skipped`), and each times itself in the run's timeline."""
+copy). `run_window` runs them back to back in the course's order (kmigrate.run.cutover.course);
+the DAGs' step tasks run one each (a DR drill's snapshot and groups, its topic configs). Each is
+idempotent: a step of a run that has resumed on the target already skips (`skipped`), and each
+times itself in the run's timeline."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import datetime
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +25,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection, selected_topics
 from kmigrate.run.connectors import migrate as connector_steps
-from kmigrate.run.cutover import events, window
+from kmigrate.run.cutover import course, events, window
 from kmigrate.run.cutover.groups import replicate_groups
 from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
 from kmigrate.run.cutover.snapshot import check_source_at_snapshot, read_snapshot, take_snapshot
@@ -244,6 +246,19 @@ def resume_connectors(w: Window) -> list[dict[str, Any]]:
         resumed = window.resume_on_target(run.manifest, run.source, run.target_connect)
     log.info("resumed on the target Connect cluster: %s", resumed)
     return resumed
+
+
+def run_window(w: Window, say: Callable[[str], None], stop_mirror: Callable[[], Any] | None = None) -> list[str]:
+    """The window's course for `w`'s run (`course.window_course`, run by `course.run_course`): its
+    steps back to back, each marked done as it ends, a retry continuing at the first step not done;
+    with `stop_mirror` (a planned failover's) after the snapshot. Returns the names of the steps
+    this call ran."""
+    calls = {"stop_connectors": stop_connectors, "quiesce": quiesce, "snapshot": snapshot,
+             "copy_and_verify": lambda w: w.copy_and_verify(), "restore_topic_configs": restore_topic_configs,
+             "migrate_acls": migrate_acls, "replicate_groups": replicate_consumer_groups,
+             "migrate_connectors": migrate_connectors, "resume_connectors": resume_connectors}
+    return course.run_course(w.run.manifest, course.window_course(
+        {name: functools.partial(step, w) for name, step in calls.items()}, stop_mirror), say)
 
 
 def _epoch(at: str) -> float:
