@@ -2,8 +2,9 @@
 snapshot, copy and verify, restore topic configs, replicate groups, migrate connectors, resume,
 back to back: the library's course (kmigrate.run.window.steps.run_window, in the order of
 kmigrate.run.cutover.course), which marks each step done in the run manifest: a retry continues at
-the first step not done. The task supplies the window's Spark job and its failures without retry. Measured through a real scheduler (LocalExecutor),
-one task a step spent 6.1 s of a 17.3 s window starting the eight tasks one after another.
+the first step not done. The task supplies the window's Spark job and its failures without retry.
+Measured through a real scheduler (LocalExecutor), one task a step spent 6.1 s of a 17.3 s window
+starting the eight tasks one after another.
 
 After the window, `window_step` is mapped over the course's steps: one grid cell per step (done,
 failed or not reached), as the per-step tasks gave."""

@@ -132,7 +132,8 @@ def record_request(manifest: Manifest, params: Mapping[str, Any]) -> dict[str, A
 
 
 # the params' defaults where a DAG may leave one out (the trigger form states the same: kmigrate_airflow.params)
-MEMBER_TIMEOUT_S = int(MEMBER_SESSION_TIMEOUT_S)  # member_session_timeout_s: how long a still group's members may linger
+# member_session_timeout_s: how long a still group's members may linger
+MEMBER_TIMEOUT_S = int(MEMBER_SESSION_TIMEOUT_S)
 QUIESCE_MAX_S = 3600  # quiesce_seconds (and member_session_timeout_s) at most
 
 
@@ -241,8 +242,9 @@ def _whole(params: Mapping[str, Any], name: str, default: int | None, *, most: i
     if value is None or value == "":
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (most is not None and value > most):
-        raise ConfigError(f"{name} is {value!r}; give a whole number from 0{f' to {most}' if most is not None else ' up'}, "
-                          f"or leave it out for its default ({default})")
+        bound = f"to {most}" if most is not None else "up"
+        raise ConfigError(f"{name} is {value!r}; give a whole number from 0 {bound}, or leave it out for its default "
+                          f"({default})")
     return value
 
 
