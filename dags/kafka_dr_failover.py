@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
+from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.mirror.timings import MIN_STALE_AFTER_S
 from kmigrate_airflow import cutover, failover, steps
 from kmigrate_airflow.params import (
@@ -25,6 +26,7 @@ from kmigrate_airflow.params import (
     connector_params,
     dag_args,
     kafka_params,
+    quiesce_params,
     run_name_param,
     spark_params,
     state_params,
@@ -40,16 +42,12 @@ from kmigrate_airflow.params import (
         **connect_params(),
         **connector_params(),
         "acls": acls_param(),
-        "quiesce_seconds": Param(5, type="integer", minimum=0, maximum=3600, title="Quiesce window",
-                                 description="Source end offsets must stay still (and selected groups empty) this "
-                                             "long before the snapshot"),
-        "member_session_timeout_s": Param(45, type="integer", minimum=0, maximum=3600,
-                                          title="Wait for members that stopped without leaving"),
+        **quiesce_params(5),
         "unplanned": Param(False, type="boolean", title="Unplanned (the source is gone)",
                            description="Promote the DR cluster with what it holds, without the source: what the "
                                        "mirror had not copied is lost (the report names it). Refused while the source "
                                        "answers"),
-        "stale_after_s": Param(60.0, type="number", minimum=MIN_STALE_AFTER_S, title="Mirror gone after (s)",
+        "stale_after_s": Param(STALE_AFTER_S, type="number", minimum=MIN_STALE_AFTER_S, title="Mirror gone after (s)",
                                description="A mirror whose heartbeat is this old counts as stopped (at least what a "
                                            "running mirror's can reach: 10 s plus two status intervals or 4 s)"),
         **spark_params(),

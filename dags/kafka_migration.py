@@ -41,6 +41,7 @@ from kmigrate_airflow.params import (
     dag_args,
     kafka_params,
     pattern_param,
+    quiesce_params,
     run_name_param,
     selection_params,
     spark_params,
@@ -66,14 +67,9 @@ from kmigrate_airflow.params import (
                                             description="No further round once the source wrote at most this many "
                                                         "records during one: what is left is copied in the window"),
         "cutover_at": cutover_param(),
-        "quiesce_seconds": Param(10, type="integer", minimum=0, maximum=3600, title="Quiesce window",
-                                 description="Source end offsets must stay still (and selected groups empty) this "
-                                             "long before the snapshot"),
-        "member_session_timeout_s": Param(45, type="integer", minimum=0, maximum=3600,
-                                          title="Wait for members that stopped without leaving",
-                                          description="A selected group whose offsets stand still may keep members "
-                                                      "this long after its consumer stopped (Kafka Streams does not "
-                                                      "leave its group on close): its group's session.timeout.ms"),
+        **quiesce_params(10, "A selected group whose offsets stand still may keep members this long after its "
+                             "consumer stopped (Kafka Streams does not leave its group on close): its group's "
+                             "session.timeout.ms"),
         **spark_params(),
         **state_params(),
         "run_name": run_name_param(),

@@ -27,13 +27,24 @@ _PART_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*
 # time zone (manual__2026-11-25T16:00:00.123456+00:00), but never '::', which fsspec reads as a chain of
 # file systems ("x::memory" would be run "x"'s folder)
 RUN_ID_MAX = 200
-_RUN_ID = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9._+-]|:(?!:)){{0,{RUN_ID_MAX - 1}}}")
+RUN_ID_PATTERN = rf"[A-Za-z0-9](?:[A-Za-z0-9._+-]|:(?!:)){{0,{RUN_ID_MAX - 1}}}"  # RUN_ID_RULE as a regular expression
+_RUN_ID = re.compile(RUN_ID_PATTERN)
 RUN_ID_RULE = (f"1 to {RUN_ID_MAX} letters, digits and ._:+-, beginning with a letter or digit, never '::' "
                "(fsspec reads it as a chain of file systems)")
 # state locations: a local folder, or an object store or HDFS (memory:// is the tests' in-process one)
 STORES = ("s3", "s3a", "gs", "gcs", "abfs", "az", "hdfs", "memory")
 SUPPORTED = ("an absolute local path (or file:///path) or a URL of " + ", ".join(f"{p}://" for p in STORES[:-2])
              + f" or {STORES[-2]}://")
+
+
+def check_run_id(run_id: Any) -> str:
+    """`run_id` when it can name a run's folder (RUN_ID_RULE); ManifestError naming it otherwise."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        name = str(run_id)
+        shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+        raise ManifestError(f"run name {shown} is refused: a run name (the run's folder at the state location) "
+                            f"is {RUN_ID_RULE}. Choose another run_name")
+    return run_id
 
 
 class Part:
@@ -102,11 +113,7 @@ class Manifest:
     """
 
     def __init__(self, state_location: str, run_id: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
-            name = str(run_id)
-            shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
-            raise ManifestError(f"run name {shown} is refused: a run name (the run's folder at the state location) "
-                                f"is {RUN_ID_RULE}. Choose another run_name")
+        check_run_id(run_id)
         _check_location(str(state_location))
         self.state_location = str(state_location).rstrip("/")
         self.location = f"{self.state_location}/{run_id}"

@@ -10,7 +10,16 @@ from __future__ import annotations
 import argparse
 import os
 
+from kmigrate.run.checks.request import INTERVAL_S, REFRESH_S
+
 from kmigrate_spark.conf import REMOTE_ENV
+
+
+def job_command(state_location: str, run_id: str, tasks_at_once: int | str, *more: str) -> list[str]:
+    """The arguments a job of every kind is launched with (those `job_arguments` parses): where the
+    run manifest is, which run, the Spark tasks it runs at once (0: the task slots), then `more` of
+    its kind. The values may be Airflow templates, rendered when the task runs."""
+    return ["--state-location", state_location, "--run-id", run_id, "--parallelism", str(tasks_at_once), *more]
 
 
 def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:
@@ -65,9 +74,9 @@ def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
                         "a restart keeps the run's selection)")
     parser.add_argument("--exclude-topics", help="regular expression of topics not mirrored")
     parser.add_argument("--groups", help="regular expression of the consumer groups whose offsets follow")
-    parser.add_argument("--interval-s", type=float, default=1.0,
+    parser.add_argument("--interval-s", type=float, default=INTERVAL_S,
                         help="the status (lag, heartbeat) and the groups' offsets this often")
-    parser.add_argument("--refresh-s", type=float, default=10.0, help="the topic selection read again this often")
+    parser.add_argument("--refresh-s", type=float, default=REFRESH_S, help="the topic selection read again this often")
     parser.add_argument("--verify-every-s", type=float, default=30.0,
                         help="what was mirrored is verified while live this often (a failover then reads the rest)")
     parser.add_argument("--term-s", type=float, default=3600.0,

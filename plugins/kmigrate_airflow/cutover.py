@@ -1,8 +1,10 @@
 """The cutover window of kafka_migration as one task (`cutover`): stop the connectors, quiesce,
 snapshot, copy and verify, restore topic configs, replicate groups, migrate connectors, resume,
-back to back, through kmigrate.run.cutover.course, which marks each step done in the run manifest:
-a retry continues at the first step not done. Measured through a real scheduler (LocalExecutor),
-one task a step spent 6.1 s of a 17.3 s window starting the eight tasks one after another.
+back to back: the library's course (kmigrate.run.window.steps.run_window, in the order of
+kmigrate.run.cutover.course), which marks each step done in the run manifest: a retry continues at
+the first step not done. The task supplies the window's Spark job and its failures without retry.
+Measured through a real scheduler (LocalExecutor), one task a step spent 6.1 s of a 17.3 s window
+starting the eight tasks one after another.
 
 After the window, `window_step` is mapped over the course's steps: one grid cell per step (done,
 failed or not reached), as the per-step tasks gave."""
@@ -20,26 +22,18 @@ from typing import Any
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
 from kmigrate.claims import check_topics_free
-from kmigrate.errors import GroupActive, TransactionOpen
-from kmigrate.kafka.pool import shared_admin
-from kmigrate.manifest import Part
-from kmigrate.run.checks.selection import selected_topics
-from kmigrate.run.cutover import course, window
-from kmigrate.run.cutover.quiesce import quiesce_began, quiesce_poke
-from kmigrate.run.records import events, timeline
-from kmigrate.run.targets import prepare as targets
+from kmigrate.run.cutover import course
+from kmigrate.run.window.steps import Window, run_window
+from kmigrate.run.records import timeline
 from kmigrate_spark.conf import shown_remote
+from kmigrate_spark.job_args import copy_arguments, job_command
 
-from kmigrate_airflow import steps
 from kmigrate_airflow.frame import RunFrame, no_retry
-from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
+from kmigrate_airflow.hooks import spark_connect_url
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, check_exit, launch
 from kmigrate_airflow.operators import COPY_POOL
 
 log = logging.getLogger(__name__)
-
-# how long the quiesce waits for the source to stand still before the step fails (and is retried)
-QUIESCE_BUDGET_S = 3600.0
 
 
 @task(trigger_rule="none_failed_min_one_success", pool=COPY_POOL, retries=3,
@@ -52,39 +46,22 @@ def cutover(params: dict[str, Any] | None = None, run_id: str | None = None) -> 
     return cutover_run(RunFrame(params, run_id))
 
 
-def cutover_run(run: RunFrame, after_snapshot: Sequence[course.Step] = (),
+def cutover_run(run: RunFrame, stop_mirror: Callable[[], Any] | None = None,
                 outcome_steps: Sequence[str] = course.STEPS) -> list[dict[str, Any]]:
-    """The window's course for `run`, with `after_snapshot` between the snapshot and the copy (a
-    failover's stop of the mirror); the outcomes of `outcome_steps`."""
+    """The window's course for `run` (kmigrate.run.window.steps.run_window), with `stop_mirror` between the snapshot
+    and the copy (a failover's); the outcomes of `outcome_steps`. This task supplies what the course
+    leaves to it: the errors no retry helps failing it without retry, and the window's Spark job."""
     run.source, run.target, run.connect  # resolved here once: steps run side by side use them  # noqa: B018
-    remote = spark_connect_url(run.params.get(SPARK_CONNECT_PARAM) or "")
+    remote = spark_connect_url(run.request.spark.connect_conn_id)
     with connect_mode_contained():
         warm = warm_up(run, remote) if remote else None
         try:
-            run_window(run, remote, warm, after_snapshot)
+            run_window(Window(run, final=no_retry, copy_and_verify=lambda: copy_and_verify(run, remote, warm)),
+                       log.info, stop_mirror)
         finally:
             if warm is not None:
                 concurrent.futures.wait([warm], timeout=60)
     return course.outcomes(run.manifest, outcome_steps)
-
-
-def run_window(run: RunFrame, remote: str | None, warm: concurrent.futures.Future | None,
-               after_snapshot: Sequence[course.Step] = ()) -> None:
-    handed: dict[str, Any] = {}  # from the stop to the quiesce: the stop's check, the selected topics
-    course.run_course(run.manifest, [
-        ("stop_connectors", lambda: stop(run, handed)),
-        ("quiesce", lambda: quiesce(run, handed.get("check"), handed.get("topics"))),
-        ("snapshot", lambda: steps.take_run_snapshot(run)),
-        *after_snapshot,
-        ("copy_and_verify", lambda: copy_and_verify(run, remote, warm)),
-        [  # side by side: each writes its own things on the target (topic configs, ACLs, group offsets, connectors)
-            ("restore_topic_configs", lambda: steps.restore_configs(run)),
-            ("migrate_acls", lambda: steps.migrate_run_acls(run)),
-            ("replicate_groups", lambda: steps.replicate_run_groups(run)),
-            ("migrate_connectors", lambda: steps.migrate_run_connectors(run)),
-        ],
-        ("resume_connectors", lambda: steps.resume_run_connectors(run)),
-    ], log.info)
 
 
 # what PySpark sets in the environment once a process has a Spark Connect session: a process started
@@ -113,9 +90,10 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     when it never ran): success when the step is done, failed when it failed (its errors in the
     log), skipped when the course did not reach it."""
     get_current_context()["step_name"] = step  # the map index shown in the grid
-    if (params or {}).get("unplanned"):
+    run = RunFrame(params, run_id)
+    if run.request.unplanned:
         raise AirflowSkipException(f"{step}: an unplanned failover has no cutover window (the source is gone)")
-    row = next(r for r in course.outcomes(RunFrame(params, run_id).manifest, course.FAILOVER_STEPS) if r["step"] == step)
+    row = next(r for r in course.outcomes(run.manifest, course.FAILOVER_STEPS) if r["step"] == step)
     for error in row["errors"]:
         log.info("%s failed once: %s", step, error)
     if row["state"] == course.FAILED:
@@ -125,60 +103,6 @@ def window_step(step: str, params: dict[str, Any] | None = None, run_id: str | N
     log.info("%s: done in %.2fs%s", step, row["seconds"],
              f" (after {row['failures']} failed attempts)" if row["failures"] else "")
     return row
-
-
-def stop(run: RunFrame, handed: dict[str, Any]) -> None:
-    """Target topics the run did not create are checked against the source first (nothing is
-    stopped when one conflicts); then each connector's state is recorded and it is asked to stop
-    (`window.begin_stop`). The quiesce begins at once, while they stop, and passes no earlier than
-    their stop (`handed["check"]`); the selected topics and the client it samples with are ready
-    before the window opens."""
-    params = run.params
-    if run.finished("the source connectors are left as they are"):
-        return
-    handed["topics"] = topics = selected_topics(run.source, run.selection)
-    if not run.manifest.exists(Part.SNAPSHOT):
-        targets.check_target_topics(run.manifest, run.source, run.target, topics)
-    with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
-        admin.check_reachable()
-    names = params.get("connectors") or ()
-    handed["check"] = window.begin_stop(run.manifest, run.source_connect, names, quiesce_s=params["quiesce_seconds"])
-    if run.source_connect is not None and names:
-        log.info("asking the source Connect cluster to stop %s", ", ".join(names))
-
-
-def quiesce(run: RunFrame, stopped: Callable[[], bool] | None = None, topics: list[str] | None = None) -> None:
-    """Source end offsets unchanged for quiesce_seconds (producers outside Connect are stopped by
-    their owners) with no transaction left open on them, no selected consumer group with members
-    (those whose offsets stand still are waited for up to member_session_timeout_s), and the
-    connectors stopped with no task left. A transaction still open or a group still consuming fails
-    the task, naming it (no retry: its producer or consumers must be stopped first)."""
-    params = run.params
-    if run.finished("its source may be in use again, so it is not sampled"):
-        return
-    began = time.time()
-    names = params.get("connectors") or ()
-    stopped = stopped or window.stopping(run.manifest, run.source_connect, names)  # a retry's: asked before
-    stop_began = run.manifest.read(Part.event(events.STOPPED))["at"]
-
-    def connectors_stopped() -> bool:
-        if not stopped():
-            return False
-        if names and run.source_connect is not None:
-            run.record("stop_connectors", _epoch(stop_began))
-            log.info("stopped on the source Connect cluster: %s", ", ".join(names))
-        return True
-
-    topics = topics if topics is not None else selected_topics(run.source, run.selection)
-    with no_retry(GroupActive, TransactionOpen):
-        quiet = quiesce_poke(run.manifest, run.source, topics, params["quiesce_seconds"], params.get("groups") or "",
-                             budget_s=QUIESCE_BUDGET_S, ready=connectors_stopped,
-                             member_timeout_s=params.get("member_session_timeout_s", 45))
-    if not quiet:
-        raise RuntimeError(f"the source's end offsets did not stand still for {params['quiesce_seconds']}s within "
-                           f"{QUIESCE_BUDGET_S:.0f}s: a producer outside Connect still writes to the selected topics; "
-                           "stop it (the retry quiesces again) or run the rollback DAG")
-    run.record("quiesce", quiesce_began(run.manifest, began))
 
 
 def warm_up(run: RunFrame, remote: str) -> concurrent.futures.Future:
@@ -210,9 +134,8 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
     """The window's Spark job (window_copy: copy, then verify in the same session). On the Spark
     Connect connection's server it runs in this task's process, a client of the server warmed up
     during the quiesce (`warm_up`); else spark-submit starts it as the Spark tasks' jobs are."""
-    p = run.params
-    job_args = ["--state-location", p["state_location"], "--run-id", run.name, "--parallelism",
-                str(p["spark_parallelism"])]
+    request = run.request
+    job_args = job_command(request.state_location, run.name, request.spark.tasks_at_once)
     began = time.time()
     if remote:
         try:
@@ -220,15 +143,14 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
         except concurrent.futures.TimeoutError:
             session = None
         from kmigrate_spark.copy_job import window_copy
-        from kmigrate_spark.job_args import copy_arguments
 
         log.info("running window_copy in this task as a client of the Spark Connect server %s", shown_remote(remote))
         code = window_copy(copy_arguments(None).parse_args([*job_args, "--remote", remote]), (run.source, run.target),
                            session)
         check_exit("window_copy", code, shown_remote(remote))
     else:
-        launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, p["source_kafka_conn_id"],
-                        p["target_kafka_conn_id"], "", conf=dict(JOB_CONF)), log)
+        launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, request.source_kafka_conn_id,
+                        request.target_kafka_conn_id, "", conf=dict(JOB_CONF)), log)
     returned = time.time()
     # the job's start up to its copy, and its exit after its verification (a whole Spark
     # application under spark-submit): in the window's table as rows of their own

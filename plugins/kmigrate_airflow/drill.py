@@ -20,8 +20,9 @@ from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
 log = logging.getLogger(__name__)
 
 
-def mirror_of(params: dict[str, Any]) -> Manifest | None:
-    return Manifest(params["state_location"], params["mirror_run"]) if params.get("mirror_run") else None
+def mirror_of(run: RunFrame) -> Manifest | None:
+    request = run.request
+    return Manifest(request.state_location, request.mirror_run) if request.mirror_run else None
 
 
 @task.branch
@@ -36,8 +37,8 @@ def mirror_cut(params: dict[str, Any] | None = None, run_id: str | None = None) 
     offsets at least the snapshot's (`reach_cut`)."""
     run = RunFrame(params, run_id)
     with run.timed("mirror_cut"), no_retry():
-        mirror = mirror_of(params)
-        check_slots_left(mirror, spark_connect_url(params.get(SPARK_CONNECT_PARAM)), SPARK_CONNECT_PARAM)
+        mirror = mirror_of(run)
+        check_slots_left(mirror, spark_connect_url(run.request.spark.connect_conn_id), SPARK_CONNECT_PARAM)
         return reach_cut(run.manifest, mirror, run.target, say=log.info)
 
 
@@ -47,7 +48,7 @@ def measure(params: dict[str, Any] | None = None, run_id: str | None = None, dag
     the trigger to verified. A mirror's: its lag at the cut, and the trigger to the cut verified on
     the DR cluster and its connectors placed there (a dry failover of them)."""
     run = RunFrame(params, run_id)
-    mirror = mirror_of(params)
+    mirror = mirror_of(run)
     if mirror is None:
         measured = drill_figures(run.manifest, run.source, dag_run.start_date)
     else:
@@ -57,11 +58,11 @@ def measure(params: dict[str, Any] | None = None, run_id: str | None = None, dag
             with no_retry():
                 connectors = dry_connectors(mirror, run.connect_client("target") if mirror.exists(CONNECTORS)
                                             else None, ends, dr_bootstrap=run.target.bootstrap_servers,
-                                            overrides=params.get("connector_overrides"), say=log.info)
+                                            overrides=run.request.connector_overrides, say=log.info)
             now = datetime.datetime.now(datetime.timezone.utc)
             return {"rpo_records": cut["rpo_records"], "rpo_seconds": cut["rpo_seconds"],
                     "rto_seconds": round((now - dag_run.start_date).total_seconds(), 3), "measured_at": now.isoformat(),
-                    "mirror_run": params["mirror_run"], "cut_waited_s": cut["waited_s"], "connectors": connectors}
+                    "mirror_run": run.request.mirror_run, "cut_waited_s": cut["waited_s"], "connectors": connectors}
         measured = run.manifest.get_or_create(Part.DRILL, figures)
     log.info("drill: RPO %d records / %.1f s behind the source, RTO %.1f s", measured["rpo_records"],
              measured["rpo_seconds"], measured["rto_seconds"])

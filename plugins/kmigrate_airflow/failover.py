@@ -25,27 +25,26 @@ from kmigrate_airflow.operators import COPY_POOL
 log = logging.getLogger(__name__)
 
 
-def failover_frame(params: dict[str, Any], run_id: str | None) -> RunFrame:
-    """The mirror's run (`run_name`), with the mirror's selection."""
-    named = RunFrame(params, run_id)
+def failover_frame(named: RunFrame) -> RunFrame:
+    """The mirror's run (`named` by run_name), with the mirror's selection."""
     with no_retry():
-        return RunFrame(with_mirror_selection(params, named.manifest), run_id)
+        return RunFrame(with_mirror_selection(named.params, named.manifest), named.name)
 
 
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The migration's preflight on the mirror's run and selection (unplanned: the run's mirror, the DR
     cluster answering, the source not): read-only, bad input fails here."""
-    if params.get("unplanned"):
-        run = RunFrame(params, run_id)
+    run = RunFrame(params, run_id)
+    if run.request.unplanned:
         with no_retry():
-            check_stale_after(run.manifest, params["stale_after_s"])
-            check_unplanned(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"])
+            check_stale_after(run.manifest, run.request.stale_after_s)
+            check_unplanned(run.manifest, run.source, run.target, stale_after_s=run.request.stale_after_s)
         log.info("unplanned failover of run %s: the source does not answer, the DR cluster does", run.name)
         return {"unplanned": True}
-    run = failover_frame(params, run_id)
+    run = failover_frame(run)
     with no_retry():
-        check_stale_after(run.manifest, params["stale_after_s"])
+        check_stale_after(run.manifest, run.request.stale_after_s)
     return steps.check_before(run)
 
 
@@ -54,17 +53,17 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
 def failover(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
     """The window's course with the mirror stopped after the snapshot; a retry continues at the
     first step not done."""
-    if params.get("unplanned"):  # the source gone: the DR cluster promoted with what it holds
-        run = RunFrame(params, run_id)
+    run = RunFrame(params, run_id)
+    if run.request.unplanned:  # the source gone: the DR cluster promoted with what it holds
         kept = run.manifest.exists(CONNECTORS)  # the mirror kept connectors: they move to the DR Connect cluster
-        promoted = unplanned_failover(run.manifest, run.source, run.target, stale_after_s=params["stale_after_s"],
+        promoted = unplanned_failover(run.manifest, run.source, run.target, stale_after_s=run.request.stale_after_s,
                                       dr_connect=run.connect_client("target") if kept else None,
-                                      overrides=params.get("connector_overrides"), say=log.info)
+                                      overrides=run.request.connector_overrides, say=log.info)
         return promoted["partitions"]
-    run = failover_frame(params, run_id)
+    run = failover_frame(run)
 
     def stop() -> None:
         with run.timed("stop_mirror"):  # a row of the window's table
-            stop_mirror(run.manifest, "planned failover", stale_after_s=params["stale_after_s"], say=log.info)
+            stop_mirror(run.manifest, "planned failover", stale_after_s=run.request.stale_after_s, say=log.info)
 
-    return cutover_run(run, [("stop_mirror", stop)], course.FAILOVER_STEPS)
+    return cutover_run(run, stop, course.FAILOVER_STEPS)

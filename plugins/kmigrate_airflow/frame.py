@@ -1,8 +1,9 @@
 """What every step task of the DAGs decides the same way, decided here once: the run it works on,
-made from the task's `params` and `run_id` (`RunFrame`), and the wrappers around its library call:
-the guard that skips a step of a finished run (`RunFrame.finished`), the step's timing in the run's
-timeline (`RunFrame.timed`), and the errors no retry can help, turned into Airflow's failure without
-retry (`no_retry`). The tasks in `steps` are then a library call and its log lines each."""
+made from the task's `params` and `run_id` (`RunFrame`, from the run's typed request), and the
+wrappers around its library call: the step's timing in the run's timeline (`RunFrame.timed`), and
+the errors no retry can help, turned into Airflow's failure without retry (`no_retry`). A step of a
+finished run skips in the library (kmigrate.run.window.steps.skipped). The tasks in `steps` are
+then a library call and its log lines each."""
 from __future__ import annotations
 
 import logging
@@ -16,11 +17,10 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection
-from kmigrate.run.records import events
 from kmigrate.run.mirror.failover import with_mirror_selection
 from kmigrate.run.records import timeline
-from kmigrate.run.targets.acls import DEFAULT_SCOPE
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
 
@@ -28,44 +28,43 @@ log = logging.getLogger(__name__)
 
 
 class RunFrame:
-    """The run a task works on, from its params: its name (`run_name`, else the Airflow run id), its
-    manifest, the two Kafka clusters and the two Connect clients (resolved from their Airflow
-    connections when first used, once), and the selection. The rollback DAG's tasks give no run id:
-    their `run_name` names the migration run they roll back."""
+    """The run a task works on, from its params read once (`RunRequest.from_params`: its name is
+    `run_name`, else the Airflow run id), its manifest, the two Kafka clusters and the two Connect
+    clients (resolved from their Airflow connections when first used, once), and the selection. The
+    rollback DAG's tasks give no run id: their `run_name` names the migration run they roll back.
+    Params that break a rule fail the task without retry."""
 
     def __init__(self, params: dict[str, Any], run_id: str | None = None) -> None:
-        if params.get("mirror_run"):  # a drill of a running mirror: the mirror's selection
-            with no_retry():
-                params = with_mirror_selection(params, Manifest(params["state_location"], params["mirror_run"]))
-        self.params = params
-        self.name: str = params.get("run_name") or run_id
+        with no_retry():
+            request = RunRequest.from_params(params, run_id)
+            if request.mirror_run:  # a drill of a running mirror: the mirror's selection
+                mirror = Manifest(request.state_location, request.mirror_run)
+                request = RunRequest.from_params(with_mirror_selection(params, mirror), run_id)
+        self.request = request
+        self.params = request.params  # as given: what the run records of its request
+        self.name: str = request.name
 
     @cached_property
     def manifest(self) -> Manifest:
-        return Manifest(self.params["state_location"], self.name)
+        return Manifest(self.request.state_location, self.name)
 
     @cached_property
     def source(self) -> ClusterConfig:
-        return kafka_cluster(self.params["source_kafka_conn_id"], "source")
+        return kafka_cluster(self.request.source_kafka_conn_id, "source")
 
     @cached_property
     def target(self) -> ClusterConfig:
-        return kafka_cluster(self.params["target_kafka_conn_id"], "target")
+        return kafka_cluster(self.request.target_kafka_conn_id, "target")
 
     @cached_property
     def selection(self) -> Selection:
-        # the DR drill has no connectors and no translate mode: its params leave them out; the
-        # optional params are null when the trigger form leaves them empty
-        p = self.params
-        return Selection(p["topics_include"], p.get("topics_exclude") or "", p.get("groups") or "",
-                         tuple(p.get("connectors") or ()), p.get("translate_topics") or "",
-                         p.get("acls") or DEFAULT_SCOPE)
+        return self.request.selection
 
     @cached_property
     def connect(self) -> tuple[ConnectClient | None, ConnectClient | None]:
         """(source, target) Connect clients, both built at once; (None, None) when the run selects
         no connector (the DR drill has no Connect connections at all)."""
-        if not self.params.get("connectors"):
+        if not self.request.connectors:
             return None, None
         return self.connect_client("source"), self.connect_client("target")
 
@@ -80,24 +79,12 @@ class RunFrame:
     def connect_client(self, side: str) -> ConnectClient:
         """The `side` ("source" or "target") Connect cluster's client, whether or not connectors are
         selected (a rollback's empty selection means all of the run's connectors)."""
-        return connect_client(self.params[f"{side}_connect_conn_id"])
-
-    def finished(self, left: str) -> bool:
-        """Whether the run has resumed on the target already (`events.finished`): then the step
-        skips, and its log says so and what it leaves (`left`, like "its connectors there are left
-        as they are"). The task returns its skipped value itself."""
-        if not events.finished(self.manifest):
-            return False
-        log.info("the run resumed on the target already: %s", left)
-        return True
+        request = self.request
+        return connect_client(request.source_connect_conn_id if side == "source" else request.target_connect_conn_id)
 
     def timed(self, step: str) -> AbstractContextManager[dict[str, Any]]:
         """The block as `step`'s run in the run's timeline, recorded when it ends without an error."""
         return timeline.timed(self.manifest, step)
-
-    def record(self, step: str, started: float) -> None:
-        """`step`'s run in the run's timeline, from `started` (epoch seconds) to now."""
-        timeline.record(self.manifest, step, started)
 
 
 @contextmanager

@@ -21,9 +21,11 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
+from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failback import failed_over_connectors, prepare_failback
 from kmigrate.run.mirror.loop import STARTS, STOP, MirrorSpec, write_spec
+from kmigrate_spark.job_args import job_command
 
 from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.launch import SPARK_JOBS, SparkJob, start_detached
@@ -36,7 +38,7 @@ OUTPUT_DIR = Path(os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflo
 @task(retries=2)
 def start(params: dict[str, Any] | None = None, run_id: str | None = None) -> int | None:
     """The DAG's start task: `start_mirror` for the run named by `run_name`."""
-    return start_mirror(params, params.get("run_name") or run_id, log)
+    return start_mirror(RunFrame(params, run_id), log)
 
 
 class MirrorHeartbeatTrigger(BaseTrigger):
@@ -70,29 +72,25 @@ class MirrorHeartbeatTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_s)
 
 
-def mirror_job(params: dict[str, Any], run_name: str) -> SparkJob:
+def mirror_job(request: RunRequest) -> SparkJob:
     return SparkJob(str(SPARK_JOBS / "mirror.py"),
-                    ["--state-location", params["state_location"], "--run-id", run_name,
-                     "--parallelism", str(params.get("spark_parallelism") or 0)],
-                    params["source_kafka_conn_id"], params["target_kafka_conn_id"],
-                    params.get("spark_connect_conn_id") or "",
-                    source_connect_conn_id=params["source_connect_conn_id"] if params.get("connectors") else "")
+                    job_command(request.state_location, request.name, request.spark.tasks_at_once),
+                    request.source_kafka_conn_id, request.target_kafka_conn_id, request.spark.connect_conn_id,
+                    source_connect_conn_id=request.source_connect_conn_id if request.connectors else "")
 
 
-def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
-    """The run's mirror spec from `params` (refused without retry: another selection for this run),
-    then the job started, unless a stop was requested or a mirror of the run beats already (a
+def start_mirror(run: RunFrame, log: Any) -> int | None:
+    """The run's mirror spec from its request (refused without retry: another selection for this
+    run), then the job started, unless a stop was requested or a mirror of the run beats already (a
     retry, a second trigger). Returns the process id started, if one was."""
-    manifest = Manifest(params["state_location"], run_name)
-    spec = MirrorSpec(params["topics_include"], params.get("topics_exclude") or "", params.get("groups") or "",
-                      float(params["interval_s"]), float(params["refresh_s"]),
-                      connectors=tuple(params.get("connectors") or ()))
-    run = RunFrame(params, run_name)
+    request, manifest, run_name = run.request, run.manifest, run.name
+    spec = MirrorSpec(request.topics_include, request.topics_exclude, request.groups, float(request.interval_s),
+                      float(request.refresh_s), connectors=request.connectors or ())
     with no_retry():
         write_spec(manifest, spec)
-        if params.get("failback_of"):  # a mirror back to the original: its clusters proven, what diverged named,
-            failed_over = Manifest(params["state_location"], params["failback_of"])  # rebuilt only if asked now
-            prepare_failback(failed_over, manifest, run.source, run.target, rebuild=bool(params.get("rebuild_diverged")),
+        if request.failback_of:  # a mirror back to the original: its clusters proven, what diverged named,
+            failed_over = Manifest(request.state_location, request.failback_of)  # rebuilt only if asked now
+            prepare_failback(failed_over, manifest, run.source, run.target, rebuild=request.rebuild_diverged,
                              original_connect=run.connect_client("target") if failed_over_connectors(failed_over)
                              else None, say=log.info)
         else:  # the clusters it mirrors between, recorded (or held to those recorded) before the job starts
@@ -102,11 +100,11 @@ def start_mirror(params: dict[str, Any], run_name: str, log: Any) -> int | None:
         return None
     status = mirror_status.read(manifest)
     age = mirror_status.heartbeat_age(status)
-    if status and not status["stopped"] and age is not None and age < float(params["stale_after_s"]):
+    if status and not status["stopped"] and age is not None and age < float(request.stale_after_s):
         log.info("run %s: its mirror beats already (round %d, %.1fs ago, process %s on %s): not started again",
                  run_name, status["round"], age, status["pid"], status["host"])
         return None
-    return start_detached(mirror_job(params, run_name), log, OUTPUT_DIR / f"{run_name}.log")
+    return start_detached(mirror_job(request), log, OUTPUT_DIR / f"{run_name}.log")
 
 
 def stop_stale(manifest: Manifest, log: Any, wait_s: float = 10.0) -> None:
@@ -160,14 +158,14 @@ class MirrorFollower(BaseOperator):
         self.run_name, self.poll_s = run_name, poll_s
 
     def execute(self, context: Any) -> None:
-        manifest = Manifest(context["params"]["state_location"], self.run_name)
+        manifest = RunFrame(context["params"], self.run_name).manifest
         self._follow(context, starts_without_round=1, round_at_start=(mirror_status.read(manifest) or {}).get("round", 0))
 
     def _follow(self, context: Any, *, starts_without_round: int, round_at_start: int) -> NoReturn:
         """Defer to the heartbeat trigger (raises TaskDeferred); `resume` runs when it fires."""
-        params = context["params"]
-        self.defer(trigger=MirrorHeartbeatTrigger(params["state_location"], self.run_name,
-                                                  float(params["stale_after_s"]), time.time(), self.poll_s),
+        request = RunFrame(context["params"], self.run_name).request
+        self.defer(trigger=MirrorHeartbeatTrigger(request.state_location, self.run_name,
+                                                  float(request.stale_after_s), time.time(), self.poll_s),
                    method_name="resume",
                    kwargs={"starts_without_round": starts_without_round, "round_at_start": round_at_start})
 
@@ -184,7 +182,7 @@ class MirrorFollower(BaseOperator):
                 f"round; its output is in {OUTPUT_DIR / (self.run_name + '.log')} on {socket.gethostname()}")
         self.log.warning("run %s: the mirror's heartbeat is %.0fs old (round %d): starting it again", self.run_name,
                          event["age_s"], event["round"])
-        params = context["params"]
-        stop_stale(Manifest(params["state_location"], self.run_name), self.log)
-        start_mirror(params, self.run_name, self.log)
+        run = RunFrame(context["params"], self.run_name)
+        stop_stale(run.manifest, self.log)
+        start_mirror(run, self.log)
         self._follow(context, starts_without_round=starts_without_round + 1, round_at_start=event["round"])

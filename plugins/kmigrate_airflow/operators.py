@@ -15,9 +15,10 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover.schedule import cutover_time
+from kmigrate.run.checks.schedule import cutover_time
 from kmigrate.run.records import timeline
 from kmigrate.run.records.events import STOPPED
+from kmigrate_spark.job_args import job_command
 
 from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, launch, stop_client
 
@@ -135,9 +136,10 @@ class KmigrateCutoverSensor(BaseSensorOperator):
         stop_client(self._client)  # a round's client on a Spark Connect server
 
 
-# the run a DAG's Spark jobs work on: as RunFrame names it for the DAG's other tasks (run_name, else
-# the Airflow run id), so that a run_name given in the conf reaches the jobs too, declared or not
-RUN = "{{ params.get('run_name') or run_id }}"
+# the run a DAG's Spark jobs work on: as the run request names it for the DAG's other tasks (run_name,
+# else the Airflow run id: kmigrate.run.checks.request.run_name, each DAG's macro), so that a run_name
+# given in the conf reaches the jobs too, declared or not
+RUN = "{{ run_name(params, run_id) }}"
 
 
 def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> KmigrateSparkSubmitOperator:
@@ -149,8 +151,7 @@ def spark_job(task_id: str, script: str, *extra: str, retries: int = 3) -> Kmigr
         conn_id="spark_default",
         source_conn_id="{{ params.source_kafka_conn_id }}",
         target_conn_id="{{ params.target_kafka_conn_id }}",
-        application_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
-                          "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        application_args=job_command("{{ params.state_location }}", RUN, "{{ params.spark_parallelism }}", *extra),
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}",
         conf=dict(JOB_CONF),
         pool=COPY_POOL,
@@ -176,8 +177,7 @@ def cutover_sensor(task_id: str, script: str, *extra: str) -> KmigrateCutoverSen
     return KmigrateCutoverSensor(
         task_id=task_id, application=str(SPARK_JOBS / script), cutover_at="{{ params.cutover_at or '' }}", catch_up="{{ params.pre_copy }}",
         state_location="{{ params.state_location }}", run_name=RUN,
-        job_args=["--state-location", "{{ params.state_location }}", "--run-id", RUN,
-                  "--parallelism", "{{ params.spark_parallelism }}", *extra],
+        job_args=job_command("{{ params.state_location }}", RUN, "{{ params.spark_parallelism }}", *extra),
         source_conn_id="{{ params.source_kafka_conn_id }}", target_conn_id="{{ params.target_kafka_conn_id }}",
         spark_connect_conn_id="{{ params.spark_connect_conn_id or '' }}", poke_interval=poke_interval,
         timeout=datetime.timedelta(days=31).total_seconds(), pool=COPY_POOL, trigger_rule="none_failed",

@@ -1,16 +1,20 @@
 """What the DAGs share: task defaults and their trigger-form params, each defined once (the form
-validates them before a run exists)."""
+validates them before a run exists). Their names, defaults and rules are the run request's
+(kmigrate.run.checks.request.RunRequest, which reads and checks them again when a task runs) and
+the library's where it states them (the run-name rule, the mirror's timings)."""
 from __future__ import annotations
 
 import datetime
 import os
 
 from airflow.sdk import Param
+from kmigrate.manifest import RUN_ID_PATTERN
+from kmigrate.run.checks.request import INTERVAL_S, MEMBER_TIMEOUT_S, QUIESCE_MAX_S, REFRESH_S, STALE_AFTER_S, run_name
 from kmigrate.run.mirror.timings import MAX_INTERVAL_S, MAX_PERIOD_S, MIN_INTERVAL_S, MIN_STALE_AFTER_S
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
     os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "kmigrate-state")
-RUN_NAME = "[A-Za-z0-9](?:[A-Za-z0-9._+-]|:(?!:)){0,199}"  # a folder name: kmigrate.manifest's RUN_ID_RULE
+RUN_NAME = RUN_ID_PATTERN  # a folder name: kmigrate.manifest's RUN_ID_RULE
 # The library's rules the form can state too (each value refused here is refused by the library, which
 # checks again for a caller that bypasses the form; tests/badinput/test_form_schema.py):
 # a regular expression with no lone surrogate (RE2 matches UTF-8: kmigrate.run.checks.selection)
@@ -34,9 +38,11 @@ DEFAULT_ARGS = {
 def dag_args(dag_id: str, doc: str | None, tags: list[str], *, schedule: str | None = None,
              default_args: dict | None = None) -> dict:
     """What every kmigrate DAG sets the same way: triggered (or on `schedule`), no catch-up of missed
-    runs, one run at a time, the shared task defaults; the DAG's module docstring as its doc."""
+    runs, one run at a time, the shared task defaults; the DAG's module docstring as its doc; the run
+    request's rule naming the run in its templates (`run_name(params, run_id)`)."""
     return {"dag_id": dag_id, "doc_md": doc, "schedule": schedule, "start_date": datetime.datetime(2026, 1, 1),
-            "catchup": False, "max_active_runs": 1, "tags": tags, "default_args": default_args or DEFAULT_ARGS}
+            "catchup": False, "max_active_runs": 1, "tags": tags, "default_args": default_args or DEFAULT_ARGS,
+            "user_defined_macros": {"run_name": run_name}}
 
 
 def kafka_params(target_title: str = "Target Kafka connection",
@@ -158,6 +164,19 @@ def overrides_param(description: str = '{"connector": {"key": "value"}} applied 
                  title="Connector config overrides", description=description)
 
 
+def quiesce_params(quiesce_s: int, member_description: str | None = None) -> dict[str, Param]:
+    """How long the source stands still before the snapshot (`quiesce_s` by default), and how long a
+    selected group's members may linger after its consumer stopped."""
+    return {
+        "quiesce_seconds": Param(quiesce_s, type="integer", minimum=0, maximum=QUIESCE_MAX_S, title="Quiesce window",
+                                 description="Source end offsets must stay still (and selected groups empty) this "
+                                             "long before the snapshot"),
+        "member_session_timeout_s": Param(MEMBER_TIMEOUT_S, type="integer", minimum=0, maximum=QUIESCE_MAX_S,
+                                          title="Wait for members that stopped without leaving",
+                                          **({"description": member_description} if member_description else {})),
+    }
+
+
 def connector_params() -> dict[str, Param]:
     """The connectors a migration moves, and their config overrides on the target."""
     return {"connectors": connectors_param(), "connector_overrides": overrides_param()}
@@ -169,10 +188,10 @@ def mirror_params() -> dict[str, Param]:
         "run_name": Param("dr-mirror", type="string", pattern=f"^{RUN_NAME}$", title="Mirror name",
                           description="Names the mirror's run manifest; a failover or drill of this mirror names it"),
         # the ranges of kmigrate.run.mirror.timings; the preflight checks them against each other
-        "interval_s": Param(1.0, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_INTERVAL_S,
+        "interval_s": Param(INTERVAL_S, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_INTERVAL_S,
                             title="Status interval (s)",
                             description="The mirror's lag and heartbeat, and the groups' offsets, this often"),
-        "refresh_s": Param(10.0, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_PERIOD_S,
+        "refresh_s": Param(REFRESH_S, type="number", minimum=MIN_INTERVAL_S, maximum=MAX_PERIOD_S,
                            title="Selection refresh (s)",
                            description="New topics and partitions matching the selection are picked up this often "
                                        "(at least the status interval)"),
@@ -183,7 +202,7 @@ def mirror_params() -> dict[str, Param]:
                                   description="A failback after an unplanned failover: delete on the original the "
                                               "topics whose partitions hold offsets the DR cluster never got, and "
                                               "copy them again (those offsets are discarded, listed in the report)"),
-        "stale_after_s": Param(60.0, type="number", minimum=MIN_STALE_AFTER_S, title="Restart after (s)",
+        "stale_after_s": Param(STALE_AFTER_S, type="number", minimum=MIN_STALE_AFTER_S, title="Restart after (s)",
                                description="The mirror is started again when its heartbeat is this old: at least "
                                            "10 s plus twice the status interval or 4 s, whichever is longer "
                                            f"({MIN_STALE_AFTER_S:g} s at the shortest)"),

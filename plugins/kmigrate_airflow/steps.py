@@ -1,9 +1,10 @@
-"""The non-Spark steps of the migration DAGs as Airflow tasks, and the window's steps that the
-cutover task (kmigrate_airflow.cutover) runs back to back as plain functions of the run's frame.
-Each is a few lines: the run's frame from the params (`frame.RunFrame`: manifest, clusters,
-selection, Connect clients), one call of the kmigrate library, what it did in the log. The frame also skips the steps of a finished run, times
-the step in the run's timeline, and fails without retry on what no retry can help (`frame.no_retry`).
-Nothing here decides anything the library does not."""
+"""The non-Spark steps of the migration DAGs as Airflow tasks; those that are steps of the cutover
+window too (a DR drill's snapshot, topic configs and groups) are the library's
+(kmigrate.run.window.steps), which the cutover task runs back to back (kmigrate_airflow.cutover).
+Each is a few lines: the run's frame from the params (`frame.RunFrame`: its typed request, manifest,
+clusters, selection, Connect clients), one call of the kmigrate library, what it did in the log. The
+frame also skips the steps of a finished run, times the step in the run's timeline, and fails without
+retry on what no retry can help (`frame.no_retry`). Nothing here decides anything the library does not."""
 from __future__ import annotations
 
 import datetime
@@ -13,23 +14,20 @@ from typing import Any
 
 from airflow.sdk import get_current_context, task
 from kmigrate.claims import check_topics_free, claim_topics, release_topics
-from kmigrate.errors import ConfigError, SourceMoved, TopicsHeld
+from kmigrate.errors import TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import record_request
 from kmigrate.run.checks.selection import selected_topics
 from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate.run.copying.plan import write_pre_copy_plan
-from kmigrate.run.cutover import window
-from kmigrate.run.cutover.groups import replicate_groups as replicate
-from kmigrate.run.cutover.snapshot import check_source_at_snapshot, take_snapshot
 from kmigrate.run.mirror.failback import plan_failback
 from kmigrate.run.preflight.checks import check_params, check_run
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
-from kmigrate.run.targets import acls
-from kmigrate.run.targets import prepare as targets
+from kmigrate.run.window import steps as window_steps
+from kmigrate.run.window.steps import Window
 from kmigrate_spark.conf import check_connect_server, shown_remote
 
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -49,12 +47,12 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
 
 def check_before(run: RunFrame) -> dict[str, Any]:
     """The preflight's checks of `run` (its params as the frame has them); the plan."""
-    params = run.params
+    request = run.request
     with no_retry():
-        cutover = check_params(params, run.manifest)
+        cutover = check_params(run.params, run.manifest)
     if cutover is not None:
         log.info("cutover at %s (UTC %s)", cutover.isoformat(), cutover.astimezone(datetime.timezone.utc).isoformat())
-    spark_connect = params.get(SPARK_CONNECT_PARAM)
+    spark_connect = request.spark.connect_conn_id
     remote = spark_connect_url(spark_connect)  # ConfigError: a connection of another type
     if remote:
         check_connect_server(remote, option=f"host and port in the Airflow connection {spark_connect!r} (or empty "
@@ -67,16 +65,16 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
         identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
-                             reversing=bool(params.get("failback_of")))
-        if params.get("failback_of"):
-            plan["failback"] = plan_failback(Manifest(params["state_location"], params["failback_of"]),
+                             reversing=bool(request.failback_of))
+        if request.failback_of:
+            plan["failback"] = plan_failback(Manifest(request.state_location, request.failback_of),
                                              plan["identity"], run.target, run.selection.topics_include,
                                              run.selection.topics_exclude)
-            log.info("failback of run %s: deletes on the original %s, stops there %s", params["failback_of"],
-                     plan["failback"]["delete_topics"] if params.get("rebuild_diverged") else "nothing (rebuild_diverged "
+            log.info("failback of run %s: deletes on the original %s, stops there %s", request.failback_of,
+                     plan["failback"]["delete_topics"] if request.rebuild_diverged else "nothing (rebuild_diverged "
                      f"off; diverged: {len(plan['failback']['diverged'])} partitions)", plan["failback"]["stop_connectors"])
-    if params.get("mirror_run"):  # a drill of a running mirror writes none of the mirror's topics
-        log.info("drill of the mirror of run %s: its topics %s", params["mirror_run"], plan["topics"])
+    if request.mirror_run:  # a drill of a running mirror writes none of the mirror's topics
+        log.info("drill of the mirror of run %s: its topics %s", request.mirror_run, plan["topics"])
     else:
         with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
             check_topics_free(run.target, run.name, plan["topics"],
@@ -96,11 +94,11 @@ def check_before(run: RunFrame) -> dict[str, Any]:
 @task.short_circuit
 def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """Stops a dry run here; a run goes on with its params recorded (the run name is theirs now)."""
-    if params["dry_run"]:
+    run = RunFrame(params, run_id)
+    if run.request.dry_run:
         log.info("dry run: the plan above is what a run would do; nothing was written")
         return False
-    run = RunFrame(params, run_id)
-    record_request(run.manifest, params)
+    record_request(run.manifest, run.params)
     with no_retry():  # the clusters the run began on: every later step is held to them
         identity.begin(run.manifest, run.source, run.target, seen=plan["identity"])
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
@@ -114,7 +112,7 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
 def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = None) -> bool:
     """The pre-copy's plan (topics up to their ends now); skips the pre-copy when it is off."""
     run = RunFrame(params, run_id)
-    if not params["pre_copy"] or run.manifest.exists(Part.SNAPSHOT):
+    if not run.request.pre_copy or run.manifest.exists(Part.SNAPSHOT):
         return False  # off, or the run is past its snapshot: the final copy does the rest
     topics = selected_topics(run.source, run.selection)
     plan = write_pre_copy_plan(run.manifest, run.source, topics, run.selection.modes(topics))
@@ -124,25 +122,8 @@ def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = Non
 
 @task
 def snapshot(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, int]:
-    """The run's snapshot (`take_run_snapshot`)."""
-    return take_run_snapshot(RunFrame(params, run_id), drill)
-
-
-def take_run_snapshot(run: RunFrame, drill: bool = False) -> dict[str, int]:
-    """The run's snapshot; in a migration, what the source changed since the pre-copy is then
-    applied to the target topics the run created (a DR drill's source stays live: it does not)."""
-    selection = run.selection
-    with run.timed("snapshot"):
-        taken = take_snapshot(run.manifest, run.source, topics_include=selection.topics_include,
-                              topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
-                              source_connect=run.source_connect, connectors=list(selection.connectors) or None,
-                              modes=selection.modes, live=drill)
-        if not drill:
-            for topic, change in targets.reconcile_target_topics(run.manifest, run.source, run.target).items():
-                log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
-    counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
-    log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], run.manifest.location, counts)
-    return counts
+    """The run's snapshot (`kmigrate.run.window.steps.snapshot`)."""
+    return window_steps.snapshot(Window(RunFrame(params, run_id), final=no_retry), drill)
 
 
 @task(trigger_rule="one_done")
@@ -172,93 +153,15 @@ def topic_result(topic: str, params: dict[str, Any] | None = None, run_id: str |
 
 @task
 def restore_topic_configs(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """The target topics' configs the copy set, back to the source's (`restore_configs`)."""
-    return restore_configs(RunFrame(params, run_id))
-
-
-def restore_configs(run: RunFrame) -> dict[str, Any]:
-    """The target topics' configs that the copy set (timestamps kept as CreateTime, no bound on old
-    or future timestamps) back to the source's values, before anything else writes to them."""
-    if run.finished("its topics' configs there are left as they are"):
-        return {"topics": {}}
-    if run.params.get("mirror_run"):  # the mirror keeps them as the source's
-        return {"topics": {}}
-    with run.timed("restore_topic_configs"):
-        restored = targets.restore_topic_configs(run.manifest, run.source, run.target)
-    for topic, configs in restored["topics"].items():
-        log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
-    return restored
-
-
-def migrate_run_acls(run: RunFrame) -> dict[str, Any]:
-    """The applications' ACLs on the snapshot's topics and groups created on the target
-    (`acls.migrate_acls`), before the connectors resume; the principals missing there named."""
-    if run.finished("its ACLs there are left as they are"):
-        return {}
-    with run.timed("migrate_acls"):
-        result = acls.migrate_acls(run.manifest, run.source, run.target, run.selection.acls)
-    if result.get("expected"):
-        log.info("ACLs: %d expected on the target, %d created, %d there already; %d there now", len(result["expected"]),
-                 len(result["created"]), len(result["present"]), result["on_target"])
-    for row in result.get("conflicting", []):
-        log.warning("the target has a conflicting ACL, left as it is: %s", acls.Acl.from_row(row).text())
-    for row in result.get("principals_missing", []):
-        log.warning("%s: %s", row["principal"], row["do"])
-    return result
+    """The target topics' configs the copy set, back to the source's
+    (`kmigrate.run.window.steps.restore_topic_configs`)."""
+    return window_steps.restore_topic_configs(Window(RunFrame(params, run_id), final=no_retry))
 
 
 @task
 def replicate_groups(drill: bool = False, params: dict[str, Any] | None = None, run_id: str | None = None) -> int:
-    """The snapshot groups' offsets on the target (`replicate_run_groups`)."""
-    return replicate_run_groups(RunFrame(params, run_id), drill)
-
-
-def replicate_run_groups(run: RunFrame, drill: bool = False) -> int:
-    """Each snapshot group's offsets and metadata on the target. A migration first checks that each
-    group is still stopped on the source with the snapshot's offsets; a DR drill copies them as of
-    its snapshot. A migration that has resumed on the target leaves its groups alone."""
-    if not drill and run.finished("its consumer groups are left as they are there"):
-        return 0
-    if run.params.get("mirror_run"):  # the mirror copies them; the drill's cut checked them on the DR cluster
-        return len(read_snapshot(run.manifest)["groups"])
-    with run.timed("replicate_groups"):
-        results = replicate(run.manifest, run.target, None if drill else run.source)
-    for group in results:
-        log.info("group %s: %d offsets, %d written", group["group"], len(group["offsets"]), group["written"])
-    return len(results)
-
-
-def migrate_run_connectors(run: RunFrame) -> list[str]:
-    """Each snapshot connector created on the target Connect cluster, stopped, with its config (and
-    the run's overrides) and its offsets; resuming it is the next step. Nothing when the run selects
-    no connector."""
-    params = run.params
-    if run.target_connect is None or run.finished("its connectors there are left as they are"):
-        return []
-    with run.timed("migrate_connectors"):
-        results = connector_steps.migrate_connectors(run.manifest, run.target_connect,
-                                                     target_bootstrap=run.target.bootstrap_servers,
-                                                     overrides=params["connector_overrides"],
-                                                     source_connect=run.source_connect)
-    for c in results:
-        log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
-                 c["offsets_written"])
-    return [c["name"] for c in results]
-
-
-def resume_run_connectors(run: RunFrame) -> list[dict[str, Any]]:
-    """Each connector on the target in the state it had on the source before the run (RUNNING,
-    PAUSED or STOPPED), once the consumer groups are confirmed still stopped on the source."""
-    if run.finished("its connectors there are left as they are"):
-        return window.resumed(run.manifest)
-    with run.timed("resume_connectors"):
-        # written to after the snapshot: resuming would leave records behind (a cluster that does
-        # not answer is retried)
-        with no_retry(SourceMoved, ConfigError):
-            check_source_at_snapshot(run.manifest, run.source)
-        resumed = window.resume_on_target(run.manifest, run.source, run.target_connect)
-    log.info("resumed on the target Connect cluster: %s", resumed)
-    return resumed
+    """The snapshot groups' offsets on the target (`kmigrate.run.window.steps.replicate_consumer_groups`)."""
+    return window_steps.replicate_consumer_groups(Window(RunFrame(params, run_id), final=no_retry), drill)
 
 
 @task
@@ -283,7 +186,7 @@ def stop_target_copies(params: dict[str, Any] | None = None) -> list[str]:
     run = RunFrame(params)  # run_name: the migration run rolled back
     with no_retry():
         wanted = connector_steps.rollback_states(connector_steps.states_before(run.manifest),
-                                                 params.get("connectors"), run.name)
+                                                 run.request.connectors, run.name)
         # both Connect sides the run's, before anything is stopped (swapped, this would stop the originals)
         for side in ("target", "source"):
             identity.check_connect(run.manifest, f"{side}_connect", run.connect_client(side))
@@ -299,7 +202,7 @@ def resume_on_source(params: dict[str, Any] | None = None) -> list[dict[str, Any
     run = RunFrame(params)  # run_name: the migration run rolled back
     states = connector_steps.states_before(run.manifest)
     with no_retry():  # a connector that run did not stop; a Connect cluster that is not the run's source's
-        wanted = connector_steps.rollback_states(states, params.get("connectors"), run.name)
+        wanted = connector_steps.rollback_states(states, run.request.connectors, run.name)
         identity.check_connect(run.manifest, "source_connect", run.connect_client("source"))
     restored = connector_steps.restore_states(run.connect_client("source"), wanted)
     log.info("back on the source Connect cluster: %s", restored)

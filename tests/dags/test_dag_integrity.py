@@ -83,8 +83,22 @@ def test_spark_tasks_work_on_the_run_the_other_tasks_name(dag_files, dag_id, run
     for task in tasks:
         args = list(getattr(task, "application_args", None) or task.job_args)
         rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id)
+            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id, **dag.user_defined_macros)
         assert rendered == expected, (task.task_id, rendered)
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_each_dags_default_params_make_a_run_request(dag_files, dag_id):
+    """The trigger form's defaults pass the run request's rules (RunRequest.from_params), which read
+    them again when a task runs: the form and the request agree."""
+    from kmigrate.run.checks.request import RunRequest
+
+    dag = dag_files.dags[dag_id]
+    params = {name: param.value for name in dag.params if (param := dag.params.get_param(name)).has_value}
+    request = RunRequest.from_params({**params, "run_name": "defaults"}, "manual__2026-11-27T11:45:54+00:00")
+    assert request.name == "defaults" and request.params["state_location"] == request.state_location
+    if "quiesce_seconds" in params:
+        assert request.quiesce_seconds == params["quiesce_seconds"] > 0
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))

@@ -118,3 +118,20 @@ def test_no_catch_up_round_starts_nearer_the_cutover_time_than_a_round_has_taken
     monkeypatch.setattr(sensor, "_catch_up", lambda: rounds.append("late round"))
     assert sensor.poke({}) is True and rounds == ["round"]  # 1.5 s ahead: no round, the time awaited
     assert datetime.datetime.now(datetime.timezone.utc) >= at
+
+
+def test_the_windows_course_is_the_librarys_order_with_a_failovers_stop_of_the_mirror_after_the_snapshot(tmp_path):
+    from kmigrate.run.cutover import course
+
+    calls = {name: (lambda name=name: ran.append(name)) for name in course.STEPS}
+    shape = [item[0] if isinstance(item[0], str) else [n for n, _ in item] for item in course.window_course(calls)]
+    assert shape == ["stop_connectors", "quiesce", "snapshot", "copy_and_verify",
+                     ["restore_topic_configs", "migrate_acls", "replicate_groups", "migrate_connectors"],
+                     "resume_connectors"]
+    ran: list[str] = []
+    manifest = Manifest(str(tmp_path), "failover")
+    manifest.write_once(course.done_part("stop_connectors"), {"step": "stop_connectors", "ended": "earlier"})
+    done = course.run_course(manifest, course.window_course(calls, lambda: ran.append("stop_mirror")), lambda _: None)
+    assert done == list(course.FAILOVER_STEPS[1:])  # a retry continues at the first step not done
+    assert ran[:4] == ["quiesce", "snapshot", "stop_mirror", "copy_and_verify"] and ran[-1] == "resume_connectors"
+    assert sorted(ran[4:8]) == sorted(course.STEPS[4:8])  # side by side

@@ -10,7 +10,7 @@ import time
 import pytest
 from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.cutover import schedule
+from kmigrate.run.checks import schedule
 from kmigrate.run.checks import selection
 from kmigrate.run.connectors.migrate import check_overrides, target_config
 from kmigrate.run.checks.request import check_request, record_request

@@ -14,6 +14,7 @@ from kmigrate.run.connectors.migrate import rollback_states
 from kmigrate.run.cutover import window
 from kmigrate.run.cutover.quiesce import quiesce_began
 from kmigrate.run.records import events, timeline
+from kmigrate.run.window import steps as window_steps
 
 from kmigrate_airflow import frame
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -58,11 +59,11 @@ def test_connections_are_looked_up_when_first_used_and_once(tmp_path, monkeypatc
 
 def test_a_finished_run_skips_its_step_with_one_line_saying_why(tmp_path, caplog):
     run = RunFrame(params(tmp_path), "r")
-    with caplog.at_level(logging.INFO, logger=frame.__name__):
-        assert not run.finished("its groups are left as they are")
+    with caplog.at_level(logging.INFO, logger=window_steps.__name__):
+        assert not window_steps.skipped(run, "its groups are left as they are")
         assert caplog.messages == []
         events.mark(run.manifest, events.RESUMED)
-        assert run.finished("its groups are left as they are")
+        assert window_steps.skipped(run, "its groups are left as they are")
     assert caplog.messages == ["the run resumed on the target already: its groups are left as they are"]
 
 
@@ -73,7 +74,7 @@ def test_a_step_is_timed_in_the_runs_timeline_when_it_succeeds(tmp_path):
     assert timeline.steps(run.manifest) == []
     with run.timed("snapshot"):
         pass
-    run.record("quiesce", 1_800_000_000.0)
+    timeline.record(run.manifest, "quiesce", 1_800_000_000.0)
     assert sorted(r["step"] for r in timeline.steps(run.manifest)) == ["quiesce", "snapshot"]
 
 

@@ -1,1 +1,1 @@
-"""What a run was asked (request, selection), which clusters it touches (identity), whether it may (rights) and what the clusters are (versions): checked before a run writes or stops anything, by the preflight and by the steps that need them."""
+"""What a run was asked (request, selection, when its cutover is due: schedule), which clusters it touches (identity), whether it may (rights) and what the clusters are (versions): checked before a run writes or stops anything, by the preflight and by the steps that need them."""

@@ -6,9 +6,15 @@ The record keeps no secret in clear: each `connector_overrides` value (often a d
 and the password of any URL param (an fsspec `state_location` like sftp://user:pw@host/...) are
 kept as a salted, stretched digest (PBKDF2-SHA256, a random salt per run), so that the same
 params triggered again still compare equal and another value is still told apart; a conflict
-names the differing override key and says `<value differs>`, never a value."""
+names the differing override key and says `<value differs>`, never a value.
+
+The same params, read once (`RunRequest.from_params`): every DAG's task, and any other caller, takes
+the run's name, clusters, selection and settings from one typed request, each param's name, default
+and rule written here once; the record keeps the params as they were given."""
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import hashlib
 import json
 import secrets
@@ -16,8 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from kmigrate.errors import RunConflict
-from kmigrate.manifest import Manifest, ManifestError, Part
+from kmigrate.errors import ConfigError, RunConflict
+from kmigrate.manifest import Manifest, ManifestError, Part, check_run_id
+from kmigrate.run.checks.selection import DEFAULT_SCOPE, Selection
+from kmigrate.run.checks.schedule import cutover_time
 
 # how a run executes, not what it does: these may change between tries of one run, and are never
 # recorded. spark_remote (a Spark Connect URL, which may carry a token) was the param before
@@ -118,3 +126,138 @@ def record_request(manifest: Manifest, params: Mapping[str, Any]) -> dict[str, A
     check_request(manifest, params)
     salt = secrets.token_hex(16)
     return manifest.get_or_create(Part.PARAMS, lambda: {"params": _what(params, salt), "salt": salt})
+
+
+# the params' defaults where a DAG may leave one out (the trigger form states the same: kmigrate_airflow.params)
+# member_session_timeout_s: how long a consumer group member may stay after its consumer stopped without
+# leaving (Kafka Streams closes so; the broker expires it after the group's session.timeout.ms, 45 s by default)
+MEMBER_TIMEOUT_S = 45
+QUIESCE_MAX_S = 3600  # quiesce_seconds (and member_session_timeout_s) at most
+# a mirror's timings (kmigrate.run.mirror.timings checks them): its status interval, how often it reads its
+# selection again, and when its follower takes it for gone; of a mirror's spec, its job's arguments and
+# the DR DAGs' params alike
+INTERVAL_S = 1.0
+REFRESH_S = 10.0
+STALE_AFTER_S = 60.0
+
+
+def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:
+    """The run a request names: its `run_name`, else the run id it was triggered as (Airflow's)."""
+    return params.get("run_name") or run_id
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkSettings:
+    """Where and how wide a run's Spark jobs run: `tasks_at_once`, the Spark tasks a job runs at once
+    (the `spark_parallelism` param, a job's --parallelism; 0: the application's task slots): a copy
+    or a verification runs a partition a task, so partitions at once, the mirror's long-running tasks
+    follow several each; and the Airflow connection of a Spark Connect server ("": none)."""
+
+    tasks_at_once: int = 0
+    connect_conn_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """A run's params, read and checked once (`from_params`): its name, where its manifest is, the
+    connections of its clusters, what it selects, and how its steps and jobs run. `params` keeps
+    them as given: the run records those (`record_request`). A DAG that does not take a param
+    leaves its field at the default (the drill has no connectors, the rollback no selection)."""
+
+    params: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+    name: str
+    state_location: str
+    source_kafka_conn_id: str = ""
+    target_kafka_conn_id: str = ""
+    source_connect_conn_id: str = ""
+    target_connect_conn_id: str = ""
+    topics_include: str | None = None
+    topics_exclude: str = ""
+    groups: str = ""
+    connectors: tuple[str, ...] | None = None  # None: not given (a rollback's: all of the run's)
+    translate_topics: str = ""
+    acls: str = DEFAULT_SCOPE
+    connector_overrides: Mapping[str, Any] | None = None
+    pre_copy: bool = False
+    cutover_at: datetime.datetime | None = None
+    quiesce_seconds: int | None = None  # none: the DAG has no cutover window
+    member_session_timeout_s: int = MEMBER_TIMEOUT_S
+    dry_run: bool = False
+    spark: SparkSettings = SparkSettings()
+    mirror_run: str = ""  # a drill of this mirror
+    failback_of: str = ""  # a mirror back to the original of this failed-over mirror
+    rebuild_diverged: bool = False
+    unplanned: bool = False
+    stale_after_s: float = STALE_AFTER_S
+    interval_s: float | None = None  # a mirror's status interval (its timings: kmigrate.run.mirror.timings)
+    refresh_s: float | None = None  # a mirror's selection refresh
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], run_id: str | None = None) -> RunRequest:
+        """The request of `params` (a DAG run's, or a command line's) as run `run_id`: named by its
+        `run_name`, else by `run_id`. ConfigError (ManifestError for the name) naming the param that
+        breaks its rule, and what to give instead; an optional param left empty takes its default."""
+        p = params
+        connectors = p.get("connectors")
+        return cls(
+            params=params,
+            name=check_run_id(run_name(p, run_id)),
+            state_location=p.get("state_location") or "",
+            source_kafka_conn_id=p.get("source_kafka_conn_id") or "",
+            target_kafka_conn_id=p.get("target_kafka_conn_id") or "",
+            source_connect_conn_id=p.get("source_connect_conn_id") or "",
+            target_connect_conn_id=p.get("target_connect_conn_id") or "",
+            topics_include=p.get("topics_include"),
+            topics_exclude=p.get("topics_exclude") or "",
+            groups=p.get("groups") or "",
+            connectors=None if connectors is None else tuple(connectors),
+            translate_topics=p.get("translate_topics") or "",
+            acls=p.get("acls") or DEFAULT_SCOPE,
+            connector_overrides=p.get("connector_overrides"),
+            pre_copy=bool(p.get("pre_copy")),
+            cutover_at=cutover_time(p.get("cutover_at")),
+            quiesce_seconds=_whole(p, "quiesce_seconds", None, most=QUIESCE_MAX_S),
+            member_session_timeout_s=_whole(p, "member_session_timeout_s", MEMBER_TIMEOUT_S, most=QUIESCE_MAX_S),
+            dry_run=bool(p.get("dry_run")),
+            spark=SparkSettings(_whole(p, "spark_parallelism", 0), p.get("spark_connect_conn_id") or ""),
+            mirror_run=p.get("mirror_run") or "",
+            failback_of=p.get("failback_of") or "",
+            rebuild_diverged=bool(p.get("rebuild_diverged")),
+            unplanned=bool(p.get("unplanned")),
+            stale_after_s=_seconds(p, "stale_after_s", STALE_AFTER_S),
+            interval_s=_seconds(p, "interval_s", None),
+            refresh_s=_seconds(p, "refresh_s", None),
+        )
+
+    @property
+    def selection(self) -> Selection:
+        """What the run moves: its topics and groups, its connectors, translate mode and ACL scope."""
+        return Selection(self.topics_include, self.topics_exclude, self.groups, self.connectors or (),
+                         self.translate_topics, self.acls)
+
+    def with_params(self, **changed: Any) -> RunRequest:
+        """The request of these params changed (a failover's and a drill's: their mirror's selection)."""
+        return RunRequest.from_params({**self.params, **changed}, self.name)
+
+
+def _whole(params: Mapping[str, Any], name: str, default: int | None, *, most: int | None = None) -> int | None:
+    """The param `name`, a whole number from 0 up to `most`; `default` when it is absent or empty."""
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (most is not None and value > most):
+        bound = f"to {most}" if most is not None else "up"
+        raise ConfigError(f"{name} is {value!r}; give a whole number from 0 {bound}, or leave it out for its default "
+                          f"({default})")
+    return value
+
+
+def _seconds(params: Mapping[str, Any], name: str, default: float | None) -> float | None:
+    """The param `name`, a number of seconds, as given; `default` when it is absent or empty."""
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{name} is {value!r}; give a number of seconds, 0 or more"
+                          + (f", or leave it out for its default ({default:g})" if default is not None else ""))
+    return value

@@ -115,11 +115,17 @@ def select(names: Iterable[str], include: str, exclude: str | None = None, what:
     return [n for n in matched if n not in left]
 
 
+# which of the source's ACLs a run copies (kmigrate.run.targets.acls): none, the bindings of the selected
+# topics and groups, or also the transactional-id and cluster bindings of the principals that hold those
+SCOPES = ("off", "resources", "principals")
+DEFAULT_SCOPE = "principals"
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """What a run moves: topics (include/exclude regexes), consumer groups (regex, empty: none),
     connectors (names; empty: none), the topics copied in translate mode (regex, empty: none), and
-    which of the source's ACLs (`kmigrate.run.targets.acls.SCOPES`)."""
+    which of the source's ACLs (`SCOPES`)."""
 
     topics_include: str
     topics_exclude: str = ""

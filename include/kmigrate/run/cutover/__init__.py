@@ -1,1 +1,1 @@
-"""The cutover: when it is due (cutover_at), the window's course of steps, the quiesce, the snapshot, the window's two ends (connectors stopped on the source, resumed on the target) and the consumer groups written on the target."""
+"""The cutover: the window's course of steps, the quiesce, the snapshot, the window's two ends (connectors stopped on the source, resumed on the target) and the consumer groups written on the target."""

@@ -1,5 +1,8 @@
 """The cutover window as one course of steps, run back to back by one task (docs/DESIGN.md §3.2):
-no scheduler starts a task between two of them. Each step is idempotent; each that ends is marked
+no scheduler starts a task between two of them. The steps and their order are here (`WINDOW`,
+`window_course`), what each step does in kmigrate.run.window.steps, which runs the course
+(`run_window`); its caller supplies only what is its own (the window's Spark job, how an error
+fails its task for good). Each step is idempotent; each that ends is marked
 done in the run manifest (part cutover/<step>), so that a retry of the course continues at the
 first step not done, and each that fails leaves its error (part cutover-failures/<step>/<attempt>).
 What a person reads per step, in the grid and the report, comes from those marks (`outcomes`)."""
@@ -7,21 +10,38 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.manifest import Manifest, Part, new_attempt
 from kmigrate.run.records.timeline import iso
 
+# the window's course: its steps in their order; a tuple in a step's place runs side by side (each of
+# those writes its own things on the target: topic configs, ACLs, group offsets, connectors). What
+# each does is kmigrate.run.window.steps' (the copy and verification: the caller's Spark job).
+WINDOW = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify",
+          ("restore_topic_configs", "migrate_acls", "replicate_groups", "migrate_connectors"), "resume_connectors")
 # the course's steps, in their order
-STEPS = ("stop_connectors", "quiesce", "snapshot", "copy_and_verify", "restore_topic_configs", "migrate_acls",
-         "replicate_groups", "migrate_connectors", "resume_connectors")
+STEPS = tuple(name for item in WINDOW for name in ((item,) if isinstance(item, str) else item))
 # a planned failover of a mirrored run (kafka_dr_failover): its mirror stopped after the snapshot, before the
 # window's copy writes where the mirror wrote
-FAILOVER_STEPS = (*STEPS[:3], "stop_mirror", *STEPS[3:])
+AFTER_SNAPSHOT = "stop_mirror"
+FAILOVER_STEPS = (*STEPS[:3], AFTER_SNAPSHOT, *STEPS[3:])
 DONE, FAILED, NOT_REACHED = "done", "failed", "not reached"
 
 Step = tuple[str, Callable[[], Any]]
+
+
+def window_course(calls: Mapping[str, Callable[[], Any]], stop_mirror: Callable[[], Any] | None = None
+                  ) -> list[Step | list[Step]]:
+    """The window's course (WINDOW) as `run_course` runs it, each step's call from `calls` by its
+    name; with `stop_mirror` (a planned failover's), that step between the snapshot and the copy."""
+    course: list[Step | list[Step]] = []
+    for item in WINDOW:
+        course.append((item, calls[item]) if isinstance(item, str) else [(name, calls[name]) for name in item])
+        if item == "snapshot" and stop_mirror is not None:
+            course.append((AFTER_SNAPSHOT, stop_mirror))
+    return course
 
 
 def done_part(step: str) -> str:

@@ -12,23 +12,22 @@ from kmigrate.errors import GroupActive, TransactionOpen
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks.request import MEMBER_TIMEOUT_S
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.cutover.snapshot import selected_groups
 
 log = logging.getLogger(__name__)
 
-# how long a consumer group member may stay after its consumer stopped without leaving (Kafka Streams
-# closes so; the broker expires it after the group's session.timeout.ms, 45 s by default)
-MEMBER_SESSION_TIMEOUT_S = 45.0
+MEMBER_SESSION_TIMEOUT_S = float(MEMBER_TIMEOUT_S)  # the request's default (kmigrate.run.checks.request)
 
 
-def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
+def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], quiesce_s: float,
                    groups: str = "", member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S,
                    seen: dict[str, float] | None = None) -> bool:
     """One poke of the quiesce sensor: record the source's end offsets, the partitions whose last
     stable offset is short of their end (a transaction open) and the selected groups that have
     members (part quiesce/<n>); True when the ends equal the first sample of an unbroken run of
-    equal samples at least `stable_for_s` old, no transaction is open and no selected group has
+    equal samples at least `quiesce_s` old, no transaction is open and no selected group has
     members.
 
     A transaction still open once the ends have stood still that long is refused (TransactionOpen,
@@ -78,14 +77,14 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
             unchanged = unchanged and sample.get("live_offsets", {}).get(group) == moved[group]
             if unchanged:
                 still_since[group] = sample["at"]
-    if sampled_from - stable_since < stable_for_s:
+    if sampled_from - stable_since < quiesce_s:
         return False
     if unstable:
-        _refuse_open(source, unstable, stable_for_s)
+        _refuse_open(source, unstable, quiesce_s)
     # committed offsets that moved within the window: a consumer is working; standing still: it may
     # have stopped without leaving, and the broker drops it once its session expires
-    consuming = sorted(g for g in live if now - live_since[g] >= stable_for_s and now - still_since[g] < stable_for_s)
-    lingering = sorted(g for g in live if now - live_since[g] >= max(stable_for_s, member_timeout_s)
+    consuming = sorted(g for g in live if now - live_since[g] >= quiesce_s and now - still_since[g] < quiesce_s)
+    lingering = sorted(g for g in live if now - live_since[g] >= max(quiesce_s, member_timeout_s)
                        and g not in consuming)
     waiting = sorted(set(live) - set(consuming) - set(lingering))
     if waiting and not consuming and not lingering:
@@ -94,7 +93,7 @@ def quiesce_sample(manifest: Manifest, source: ClusterConfig, topics: Sequence[s
                  "the group's session.timeout.ms decides)", "s" if len(waiting) > 1 else "", ", ".join(map(repr, waiting)),
                  "ve" if len(waiting) > 1 else "s", "their" if len(waiting) > 1 else "its", member_timeout_s)
     if consuming or lingering:
-        raise GroupActive(_group_text(source, live, consuming, lingering, stable_for_s, member_timeout_s),
+        raise GroupActive(_group_text(source, live, consuming, lingering, quiesce_s, member_timeout_s),
                           group=(consuming or lingering)[0])
     return not live
 
@@ -103,11 +102,11 @@ def _offsets_key(offsets: Sequence[Mapping[str, Any]]) -> str:
     return ",".join(f"{o['topic']}:{o['partition']}:{o['offset']}" for o in offsets)
 
 
-def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], stable_for_s: float) -> None:
+def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], quiesce_s: float) -> None:
     stable_at = {(key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1])): stable for key, stable in unstable.items()}
     names = [f"{t}[{p}]: {phrase}" for (t, p), phrase in sorted(txn_wire.describe_all_open(source, stable_at).items())]
     raise TransactionOpen(
-        f"the source's end offsets stood still for {stable_for_s:.0f}s, but {len(names)} partition"
+        f"the source's end offsets stood still for {quiesce_s:.0f}s, but {len(names)} partition"
         f"{'s hold' if len(names) > 1 else ' holds'} a transaction that is still open: " + "; ".join(names)
         + ". What it will hold is not decided, so no snapshot was taken and nothing was copied in the window. "
         "Let its producer commit or abort it (a producer that was killed is aborted by the broker after its "
@@ -116,13 +115,13 @@ def _refuse_open(source: ClusterConfig, unstable: Mapping[str, int], stable_for_
 
 
 def _group_text(source: ClusterConfig, live: Mapping[str, list[str]], consuming: list[str], lingering: list[str],
-                stable_for_s: float, member_timeout_s: float) -> str:
+                quiesce_s: float, member_timeout_s: float) -> str:
     refused = consuming + lingering
     detail = "; ".join(f"{g!r} (members {', '.join(live[g])})" for g in refused)
     many = len(refused) > 1
     reasons = []
     if consuming:
-        reasons.append(f"{', '.join(map(repr, consuming))}: committed offsets moved during the {stable_for_s:.0f}s of "
+        reasons.append(f"{', '.join(map(repr, consuming))}: committed offsets moved during the {quiesce_s:.0f}s of "
                        "quiesce")
     if lingering:
         reasons.append(f"{', '.join(map(repr, lingering))}: members stayed for more than {member_timeout_s:.0f}s while "
@@ -148,24 +147,24 @@ class _Lazy:
             yield self._read[-1]
 
 
-def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], stable_for_s: float,
+def quiesce_poke(manifest: Manifest, source: ClusterConfig, topics: Sequence[str], quiesce_s: float,
                  groups: str = "", budget_s: float = 60.0,
                  member_timeout_s: float = MEMBER_SESSION_TIMEOUT_S, ready: Callable[[], bool] | None = None) -> bool:
     """Sample (quiesce_sample) until the source is quiet, or False once `budget_s` is spent. Samples
     are a quarter of the quiesce window apart (0.25 s to 5 s), and the one that can pass is taken
-    the moment the ends have stood still for `stable_for_s`: a quiet source passes within about
-    `stable_for_s` plus one sample's time, not a sampling interval more. With `ready` (the
+    the moment the ends have stood still for `quiesce_s`: a quiet source passes within about
+    `quiesce_s` plus one sample's time, not a sampling interval more. With `ready` (the
     connectors' stop, begun before), a sample counts only once `ready()` held before it was taken:
     the quiesce samples while the connectors stop, and passes no earlier than their stop."""
-    interval = min(5.0, max(0.25, stable_for_s / 4))
-    deadline = time.monotonic() + max(budget_s, stable_for_s + 2 * interval)
+    interval = min(5.0, max(0.25, quiesce_s / 4))
+    deadline = time.monotonic() + max(budget_s, quiesce_s + 2 * interval)
     seen: dict[str, float] = {}
     settled = ready is None
     while True:
         settled = settled or ready()
-        if quiesce_sample(manifest, source, topics, stable_for_s, groups, member_timeout_s, seen=seen) and settled:
+        if quiesce_sample(manifest, source, topics, quiesce_s, groups, member_timeout_s, seen=seen) and settled:
             return True
-        due = seen.get("stable_since", time.time()) + stable_for_s - time.time()
+        due = seen.get("stable_since", time.time()) + quiesce_s - time.time()
         pause = min(interval, due + 0.005) if due > 0 else (interval if settled else min(interval, 0.1))
         if time.monotonic() + pause > deadline:
             return False

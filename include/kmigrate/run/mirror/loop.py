@@ -29,7 +29,7 @@ from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, ManifestConflict, Part
 from kmigrate.model import WorkUnit
-from kmigrate.run.checks import identity
+from kmigrate.run.checks import identity, request
 from kmigrate.run.checks.selection import compile_pattern, select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
@@ -63,8 +63,8 @@ class MirrorSpec:
     topics_include: str
     topics_exclude: str = ""
     groups: str = ""
-    interval_s: float = 1.0
-    refresh_s: float = 10.0
+    interval_s: float = request.INTERVAL_S
+    refresh_s: float = request.REFRESH_S
     verify_every_s: float = 30.0
     term_s: float = 3600.0
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover

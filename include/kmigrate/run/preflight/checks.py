@@ -11,7 +11,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.targets import acls, config_versions
-from kmigrate.run.cutover import schedule
+from kmigrate.run.checks import schedule
 from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions

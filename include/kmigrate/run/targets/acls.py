@@ -33,10 +33,9 @@ from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.rights import cluster_operations, operation_names
+from kmigrate.run.checks.selection import SCOPES
 from kmigrate.run.records.snapshot import read_snapshot
 
-SCOPES = ("off", "resources", "principals")
-DEFAULT_SCOPE = "principals"
 PART = "acls"  # attempts: the ACLs planned and created on the target, and the principals missing there
 _BY_APPLICATIONS = ("TRANSACTIONAL_ID", "CLUSTER")  # what a principal's applications need beside topics and groups
 _NO_AUTHORIZER = (KafkaError.SECURITY_DISABLED,)

@@ -1,0 +1,82 @@
+"""The run's request read once from its params (kmigrate.run.checks.request.RunRequest): the run
+named by run_name else the run id, each optional param's default when it is left out or empty, one
+meaning of the Spark parallelism, and each param that breaks its rule refused naming it and what to
+give instead. The params stay as given: the run records those."""
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kmigrate.errors import ConfigError
+from kmigrate.manifest import ManifestError
+from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, STALE_AFTER_S, RunRequest, run_name
+from kmigrate.run.checks.selection import Selection
+
+
+def test_the_run_is_named_by_run_name_else_by_the_run_id():
+    assert RunRequest.from_params({"run_name": "nightly"}, "manual__2026").name == "nightly"
+    for empty in ({}, {"run_name": None}, {"run_name": ""}):
+        assert RunRequest.from_params(empty, "manual__2026").name == "manual__2026"
+        assert run_name(empty, "manual__2026") == "manual__2026"
+    assert RunRequest.from_params({"run_name": "migrated"}).name == "migrated"  # a rollback names the run
+
+
+def test_a_name_no_folder_can_hold_is_refused_naming_the_rule():
+    with pytest.raises(ManifestError, match=r"run name 'a::b' is refused: .* never '::'.*Choose another run_name"):
+        RunRequest.from_params({"run_name": "a::b"}, "r")
+    with pytest.raises(ManifestError, match="Choose another run_name"):
+        RunRequest.from_params({}, None)  # neither a run_name nor a run id
+
+
+def test_optional_params_left_out_or_empty_take_their_defaults():
+    given = RunRequest.from_params({"state_location": "/s", "topics_include": "t.*"}, "r")
+    assert (given.quiesce_seconds, given.member_session_timeout_s, given.stale_after_s) == (None, MEMBER_TIMEOUT_S,
+                                                                                            STALE_AFTER_S)
+    assert (given.spark.tasks_at_once, given.spark.connect_conn_id, given.cutover_at) == (0, "", None)
+    assert (given.pre_copy, given.dry_run, given.unplanned, given.mirror_run, given.connectors) == (False, False, False,
+                                                                                                  "", None)
+    assert given.selection == Selection("t.*")
+    form = {"state_location": "/s", "topics_include": "t.*", "topics_exclude": None, "groups": "g.*",
+            "connectors": ["a", "b"], "translate_topics": None, "acls": None, "spark_parallelism": "",
+            "cutover_at": "", "quiesce_seconds": "", "spark_connect_conn_id": None}
+    empty = RunRequest.from_params(form, "r")
+    assert empty.selection == Selection("t.*", "", "g.*", ("a", "b"), "", "principals")
+    assert (empty.spark.tasks_at_once, empty.cutover_at, empty.quiesce_seconds) == (0, None, None)
+
+
+def test_the_fields_are_typed_and_the_params_kept_as_given():
+    params = {"state_location": "/s", "run_name": "move", "quiesce_seconds": 10, "spark_parallelism": 4,
+              "spark_connect_conn_id": "spark_connect_default", "cutover_at": "2026-11-25T22:00:00Z",
+              "pre_copy": True, "dry_run": False, "connectors": ["sink"], "connector_overrides": {"sink": {"k": "v"}}}
+    request = RunRequest.from_params(params, "manual__2026")
+    assert request.params is params
+    assert request.cutover_at == datetime.datetime(2026, 11, 25, 22, tzinfo=datetime.timezone.utc)
+    assert (request.quiesce_seconds, request.spark.tasks_at_once, request.spark.connect_conn_id) == (
+        10, 4, "spark_connect_default")
+    assert (request.pre_copy, request.connectors) == (True, ("sink",))
+    assert request.connector_overrides == {"sink": {"k": "v"}}
+    mirrored = request.with_params(topics_include="m.*", groups=None)  # a failover's: its mirror's selection
+    assert (mirrored.name, mirrored.selection.topics_include, mirrored.selection.groups) == ("move", "m.*", "")
+
+
+@pytest.mark.parametrize("param, value, says", [
+    ("quiesce_seconds", -1, r"quiesce_seconds is -1; give a whole number from 0 to 3600"),
+    ("quiesce_seconds", 3601, r"quiesce_seconds is 3601; give a whole number from 0 to 3600"),
+    ("quiesce_seconds", "10", r"quiesce_seconds is '10'; give a whole number"),
+    ("member_session_timeout_s", True, r"member_session_timeout_s is True; give a whole number .* default \(45\)"),
+    ("spark_parallelism", 1.5, r"spark_parallelism is 1.5; give a whole number from 0 up, or leave it out for its "
+                               r"default \(0\)"),
+    ("stale_after_s", "soon", r"stale_after_s is 'soon'; give a number of seconds, 0 or more, or leave it out for "
+                              r"its default \(60\)"),
+    ("interval_s", -2, r"interval_s is -2; give a number of seconds, 0 or more$"),
+    ("cutover_at", "tomorrow", r"cutover_at 'tomorrow' is not a date-time; give an ISO 8601 date-time with its zone"),
+])
+def test_a_param_that_breaks_its_rule_is_refused_naming_it_and_the_way_out(param, value, says):
+    with pytest.raises(ConfigError, match=says):
+        RunRequest.from_params({"state_location": "/s", param: value}, "r")
+
+
+def test_a_cutover_at_without_zone_is_read_as_utc_for_a_run_started_before_zones_were_required():
+    # the preflight refuses it in a new run (events.check_cutover_at); a started run continues
+    request = RunRequest.from_params({"cutover_at": "2026-11-25T22:00:00"}, "r")
+    assert request.cutover_at == datetime.datetime(2026, 11, 25, 22, tzinfo=datetime.timezone.utc)
