@@ -93,7 +93,7 @@ def form(dag, **values) -> dict:
     return params.validate()
 
 
-ORDINARY = {"topics_include": "orders", "run_name": "m"}
+ORDINARY = {"topics_include": "orders", "run_name": "m", "move_groups": ["app"]}
 
 
 @pytest.fixture(scope="module")

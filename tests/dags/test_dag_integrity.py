@@ -10,7 +10,8 @@ import pytest
 
 from tests.support.stack import PROJECT_DIR
 
-DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_dr_failover", "kafka_dr_mirror", "kafka_migration_rollback"}
+DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_dr_failover", "kafka_dr_mirror", "kafka_migration_rollback",
+           "kafka_move_consumers"}
 
 
 def test_dags_import_without_errors(dag_files):

@@ -7,7 +7,6 @@ the producers stop and the mirror caught up, the DR cluster holds exactly what t
 told, at the source's offsets, every live verification was equal, and records were written in step."""
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
@@ -19,12 +18,12 @@ from kmigrate.kafka import multi, wire
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import stream
-from kmigrate.run.mirror.loop import VERIFIED, Mirror, MirrorSpec, follow_here
+from kmigrate.run.mirror.loop import VERIFIED, MirrorSpec, follow_here
 from kmigrate.run.verify import batches
 
 from tests.support.kafka import create_topic, produce, records_of
 from tests.support.live_source import LiveSource, compare_with_model
-from tests.support.mirror import wait_caught_up, wait_for_round
+from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
 from tests.support.waiting import wait_until
 
 SEEDS = [int(s) for s in os.environ.get("KMIGRATE_IN_STEP_SEEDS", "41,42").split(",")]
@@ -43,7 +42,7 @@ def test_a_live_source_followed_in_step_lands_every_record_at_its_offset(stack, 
             in_step[row["topic"]] = in_step.get(row["topic"], 0) + row["in_step"]
         return rows
 
-    with _mirrored(stack, manifest, MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0), follow):
+    with mirrored(stack, manifest, MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0), follow):
         try:
             wait_for_round(manifest, 1, timeout_s=120)
             live.start()
@@ -79,7 +78,7 @@ def test_idle_partitions_wait_in_step_from_their_first_copy_of_a_term(stack, uni
         in_step.extend(row["in_step"] for row in rows)
         return rows
 
-    with _mirrored(stack, manifest, MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0,
+    with mirrored(stack, manifest, MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0,
                                                term_s=4.0), follow):
         wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
         wait_until(lambda: len(terms) >= 2, "a second term", 60)
@@ -120,7 +119,7 @@ def test_quiet_partitions_wait_apart_from_the_busy_ones_and_come_back_when_writt
 
     producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=60.0)
-    with _mirrored(stack, manifest, spec, follow):
+    with mirrored(stack, manifest, spec, follow):
         wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
         wait_until(lambda: (stream.QUIET_WAIT_MS, frozenset({0, 1})) in sent, "both partitions waiting quietly", 60)
         busy_from = len(sent)
@@ -140,30 +139,6 @@ def test_quiet_partitions_wait_apart_from_the_busy_ones_and_come_back_when_writt
     for partition in (0, 1):
         assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
     assert sum(in_step) == 41, in_step
-
-
-@contextlib.contextmanager
-def _mirrored(stack, manifest: Manifest, spec: MirrorSpec, follow=None):  # noqa: ANN001
-    """The mirror's driver on a thread of this process, its terms followed here (`follow_here`, or
-    `follow`); stopped on leaving."""
-    follow = follow or (lambda units, extras, term: follow_here((stack.source, stack.target), units, extras, term))
-    mirror = Mirror(manifest, stack.source, stack.target, spec, follow, say=lambda _: None)
-    stopping, failures = threading.Event(), []
-
-    def run() -> None:
-        try:
-            mirror.run(stopping.is_set, max_seconds=300)
-        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
-            failures.append(exc)
-
-    driver = threading.Thread(target=run, daemon=True)
-    driver.start()
-    try:
-        yield
-    finally:
-        stopping.set()
-        driver.join(120)
-    assert not driver.is_alive() and not failures, failures
 
 
 def test_batches_waiting_after_a_stall_are_joined_and_land_at_their_offsets(stack, unique_name, tmp_path,
@@ -188,7 +163,7 @@ def test_batches_waiting_after_a_stall_are_joined_and_land_at_their_offsets(stac
     monkeypatch.setattr(multi.FetchSession, "receive", receive)
     manifest = Manifest(str(tmp_path / "state"), "joined")
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=30.0)
-    with _mirrored(stack, manifest, spec):
+    with mirrored(stack, manifest, spec):
         wait_caught_up(manifest, stack.source, {topic: 1}, timeout_s=120)
         produce(stack.source, topic, [(b"k", b"in step")])
         wait_until(followed.is_set, "the partition followed in step", 60)
@@ -244,7 +219,7 @@ def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_off
     monkeypatch.setattr(stream._Writer, "send", send)
     manifest = Manifest(str(tmp_path / "state"), "held")
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=30.0)
-    with _mirrored(stack, manifest, spec):
+    with mirrored(stack, manifest, spec):
         wait_caught_up(manifest, stack.source, {topic: 3}, timeout_s=120)
         wait_until(lambda: in_step == {0, 1, 2}, "the three partitions followed in step", 60)
         answering.clear()

@@ -1,16 +1,19 @@
-"""Running the continuous mirror job in the tests: started as a Spark Connect client, followed
-through its status part, stopped through the run manifest."""
+"""Running the continuous mirror in the tests: its job started as a Spark Connect client, or its driver
+on a thread of the test's process (`mirrored`); followed through its status part, stopped through the
+run manifest."""
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import request_stop
+from kmigrate.run.mirror.loop import Mirror, MirrorSpec, follow_here, request_stop
 
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
@@ -70,3 +73,27 @@ def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float 
     out, _ = process.communicate(timeout=timeout_s)
     assert process.returncode == 0, out[-4000:]
     return out
+
+
+@contextlib.contextmanager
+def mirrored(stack, manifest: Manifest, spec: MirrorSpec, follow=None):  # noqa: ANN001
+    """The mirror's driver on a thread of this process, its terms followed here (`follow_here`, or
+    `follow`); stopped on leaving."""
+    follow = follow or (lambda units, extras, term: follow_here((stack.source, stack.target), units, extras, term))
+    mirror = Mirror(manifest, stack.source, stack.target, spec, follow, say=lambda _: None)
+    stopping, failures = threading.Event(), []
+
+    def run() -> None:
+        try:
+            mirror.run(stopping.is_set, max_seconds=300)
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            failures.append(exc)
+
+    driver = threading.Thread(target=run, daemon=True)
+    driver.start()
+    try:
+        yield
+    finally:
+        stopping.set()
+        driver.join(120)
+    assert not driver.is_alive() and not failures, failures

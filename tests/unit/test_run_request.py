@@ -9,7 +9,7 @@ import datetime
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import ManifestError
-from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, STALE_AFTER_S, RunRequest, run_name
+from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, MOVE_WAIT_S, STALE_AFTER_S, RunRequest, run_name
 from kmigrate.run.checks.selection import Selection
 
 
@@ -80,3 +80,14 @@ def test_a_cutover_at_without_zone_is_read_as_utc_for_a_run_started_before_zones
     # the preflight refuses it in a new run (events.check_cutover_at); a started run continues
     request = RunRequest.from_params({"cutover_at": "2026-11-25T22:00:00"}, "r")
     assert request.cutover_at == datetime.datetime(2026, 11, 25, 22, tzinfo=datetime.timezone.utc)
+
+
+def test_the_groups_of_a_move_are_a_list_of_names_each_once():
+    given = RunRequest.from_params({"run_name": "mirror", "move_groups": ["app-a", "app-b"]})
+    assert (given.move_groups, given.move_wait_s) == (("app-a", "app-b"), MOVE_WAIT_S)
+    assert RunRequest.from_params({"run_name": "mirror"}).move_groups == ()
+    for bad in ("app-a", ["app-a", "app-a"], ["app-a", ""], [3]):
+        with pytest.raises(ConfigError, match="move_groups is .*give a list of names, each once"):
+            RunRequest.from_params({"run_name": "mirror", "move_groups": bad})
+    with pytest.raises(ConfigError, match="move_wait_s is -1; give a number of seconds"):
+        RunRequest.from_params({"run_name": "mirror", "move_wait_s": -1})

@@ -139,6 +139,7 @@ QUIESCE_MAX_S = 3600  # quiesce_seconds (and member_session_timeout_s) at most
 INTERVAL_S = 1.0
 REFRESH_S = 10.0
 STALE_AFTER_S = 60.0
+MOVE_WAIT_S = 300.0  # move_wait_s
 
 
 def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:
@@ -191,6 +192,8 @@ class RunRequest:
     stale_after_s: float = STALE_AFTER_S
     interval_s: float | None = None  # a mirror's status interval (its timings: kmigrate.run.mirror.timings)
     refresh_s: float | None = None  # a mirror's selection refresh
+    move_groups: tuple[str, ...] = ()  # consumer groups moved onto a mirror's DR cluster (kmigrate.run.mirror.moves)
+    move_wait_s: float = MOVE_WAIT_S  # how long a move waits for its application to stop, and for the mirror
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], run_id: str | None = None) -> RunRequest:
@@ -227,6 +230,8 @@ class RunRequest:
             stale_after_s=_seconds(p, "stale_after_s", STALE_AFTER_S),
             interval_s=_seconds(p, "interval_s", None),
             refresh_s=_seconds(p, "refresh_s", None),
+            move_groups=_names(p, "move_groups"),
+            move_wait_s=_seconds(p, "move_wait_s", MOVE_WAIT_S),
         )
 
     @property
@@ -250,6 +255,14 @@ def _whole(params: Mapping[str, Any], name: str, default: int | None, *, most: i
         raise ConfigError(f"{name} is {value!r}; give a whole number from 0 {bound}, or leave it out for its default "
                           f"({default})")
     return value
+
+
+def _names(params: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """The param `name`, a list of names (none: empty), each a non-empty string, none twice."""
+    value = params.get(name) or []
+    if isinstance(value, str) or not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
+        raise ConfigError(f"{name} is {value!r}; give a list of names, each once (a consumer group's id, say)")
+    return tuple(value)
 
 
 def _seconds(params: Mapping[str, Any], name: str, default: float | None) -> float | None:

@@ -33,6 +33,7 @@ from kmigrate.run.checks import identity, request
 from kmigrate.run.checks.selection import compile_pattern, select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
+from kmigrate.run.mirror import moves
 from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import timings
@@ -376,7 +377,9 @@ class Mirror:
         # how far the DR ends moved, whoever's copy moved them (a killed driver's tasks report nothing)
         self.totals["offsets"] += sum(max(0, end - self.dr_seen.get(k, end)) for k, end in mirrored.items())
         self.dr_seen.update(mirrored)
-        synced = group_sync.sync_groups(self.source, self.target, self.group_names, mirrored) if self.group_names else []
+        # a group whose move onto the DR cluster began is synced no more (its move writes its offsets there)
+        groups = [g for g in self.group_names if g not in moves.moved_groups(self.manifest)] if self.group_names else []
+        synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
         ended = time.time()
         self.rounds += 1
         self.totals["rounds"] += 1

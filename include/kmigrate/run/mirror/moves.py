@@ -1,0 +1,160 @@
+"""An application's consumer groups moved onto the DR cluster while the mirror runs (docs/DESIGN.md
+§12.6): the rest of the workload keeps running on the source, and the mirror, which keeps every
+record at the source's offset, lets the moved consumers go on on the DR cluster at exactly the
+offsets they left.
+
+A move of a group (`move_group`), each step safe to run again:
+1. recorded as begun in the mirror's run manifest (a part a group, `MOVED`): the mirror's driver stops
+   syncing the group's offsets from its next status round on (`moved_groups`), and the move waits
+   for a round that began after the record, so that no sync of the mirror lands after the move's
+   own write;
+2. the group has no member left on the source (its owner stopped the application; a member that
+   leaves without saying so is waited for until the broker expires it, as the quiesce waits);
+3. its committed offsets read on the source: each on a partition the mirror holds (a group that
+   reads a topic outside the mirror's selection is refused by name);
+4. the DR cluster holds every record below each of them (the mirror's copies reach them);
+5. the offsets, with their metadata, written on the DR cluster exactly, refused while the group has
+   members there (started too early: its consumers own the offsets there), read back;
+6. recorded as moved, with the offsets written: the owner starts the application on the DR
+   cluster. Nothing is written on the source; the clusters are the mirror's own (`identity`)."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kmigrate.config import ClusterConfig
+from kmigrate.errors import ConfigError, GroupActive, GroupError, KmigrateError, OffsetsNotApplied
+from kmigrate.kafka import ends
+from kmigrate.kafka.group_admin import Committed
+from kmigrate.kafka.pool import shared_admin
+from kmigrate.manifest import Manifest
+from kmigrate.run.checks import identity
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.records import timeline
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+MOVED = "moved-groups"  # a part a group: {"group", "state": "moving" | "moved", "began", "ended", "offsets"}
+READ_TIMEOUT_S = 10.0
+
+
+class MirrorBehind(KmigrateError):
+    """The DR cluster does not hold a moved group's records yet (the mirror is behind, or stopped)."""
+
+
+def moved_groups(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    """The groups whose move has begun or ended, by name: the mirror syncs none of them."""
+    out = {}
+    for part in manifest.parts():
+        if part.startswith(f"{MOVED}/"):
+            record = manifest.read(part) or {}
+            if record.get("group") is not None:
+                out[record["group"]] = record
+    return out
+
+
+def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, group: str, *,
+               wait_s: float = 300.0, poll_s: float = 0.2, say: Callable[[str], None] = log.info) -> dict[str, Any]:
+    """Move consumer group `group` of the mirror run `manifest` onto the DR cluster `target` (the
+    steps above); a row: the group, its partitions, how long the move waited for the group to stop
+    and for the mirror (`waited_s`), and how long from the group's last member gone to its offsets
+    written on the DR cluster (`window_s`). Each wait gives up after `wait_s`, naming what it waited
+    for and the way out; a move given up is tried again as it is."""
+    part = f"{MOVED}/{hashlib.blake2b(group.encode(), digest_size=12).hexdigest()}"
+    record = manifest.read(part) or {}
+    status = mirror_status.read(manifest)
+    if status is None:
+        raise ConfigError(f"run {manifest.run_id!r} has no mirror status: moving consumer group {group!r} needs a "
+                          "running mirror of its topics (kafka_dr_mirror); start it, or name its run")
+    identity.record(manifest, identity.observe(source, target), what=f"move of consumer group {group!r}")
+    if record.get("state") == "moved":
+        _check_written(target, group, _offsets(record["offsets"]))
+        say(f"consumer group {group!r} was moved already ({len(record['offsets'])} partitions): start it on the "
+            "DR cluster")
+        return {"group": group, "partitions": len(record["offsets"]), "moved_before": True}
+    began = time.monotonic()
+    if not record:
+        record = {"group": group, "state": "moving", "began": timeline.iso(time.time())}
+        manifest.replace(part, record)
+    round_now = status.get("round") or 0
+    _wait(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= round_now + 2, wait_s, poll_s,
+          f"the mirror of run {manifest.run_id!r} to begin a status round after the move of {group!r} began (it "
+          "syncs the group no more from then on)", lambda: "is the mirror running? Its status names its last round",
+          ConfigError)
+    with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
+        members: list[list[str] | None] = [None]
+
+        def stopped() -> bool:
+            members[0] = source_admin.live_members(group)
+            return members[0] is None
+
+        _wait(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the source",
+              lambda: f"stop its application on the source (members now: {', '.join(members[0] or [])}); a member "
+              "that left without saying so is gone once the broker's session timeout passes",
+              lambda message: GroupActive(message, group=group))
+        gone = time.monotonic()
+        committed = source_admin.committed(group)
+        mirrored = {(p["topic"], p["partition"]) for p in (mirror_status.read(manifest) or {}).get("partitions", [])}
+        outside = sorted({key[0] for key in committed if key not in mirrored})
+        if outside:
+            raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {manifest.run_id!r} "
+                              f"does not hold: {', '.join(outside)}; add them to the mirror's selection, or delete the "
+                              "group's offsets on them, then move it again")
+        if not committed:
+            raise GroupError(f"consumer group {group!r} has no committed offset on the source: nothing to move; "
+                             "check its name", group=group)
+        behind: dict[Key, int] = {}
+
+        def held() -> bool:
+            (dr_ends,) = ends.read(target, list(committed), (ends.HIGH,), READ_TIMEOUT_S)
+            behind.clear()
+            behind.update({k: c.offset - dr_ends[k] for k, c in committed.items() if dr_ends[k] < c.offset})
+            return not behind
+
+        _wait(held, wait_s, poll_s, f"the DR cluster to hold every record below consumer group {group!r}'s offsets",
+              lambda: f"the mirror is behind on {len(behind)} partitions ({sum(behind.values())} records); see its "
+              "status, and move the group again once it caught up", MirrorBehind)
+        on_dr = dr_admin.live_members(group)
+        if on_dr:
+            raise GroupActive(f"consumer group {group!r} has members on the DR cluster already ({', '.join(on_dr)}): "
+                              "its consumers there own its offsets. Stop them, then move the group again; their "
+                              "offsets are replaced by the source's", group=group)
+        dr_admin.alter_group_offsets(group, committed)
+    window_s = time.monotonic() - gone
+    _check_written(target, group, committed)
+    manifest.replace(part, {**record, "state": "moved", "ended": timeline.iso(time.time()),
+                            "offsets": [[t, p, c.offset, c.metadata] for (t, p), c in sorted(committed.items())]})
+    say(f"consumer group {group!r}: {len(committed)} partitions' offsets written on the DR cluster as the source "
+        f"has them ({window_s:.2f} s after its last member left): start it on the DR cluster")
+    return {"group": group, "partitions": len(committed), "waited_s": round(gone - began, 3),
+            "window_s": round(window_s, 3), "moved_before": False}
+
+
+def _offsets(rows: list[list[Any]]) -> dict[Key, Committed]:
+    return {(t, p): Committed(offset, metadata) for t, p, offset, metadata in rows}
+
+
+def _check_written(target: ClusterConfig, group: str, wanted: Mapping[Key, Committed]) -> None:
+    """The group's offsets on the DR cluster read back: each as written (a consumer started there since
+    may have moved them on: not below)."""
+    with shared_admin(target, READ_TIMEOUT_S) as admin:
+        now = admin.committed(group)
+    wrong = [f"{t}[{p}]: {now[(t, p)].offset if (t, p) in now else 'none'}, not {c.offset}"
+             for (t, p), c in sorted(wanted.items()) if (t, p) not in now or now[(t, p)].offset < c.offset]
+    if wrong:
+        raise OffsetsNotApplied(f"consumer group {group!r} on the DR cluster: " + "; ".join(wrong[:10])
+                                + "; move it again")
+
+
+def _wait(done: Callable[[], bool], wait_s: float, poll_s: float, what: str, way_out: Callable[[], str],
+          failure: Callable[[str], Exception]) -> None:
+    """Poll `done` until it holds; after `wait_s`, `failure` naming `what` was waited for and the way out."""
+    deadline = time.monotonic() + wait_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise failure(f"waited {wait_s:.0f} s for {what}; {way_out()}")
+        time.sleep(poll_s)

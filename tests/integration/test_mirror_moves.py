@@ -1,0 +1,140 @@
+"""A consumer application moved onto the DR cluster while the mirror runs and its producer goes on
+writing on the source (kmigrate.run.mirror.moves), on the real stack, the mirror's driver in this
+process: the consumer reads on the source, stops, its group is moved, and it goes on on the DR
+cluster from exactly where it stopped; across the move it reads every record the producer wrote
+once, no record skipped or repeated, each as the source holds it. The mirror syncs the moved group no
+more; a move run again finds it moved; a move that cannot finish names what it waits for."""
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kmigrate.errors import ConfigError, GroupActive
+from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import moves
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.loop import MirrorSpec
+
+from tests.support.kafka import create_topic, records_of
+from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
+from tests.support.waiting import wait_until
+
+PARTITIONS = 3
+
+
+class Writer(threading.Thread):
+    """A producer writing numbered records round the partitions until stopped."""
+
+    def __init__(self, cluster, topic: str) -> None:  # noqa: ANN001
+        super().__init__(daemon=True)
+        self.producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+        self.topic, self.sent, self.stopping = topic, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.producer.produce(self.topic, value=b"%d" % self.sent, partition=self.sent % PARTITIONS)
+            self.sent += 1
+            if self.sent % 20 == 0:
+                self.producer.flush(10)
+                self.stopping.wait(0.02)
+        assert self.producer.flush(10) == 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(30)
+
+
+def _read(cluster, group: str, topic: str, read: dict, until, **settings) -> None:  # noqa: ANN001
+    """Read as `group` until `until()` holds, what each poll brought committed before it counts as read."""
+    consumer = Consumer(cluster.consumer(**{"group.id": group, "enable.auto.commit": False,
+                                            "session.timeout.ms": 6000, **settings}))
+    consumer.subscribe([topic])
+    try:
+        while not until():
+            messages = [m for m in consumer.consume(200, 0.2) if not m.error()]
+            if messages:
+                consumer.commit(asynchronous=False)  # the positions after them
+                for message in messages:
+                    read.setdefault(message.partition(), []).append((message.offset(), message.value()))
+    finally:
+        consumer.close()  # leaves the group
+
+
+def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stack, unique_name, tmp_path):
+    topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    create_topic(stack.source, topic, PARTITIONS)
+    manifest = Manifest(str(tmp_path / "state"), "moves")
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5,
+                      verify_every_s=2.0, term_s=60.0)
+    writer = Writer(stack.source, topic)
+    with mirrored(stack, manifest, spec):
+        wait_for_round(manifest, 1, timeout_s=120)
+        writer.start()
+        on_source: dict = {}
+        _read(stack.source, group, topic, on_source, lambda: sum(map(len, on_source.values())) >= 300)
+        # the mirror synced the group while it ran on the source
+        wait_until(lambda: any(g.get("group") == group and "partitions" in g
+                               for g in mirror_status.read(manifest)["groups"]), "the group synced", 60)
+        row = moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+        assert row["partitions"] == PARTITIONS and not row["moved_before"] and row["window_s"] < 30, row
+        on_dr: dict = {}
+
+        def read_to_the_end() -> bool:  # the writer stopped, and every record it wrote read on one side or the other
+            if not writer.stopping.is_set():
+                return False
+            with ClusterAdmin(stack.source) as admin:
+                ends = admin.end_offsets([(topic, p) for p in range(PARTITIONS)])
+            return all(max([o for o, _ in on_source.get(p, []) + on_dr.get(p, [])], default=-1) + 1 >= ends[(topic, p)]
+                       for p in range(PARTITIONS))
+
+        # no committed offset on the DR cluster would be an error, not a start from either end
+        reading = threading.Thread(target=_read, args=(stack.target, group, topic, on_dr, read_to_the_end),
+                                   kwargs={"auto.offset.reset": "error"}, daemon=True)
+        reading.start()
+        wait_until(lambda: sum(map(len, on_dr.values())) >= 300, "the moved consumer reading on the DR cluster", 60)
+        writer.stop()
+        wait_caught_up(manifest, stack.source, {topic: PARTITIONS}, timeout_s=120)
+        reading.join(120)
+        assert not reading.is_alive(), (row, {p: (len(on_source.get(p, [])), len(on_dr.get(p, [])), on_dr.get(p, [(None,)])[-1][0])
+                                         for p in range(PARTITIONS)})
+        # the mirror syncs the moved group no more: its status names it moved, not synced
+        status = wait_for_round(manifest, mirror_status.read(manifest)["round"] + 2, timeout_s=60)
+        assert not any(g.get("group") == group for g in status["groups"]), status["groups"]
+        assert moves.moved_groups(manifest)[group]["state"] == "moved"
+        assert moves.move_group(manifest, stack.source, stack.target, group, wait_s=10)["moved_before"]
+    for p in range(PARTITIONS):
+        offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
+        source = records_of(stack.source, topic, p)
+        assert offsets == list(range(len(source))), f"partition {p}: read {len(offsets)} of {len(source)}"
+        values = [v for _, v in on_source.get(p, [])] + [v for _, v in on_dr.get(p, [])]
+        assert values == [value for _, _, value, _, _ in source], f"partition {p}: values differ"
+        assert on_dr.get(p), f"partition {p}: nothing read on the DR cluster"
+    assert sum(len(records_of(stack.target, topic, p)) for p in range(PARTITIONS)) == writer.sent
+
+
+def test_a_move_waits_for_the_group_to_stop_and_names_its_members(stack, unique_name, tmp_path):
+    topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    create_topic(stack.source, topic, 1)
+    manifest = Manifest(str(tmp_path / "state"), "moves-refused")
+    with pytest.raises(ConfigError, match="no mirror status"):
+        moves.move_group(manifest, stack.source, stack.target, group, wait_s=1)
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0)
+    with mirrored(stack, manifest, spec):
+        wait_for_round(manifest, 1, timeout_s=120)
+        consumer = Consumer(stack.source.consumer(**{"group.id": group, "session.timeout.ms": 6000}))
+        consumer.subscribe([topic])
+
+        def joined() -> bool:
+            consumer.poll(0.2)
+            with ClusterAdmin(stack.source) as admin:
+                return bool(admin.live_members(group))
+
+        try:
+            wait_until(joined, "the consumer in its group", 60)
+            with pytest.raises(GroupActive, match="no member on the source.*stop its application"):
+                moves.move_group(manifest, stack.source, stack.target, group, wait_s=2)
+        finally:
+            consumer.close()
