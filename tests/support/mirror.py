@@ -10,7 +10,7 @@ from pathlib import Path
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import request_stop
+from kmigrate.run.mirror.term import request_stop
 
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until

@@ -56,12 +56,6 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
             time.sleep(RETRY_S)
 
 
-def both_ends(source: ClusterConfig, target: ClusterConfig, keys: Sequence[Key], *, away: bool = False
-              ) -> tuple[dict[Key, tuple[int, int]], dict[Key, tuple[int, int]]]:
-    """`ends` of `keys` on the source (to its last stable offsets), then on the DR cluster."""
-    return ends(source, keys, stable=True, away=away), ends(target, keys, stable=False, away=away)
-
-
 class Lag:
     """Each partition's source end as each status read it, for KEEP_S: how long the oldest record the
     DR cluster lacks may have waited (None: longer than what is kept, or since the mirror began)."""
