@@ -334,8 +334,8 @@ def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Partition) ->
     if f.began is None:
         return f.own_end
     key = (f.unit.topic, f.unit.partition)
-    with shared_admin(target, OFFSETS_TIMEOUT_S) as dr, shared_admin(source, OFFSETS_TIMEOUT_S) as live:
-        dr_end, source_end = dr.end_offsets([key], retry=True)[key], live.stable_ends([key], retry=True)[key]
+    dr_end = ends.read(target, [key], (ends.HIGH,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
+    source_end = ends.read(source, [key], (ends.STABLE,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
     return dr_end if written_by_the_mirror(f.began, dr_end, source_end) else f.own_end
 
 
