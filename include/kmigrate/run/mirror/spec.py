@@ -9,7 +9,7 @@ import dataclasses
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, ManifestConflict
 from kmigrate.run.checks import request
-from kmigrate.run.checks.selection import compile_pattern
+from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import timings
 
 SPEC = "mirror-spec"                       # what the run's mirror selects, written once
@@ -35,10 +35,8 @@ class MirrorSpec:
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
 
     def check(self) -> None:
-        compile_pattern(self.topics_include, "topic include")
-        for pattern, what in ((self.topics_exclude, "topic exclude"), (self.groups, "consumer group")):
-            if pattern:
-                compile_pattern(pattern, what)
+        # its topics, groups and connectors, checked as a run's selection is
+        Selection(self.topics_include, self.topics_exclude, self.groups, self.connectors).check()
         # each a number in its range, the refresh no shorter than the interval (`timings`)
         timings.check_timings(self.interval_s, self.refresh_s, self.verify_every_s, self.term_s)
 
