@@ -1,6 +1,6 @@
 """The continuous mirror's driver side (docs/DESIGN.md §12): one long-running Spark application
 whose copy runs in terms, each a Spark job of long-running tasks (`mirror_tasks`: a task that
-waited for a slot would wait a whole term), each task following its partitions for the term
+waited for a slot would wait a whole term), each task copying its partitions for the term
 (kmigrate.run.mirror.task) while the driver writes the status and copies the groups' offsets
 (kmigrate.run.mirror.driver). A lost task is retried by Spark and its copies resume from the DR
 cluster's ends; a partition that fails is named and tried again. The job runs until a stop is
@@ -46,7 +46,7 @@ def mirror_tasks(slots: int, parallelism: int | None, shared: bool) -> int:
     """The mirror's tasks on an application of `slots` task slots: `parallelism` (at most the slots),
     else on a `shared` one (a Spark Connect server) half the slots, at least one, else all. Each task
     runs for a whole term, so the slots it leaves are all a drill's verify job or a migration sent to
-    the same server gets. Each task follows its partitions with threads of its own: two tasks kept
+    the same server gets. Each task copies its partitions with threads of its own: two tasks kept
     `make bench-dr`'s lag as four did (docs/BENCHMARKS.md)."""
     if parallelism:
         return min(parallelism, slots)
@@ -69,7 +69,7 @@ def copy_term_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, t
         for index, row in map_units(spark, [[(i, units[i], extras[(units[i].topic, units[i].partition)])
                                              for i in b] for b in bins], task):
             rows[index] = row
-    except Exception as exc:  # noqa: BLE001 - the next term follows them again
+    except Exception as exc:  # noqa: BLE001 - the next term copies them again
         said(f"the term's Spark job stopped ({error_cause(exc)})", err=True)
     return [rows.get(i) or {**failed_row(u, RuntimeError("the term's Spark job stopped")), "records": 0,
                             "own_end": None, "verified": None} for i, u in enumerate(units)]
@@ -112,7 +112,7 @@ def mirror(args: argparse.Namespace) -> int:
                     manifest.replace(mirror_status.SPARK_PART, {"server": mirror_status.server_address(args.remote),
                                                                 "tasks": tasks, "slots": slots})
 
-            def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
+            def copy_term(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
                 why = session.gone()
                 if why:  # the server restarted, or was away: a new session, or the term fails and the next tries again
                     said(f"the Spark session is gone ({why}); term {term.number} starts a new one")
@@ -124,7 +124,7 @@ def mirror(args: argparse.Namespace) -> int:
             # said, not waited for: 5 s a request)
             watch = ConnectorWatch(manifest, *clients, load_source_connect(args.clients, request_timeout_s=5.0),
                                    list(spec.connectors), say=said) if spec.connectors else None
-            runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session),
+            runner = Mirror(manifest, *clients, spec, copy_term, cancel=lambda: cancel_jobs(session),
                             connectors=watch, say=said)
             said(f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                  + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")
