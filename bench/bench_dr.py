@@ -45,7 +45,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import request_stop
+from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.report.markdown import write_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stack"))

@@ -1,5 +1,5 @@
 """make bench-mirror-lag: how long a record takes to reach the DR cluster through the mirror's copy
-alone (kmigrate.run.mirror.follow, the code of the mirror's Spark tasks), without Spark, Airflow
+alone (kmigrate.run.mirror.task, the code of the mirror's Spark tasks), without Spark, Airflow
 or MirrorMaker 2 beside it, for several settings of the copy one after another in one run.
 
 The load is bench-dr's (dr_load.Load: a plain topic of 20 partitions, a transactional one of 2 and
@@ -45,23 +45,23 @@ from kmigrate.model import WorkUnit  # noqa: E402
 STALL_EVERY_S = 6.0
 
 
-def follow(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
+def one_task(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: int, in_step: bool, by_batch: bool,
            in_flight: int, join: bool, linger_ms: int, verify_every_s: float, rows) -> None:  # noqa: ANN001
     """One task's term, in a process of its own (a Spark task's Python worker)."""
     from kmigrate.kafka import leaders, pool as pools, records
-    from kmigrate.run.mirror import follow as follower, stream
+    from kmigrate.run.mirror import stream, task, term as terms
     from kmigrate.run.verify import partition as verification
 
     stream.WRITES_IN_FLIGHT = in_flight
     stream.JOIN_BYTES = stream.JOIN_BYTES if join else 0  # a limit of 0 joins no two batches
     stream.LINGER_MS = linger_ms
-    follower.COPIES_AT_ONCE = copies_at_once
-    follower.IN_STEP = in_step
+    task.COPIES_AT_ONCE = copies_at_once
+    task.IN_STEP = in_step
     verification.LIVE_BY_BATCH = by_batch
     for kept in (pools.admins, leaders.connections, records.readers):
         kept.per_key = pool
-    term = follower.Term(1, f"lag-{units[0].topic}", seconds, verify_every_s=verify_every_s)
-    done = follower.follow_bin([(u, {}) for u in units], (SOURCE, TARGET), term)
+    term = terms.Term(1, f"lag-{units[0].topic}", seconds, verify_every_s=verify_every_s)
+    done = task.mirror_bin([(u, {}) for u in units], (SOURCE, TARGET), term)
     used = os.times()
     rows.put([{**row, "cpu_s": used.user + used.system} for row in done])
 
@@ -82,7 +82,7 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     watcher = Watcher({"ours": load.plain}, read_every_s)
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
-    workers = [context.Process(target=follow, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
+    workers = [context.Process(target=one_task, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
                                                          bool(by_batch), in_flight, bool(join), linger_ms, verify_every_s, rows))
                for i in range(tasks)]
     try:

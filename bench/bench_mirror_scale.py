@@ -52,7 +52,7 @@ from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from kmigrate.manifest import Manifest  # noqa: E402
 from kmigrate.run.mirror import reports  # noqa: E402
 from kmigrate.run.mirror import status as mirror_status  # noqa: E402
-from kmigrate.run.mirror.loop import request_stop  # noqa: E402
+from kmigrate.run.mirror.term import request_stop  # noqa: E402
 from kmigrate_spark.clients import write_clients  # noqa: E402
 from mm2 import stack_pid  # noqa: E402
 from ours import spark_cluster, spark_connect_up  # noqa: E402

@@ -1,6 +1,6 @@
 """The continuous mirror (kafka_dr_mirror starts it): the selected topics kept on the DR cluster at
 the source's offsets while the source is live, by long-running copy tasks (one a task slot, each
-following its partitions for a term), with the consumer groups'
+copying its partitions for a term), with the consumer groups'
 offsets (never past the DR cluster's ends) and the mirror's status (heartbeat, lag a partition)
 in the run manifest, until a failover or SIGTERM stops it.
 

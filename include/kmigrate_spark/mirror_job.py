@@ -1,11 +1,11 @@
 """The continuous mirror's driver side (docs/DESIGN.md §12): one long-running Spark application
 whose copy runs in terms, each a Spark job of long-running tasks (`mirror_tasks`: a task that
-waited for a slot would wait a whole term), each task following its partitions for the term
-(kmigrate.run.mirror.follow) while the driver writes the status and copies the groups' offsets
-(kmigrate.run.mirror.loop). A lost task is retried by Spark and its copies resume from the DR
+waited for a slot would wait a whole term), each task copying its partitions for the term
+(kmigrate.run.mirror.task) while the driver writes the status and copies the groups' offsets
+(kmigrate.run.mirror.driver). A lost task is retried by Spark and its copies resume from the DR
 cluster's ends; a partition that fails is named and tried again. The job runs until a stop is
 requested (the run manifest's mirror-stop-requested event: a failover, or
-`kmigrate.run.mirror.loop.request_stop`), SIGTERM, or --max-seconds; a restarted job resumes from
+`kmigrate.run.mirror.term.request_stop`), SIGTERM, or --max-seconds; a restarted job resumes from
 the DR cluster's ends, with every resume check.
 
 Exit 0 once stopped, 2 when it could not start (bad input)."""
@@ -23,8 +23,10 @@ from typing import Any
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
-from kmigrate.run.mirror.follow import Term, follow_task
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, read_spec, write_spec
+from kmigrate.run.mirror.task import mirror_task
+from kmigrate.run.mirror.term import Term
 from kmigrate.run.records import timeline
 
 from kmigrate_spark.clients import load_clients_from, load_source_connect
@@ -44,16 +46,17 @@ def mirror_tasks(slots: int, parallelism: int | None, shared: bool) -> int:
     """The mirror's tasks on an application of `slots` task slots: `parallelism` (at most the slots),
     else on a `shared` one (a Spark Connect server) half the slots, at least one, else all. Each task
     runs for a whole term, so the slots it leaves are all a drill's verify job or a migration sent to
-    the same server gets. Each task follows its partitions with threads of its own: two tasks kept
+    the same server gets. Each task copies its partitions with threads of its own: two tasks kept
     `make bench-dr`'s lag as four did (docs/BENCHMARKS.md)."""
     if parallelism:
         return min(parallelism, slots)
     return max(1, slots // 2) if shared else slots
 
 
-def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any, parallelism: int | None = None,
-                    held: Callable[[int, int], None] = lambda tasks, slots: None) -> list[dict[str, Any]]:
-    """A term's units followed as one Spark job of `mirror_tasks` long-running tasks (a task must not
+def copy_term_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task: Any,
+                       parallelism: int | None = None, held: Callable[[int, int], None] = lambda tasks, slots: None
+                       ) -> list[dict[str, Any]]:
+    """A term's units copied as one Spark job of `mirror_tasks` long-running tasks (a task must not
     wait for another to end), balanced by partition count; a row each. `held` is told the tasks and
     the slots first. A job Spark stopped (a task failed past its retries) gives the units without a
     row a failed one."""
@@ -66,7 +69,7 @@ def follow_on_spark(spark: Any, units: Sequence[WorkUnit], extras: Mapping, task
         for index, row in map_units(spark, [[(i, units[i], extras[(units[i].topic, units[i].partition)])
                                              for i in b] for b in bins], task):
             rows[index] = row
-    except Exception as exc:  # noqa: BLE001 - the next term follows them again
+    except Exception as exc:  # noqa: BLE001 - the next term copies them again
         said(f"the term's Spark job stopped ({error_cause(exc)})", err=True)
     return [rows.get(i) or {**failed_row(u, RuntimeError("the term's Spark job stopped")), "records": 0,
                             "own_end": None, "verified": None} for i, u in enumerate(units)]
@@ -101,7 +104,7 @@ def mirror(args: argparse.Namespace) -> int:
         # its client tries a server that went away every 2 s (a new session after a restart gets it too)
         with SessionSoon(f"kmigrate-mirror-{args.run_id}", args.remote, prepare=patient_client) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a DR cluster
-            task = functools.partial(follow_task, clients=clients,
+            task = functools.partial(mirror_task, clients=clients,
                                      **({"fetch_max_bytes": args.fetch_max_bytes} if args.fetch_max_bytes else {}))
 
             def held(tasks: int, slots: int) -> None:  # what a drill on the same server checks
@@ -109,19 +112,19 @@ def mirror(args: argparse.Namespace) -> int:
                     manifest.replace(mirror_status.SPARK_PART, {"server": mirror_status.server_address(args.remote),
                                                                 "tasks": tasks, "slots": slots})
 
-            def follow(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
+            def copy_term(units: Sequence[WorkUnit], extras: Mapping, term: Term) -> list[dict[str, Any]]:
                 why = session.gone()
                 if why:  # the server restarted, or was away: a new session, or the term fails and the next tries again
                     said(f"the Spark session is gone ({why}); term {term.number} starts a new one")
                     session.renew()
-                return follow_on_spark(session.get(), units, extras, functools.partial(task, term=dataclasses.asdict(term)),
-                                       args.parallelism, held)
+                return copy_term_on_spark(session.get(), units, extras,
+                                          functools.partial(task, term=dataclasses.asdict(term)), args.parallelism, held)
 
             # the source's connectors read as the mirror goes, for an unplanned failover (a worker gone is
             # said, not waited for: 5 s a request)
             watch = ConnectorWatch(manifest, *clients, load_source_connect(args.clients, request_timeout_s=5.0),
                                    list(spec.connectors), say=said) if spec.connectors else None
-            runner = Mirror(manifest, *clients, spec, follow, cancel=lambda: cancel_jobs(session),
+            runner = Mirror(manifest, *clients, spec, copy_term, cancel=lambda: cancel_jobs(session),
                             connectors=watch, say=said)
             said(f"run {args.run_id}: mirroring topics {spec.topics_include!r}"
                  + (f" but {spec.topics_exclude!r}" if spec.topics_exclude else "")

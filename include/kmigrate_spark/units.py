@@ -239,7 +239,7 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
     rows: dict[int, dict[str, Any]] = {}
     everything = range(len(units))
 
-    def follow(work: Callable[[Callable[[int, dict[str, Any]], None]], None]) -> None:
+    def run_watched(work: Callable[[Callable[[int, dict[str, Any]], None]], None]) -> None:
         """Run `work` in a thread, printing a line as each unit's row arrives and a status line
         when none arrived for `status_every_s`; raises what `work` raised."""
         arrived: queue.Queue = queue.Queue()
@@ -272,19 +272,20 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
         if not quiet:
             say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} tasks at a time")
         try:
-            follow(functools.partial(_in_one_job, spark, units, everything, action, task, slots=slots, extras=extras))
+            run_watched(functools.partial(_in_one_job, spark, units, everything, action, task, slots=slots,
+                                          extras=extras))
         except Exception as exc:  # noqa: BLE001 - Spark stopped the job: a task failed past its retries
             left = [i for i in everything if i not in rows]
             say(job, f"the Spark job stopped ({error_cause(exc)}); the {len(left)} partitions without a result "
                      "run again, one Spark job each, to tell the failing ones from the rest", err=True)
             if settle is not None:
                 say(job, settle())
-            follow(functools.partial(_one_job_each, spark, units, left, action, task, parallelism=slots,
-                                     extras=extras))
+            run_watched(functools.partial(_one_job_each, spark, units, left, action, task, parallelism=slots,
+                                          extras=extras))
     else:
         say(job, f"{len(units)} partitions to {action}, one Spark job each, {parallelism} at a time")
-        follow(functools.partial(_one_job_each, spark, units, everything, action, task, parallelism=parallelism,
-                                 extras=extras))
+        run_watched(functools.partial(_one_job_each, spark, units, everything, action, task,
+                                      parallelism=parallelism, extras=extras))
     return [rows[i] for i in everything]
 
 

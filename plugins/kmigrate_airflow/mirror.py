@@ -2,7 +2,7 @@
 the task, and `MirrorFollower`, a deferrable sensor, follows the heartbeat the job writes in the
 run manifest from the triggerer (no worker held), starts the job again when the heartbeat is older
 than `stale_after_s` (the job died, or hangs: it is stopped first), and ends when the mirror has
-stopped on request (a failover, or `kmigrate.run.mirror.loop.request_stop`). A job that keeps dying
+stopped on request (a failover, or `kmigrate.run.mirror.term.request_stop`). A job that keeps dying
 before its first round (`MAX_STARTS_WITHOUT_ROUND` starts) fails the task, naming its output file."""
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failback import failed_over_connectors, prepare_failback
-from kmigrate.run.mirror.loop import STARTS, STOP, MirrorSpec, write_spec
+from kmigrate.run.mirror.driver import STARTS
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
+from kmigrate.run.mirror.term import STOP
 from kmigrate_spark.job_args import job_command
 
 from kmigrate_airflow.frame import RunFrame, no_retry

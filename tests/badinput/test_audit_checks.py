@@ -12,7 +12,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks.request import check_request
 from kmigrate.run.checks.selection import Selection, selected_topics
 from kmigrate.run.connectors.migrate import check_overrides
-from kmigrate.run.mirror.loop import MirrorSpec, write_spec
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.preflight.checks import check_params
 from kmigrate_spark.clients import CLIENTS_ENV, load_clients, load_clients_from
 

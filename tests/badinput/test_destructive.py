@@ -22,7 +22,9 @@ from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.failback import DISCARDED, plan_failback, prepare_failback
-from kmigrate.run.mirror.loop import STOP, Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
+from kmigrate.run.mirror.term import STOP, request_stop
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 from kmigrate.run.preflight.checks import check_run
 

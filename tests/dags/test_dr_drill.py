@@ -15,7 +15,9 @@ from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import CONNECTORS, ConnectorWatch
 from kmigrate.run.mirror.drill import CUT
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
+from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.report.markdown import summarize
 
 from tests.support.airflow import run_dag, task_states

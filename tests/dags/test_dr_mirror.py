@@ -24,7 +24,8 @@ from kmigrate_demo.workload import seed_mixed
 from kmigrate_spark.clients import write_clients
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.loop import STARTS, VERIFIED, request_stop
+from kmigrate.run.mirror.driver import STARTS, VERIFIED
+from kmigrate.run.mirror.term import request_stop
 
 from tests.support.airflow import run_dag, task_states, window_cells
 from tests.support.connect import delete_connectors, file_source_config

@@ -34,7 +34,9 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
+from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.mirror.connectors import CONNECTORS, ConnectorWatch
 from kmigrate.run.mirror.failback import prepare_failback
 from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover

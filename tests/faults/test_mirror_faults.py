@@ -11,7 +11,9 @@ import uuid
 from confluent_kafka import Producer
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, request_stop, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
+from kmigrate.run.mirror.term import request_stop
 
 from tests.support.faults import MID_FAULT, compare
 from tests.support.mirror import wait_caught_up

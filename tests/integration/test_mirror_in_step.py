@@ -18,7 +18,9 @@ from kmigrate.kafka import multi, wire
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import stream
-from kmigrate.run.mirror.loop import VERIFIED, MirrorSpec, follow_here
+from kmigrate.run.mirror.driver import VERIFIED
+from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.task import copy_term_here
 from kmigrate.run.verify import batches
 
 from tests.support.kafka import create_topic, produce, records_of
@@ -36,13 +38,14 @@ def test_a_live_source_followed_in_step_lands_every_record_at_its_offset(stack, 
     manifest = Manifest(str(tmp_path / "state"), "in-step")
     in_step: dict[str, int] = {}
 
-    def follow(units, extras, term):  # noqa: ANN001 - the mirror's own, its rows counted a topic
-        rows = follow_here((stack.source, stack.target), units, extras, term)
+    def copy_term(units, extras, term):  # noqa: ANN001 - the mirror's own, its rows counted a topic
+        rows = copy_term_here((stack.source, stack.target), units, extras, term)
         for row in rows:
             in_step[row["topic"]] = in_step.get(row["topic"], 0) + row["in_step"]
         return rows
 
-    with mirrored(stack, manifest, MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0), follow):
+    spec = MirrorSpec(live.pattern, interval_s=0.5, verify_every_s=2.0, term_s=6.0)
+    with mirrored(stack, manifest, spec, copy_term):
         try:
             wait_for_round(manifest, 1, timeout_s=120)
             live.start()
@@ -72,14 +75,14 @@ def test_idle_partitions_wait_in_step_from_their_first_copy_of_a_term(stack, uni
     manifest = Manifest(str(tmp_path / "state"), "idle")
     terms, in_step = [], []
 
-    def follow(units, extras, term):  # noqa: ANN001 - the mirror's own, its terms and rows counted
+    def copy_term(units, extras, term):  # noqa: ANN001 - the mirror's own, its terms and rows counted
         terms.append(term)
-        rows = follow_here((stack.source, stack.target), units, extras, term)
+        rows = copy_term_here((stack.source, stack.target), units, extras, term)
         in_step.extend(row["in_step"] for row in rows)
         return rows
 
     with mirrored(stack, manifest, MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0,
-                                               term_s=4.0), follow):
+                                               term_s=4.0), copy_term):
         wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
         wait_until(lambda: len(terms) >= 2, "a second term", 60)
         wait_for_round(manifest, mirror_status.read(manifest)["round"] + 2, timeout_s=60)
@@ -112,14 +115,14 @@ def test_quiet_partitions_wait_apart_from_the_busy_ones_and_come_back_when_writt
     manifest = Manifest(str(tmp_path / "state"), "quiet")
     in_step: list[int] = []
 
-    def follow(units, extras, term):  # noqa: ANN001
-        rows = follow_here((stack.source, stack.target), units, extras, term)
+    def copy_term(units, extras, term):  # noqa: ANN001
+        rows = copy_term_here((stack.source, stack.target), units, extras, term)
         in_step.extend(row["in_step"] for row in rows)
         return rows
 
     producer = Producer(stack.source.producer(**{"enable.idempotence": True, "linger.ms": 0}))
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=60.0)
-    with mirrored(stack, manifest, spec, follow):
+    with mirrored(stack, manifest, spec, copy_term):
         wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
         wait_until(lambda: (stream.QUIET_WAIT_MS, frozenset({0, 1})) in sent, "both partitions waiting quietly", 60)
         busy_from = len(sent)
@@ -198,15 +201,15 @@ def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_off
     monkeypatch.setattr(stream, "WRITES_IN_FLIGHT", 1)
     answering, in_step, unanswered = threading.Event(), set(), [0]
     answering.set()
-    real_waiting, real_follow = wire.BrokerConnection.answer_waiting, stream.Streams.follow
+    real_waiting, real_add = wire.BrokerConnection.answer_waiting, stream.Streams.add
     real_send = stream._Writer.send
 
     def answer_waiting(conn):  # noqa: ANN001 - the DR leader's answers read only while `answering` is set
         return answering.is_set() and real_waiting(conn)
 
-    def follow(streams, f, lease):  # noqa: ANN001
+    def add(streams, f, lease):  # noqa: ANN001
         in_step.add(f.unit.partition)
-        return real_follow(streams, f, lease)
+        return real_add(streams, f, lease)
 
     def send(writer, writes, *args):  # noqa: ANN001
         held = real_send(writer, writes, *args)
@@ -215,7 +218,7 @@ def test_writes_held_while_the_dr_leader_has_not_answered_go_joined_at_their_off
         return held
 
     monkeypatch.setattr(wire.BrokerConnection, "answer_waiting", answer_waiting)
-    monkeypatch.setattr(stream.Streams, "follow", follow)
+    monkeypatch.setattr(stream.Streams, "add", add)
     monkeypatch.setattr(stream._Writer, "send", send)
     manifest = Manifest(str(tmp_path / "state"), "held")
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.5, verify_every_s=2.0, term_s=30.0)

@@ -16,7 +16,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import moves
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import MirrorSpec
+from kmigrate.run.mirror.spec import MirrorSpec
 
 from tests.support.kafka import create_topic, records_of
 from tests.support.mirror import mirrored, wait_caught_up, wait_for_round

@@ -1,4 +1,4 @@
-"""The mirror's rounds (kmigrate.run.mirror.loop) with the copier run in this process, on the real
+"""The mirror's rounds (kmigrate.run.mirror.driver) with the copier run in this process, on the real
 stack: records the source deletes past what the mirror copied are followed (the DR cluster's log
 start moves with the source's), by the mirror that copied them and by one started again, which
 knows its own records from the run's status; a DR topic holding records of its own stays refused;
@@ -14,7 +14,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import VERIFIED, Mirror, MirrorSpec
+from kmigrate.run.mirror.driver import VERIFIED, Mirror
+from kmigrate.run.mirror.spec import MirrorSpec
 
 from tests.support.kafka import create_topic, produce, watermarks
 from tests.support.migration import assert_same_partition
@@ -91,14 +92,14 @@ def test_records_a_copy_wrote_without_reporting_them_count_as_the_mirrors_own_ac
     topic = unique_name
     manifest, mirror = mirrored_once(stack, topic, tmp_path)
     produce(stack.source, topic, records(50, "second"), 0)
-    follow = mirror.follow
+    copy_term = mirror.copy_term
 
     def killed_after_writing(units, extras, term):
-        follow(units, extras, term)
+        copy_term(units, extras, term)
         return [{"ok": False, "topic": u.topic, "partition": u.partition, "error": "the task was killed", "records": 0,
                  "own_end": None, "verified": None} for u in units]
 
-    mirror.follow = killed_after_writing
+    mirror.copy_term = killed_after_writing
     status = mirror.round()
     [row] = status["partitions"]  # written, not reported: still asked of the mirror's copy
     assert mirror.errors and row["own_end"] == 100 and row["asked"] and watermarks(stack.target, topic) == (0, 150)
@@ -119,7 +120,7 @@ def test_records_a_copy_of_the_term_before_wrote_after_the_driver_read_the_dr_en
     topic = unique_name
     manifest, mirror = mirrored_once(stack, topic, tmp_path)
     produce(stack.source, topic, records(50, "second"), 0)
-    follow = mirror.follow
+    copy_term = mirror.copy_term
 
     def copied_late_by_the_term_before(units, extras, term):
         late = copy_partition(stack.source, stack.target, WorkUnit(topic, 0, 150),
@@ -128,9 +129,9 @@ def test_records_a_copy_of_the_term_before_wrote_after_the_driver_read_the_dr_en
         produce(stack.source, topic, records(20, "third"), 0)
         with ClusterAdmin(stack.source) as admin:
             admin.delete_records(topic, 0, 160)  # past what the late copy wrote
-        return follow(units, extras, term)
+        return copy_term(units, extras, term)
 
-    mirror.follow = copied_late_by_the_term_before
+    mirror.copy_term = copied_late_by_the_term_before
     status = mirror.round()
     assert status["failed_partitions"] == 0, status["partitions"]
     assert watermarks(stack.target, topic) == (160, 170)

@@ -13,7 +13,7 @@ import pytest
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import VERIFIED
+from kmigrate.run.mirror.driver import VERIFIED
 from kmigrate_spark.clients import write_clients
 
 from tests.support.kafka import commit_offsets, seed_plain

@@ -4,7 +4,7 @@ handed N records of a partition to the target (once per partition: DIR keeps a m
 Spark's Python workers get it from the environment of spark-submit, or of the Spark Connect
 server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/support/kill_hook.py sets both).
 
-It wraps kmigrate.run.copying.tasks and kmigrate.run.mirror.follow (the mirror's long-running
+It wraps kmigrate.run.copying.tasks and kmigrate.run.mirror.task (the mirror's long-running
 tasks) once each is imported: `copy_partition` gets a progress hook
 that kills (and whole batches are fetched 16 KiB at a time unless a fetch size is given, so that the
 hook sees progress before the end), and `copy_whole` copies nothing (every partition takes the
@@ -19,7 +19,7 @@ import signal
 import sys
 
 ENV = "KMIGRATE_TEST_KILL_AFTER"
-MODULES = ("kmigrate.run.copying.tasks", "kmigrate.run.mirror.follow")
+MODULES = ("kmigrate.run.copying.tasks", "kmigrate.run.mirror.task")
 SMALL_FETCH = 16 << 10
 
 

@@ -13,7 +13,10 @@ from pathlib import Path
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, follow_here, request_stop
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.task import copy_term_here
+from kmigrate.run.mirror.term import request_stop
 
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
@@ -76,11 +79,12 @@ def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float 
 
 
 @contextlib.contextmanager
-def mirrored(stack, manifest: Manifest, spec: MirrorSpec, follow=None):  # noqa: ANN001
-    """The mirror's driver on a thread of this process, its terms followed here (`follow_here`, or
-    `follow`); stopped on leaving."""
-    follow = follow or (lambda units, extras, term: follow_here((stack.source, stack.target), units, extras, term))
-    mirror = Mirror(manifest, stack.source, stack.target, spec, follow, say=lambda _: None)
+def mirrored(stack, manifest: Manifest, spec: MirrorSpec, copy_term=None):  # noqa: ANN001
+    """The mirror's driver on a thread of this process, its terms copied here (`copy_term_here`, or
+    `copy_term`); stopped on leaving."""
+    copy_term = copy_term or (lambda units, extras, term: copy_term_here((stack.source, stack.target), units, extras,
+                                                                         term))
+    mirror = Mirror(manifest, stack.source, stack.target, spec, copy_term, say=lambda _: None)
     stopping, failures = threading.Event(), []
 
     def run() -> None:

@@ -20,9 +20,10 @@ from kmigrate.errors import ClusterUnavailable, KmigrateError
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.records import iter_range
 from kmigrate.model import WorkUnit
-from kmigrate.run.mirror import follow, groups, stream
+from kmigrate.run.mirror import groups, stream, task
 from kmigrate.run.mirror.promote import source_answers
 from kmigrate.run.mirror.status import ends
+from kmigrate.run.mirror.term import TermEnded
 
 
 def closed_port() -> int:
@@ -75,12 +76,12 @@ def test_a_tasks_reading_after_a_partition_failed_fails_at_once_when_nothing_lis
     """A task whose in-step copies failed on a source gone reads the ends of its partitions again:
     at once named, so that it sees its term end (an unplanned failover's stop) at its next turn."""
     source, target = gone(), ClusterConfig.from_bootstrap("target", f"127.0.0.1:{closed_port()}")
-    followed = {("t", p): follow._Followed(WorkUnit("t", p, 0), None) for p in range(2)}
-    followed[("t", 0)].error = "fetching: connection refused"
+    partitions = {("t", p): task._Partition(WorkUnit("t", p, 0), None) for p in range(2)}
+    partitions[("t", 0)].error = "fetching: connection refused"
     began = time.monotonic()
-    assert follow._behind(source, target, followed, list(followed), CopyOptions()) == {}
+    assert task._behind(source, target, partitions, list(partitions), CopyOptions()) == {}
     assert time.monotonic() - began < 1.0  # each reading waited its OFFSETS_TIMEOUT_S
-    assert all("no bootstrap server accepts a connection" in f.error for f in followed.values())
+    assert all("no bootstrap server accepts a connection" in f.error for f in partitions.values())
     with pytest.raises(ClusterUnavailable, match="source cluster at 127.0.0.1"):
         kafka_ends.read(source, [("t", 0)], (kafka_ends.HIGH,), 5.0, away=True)
 
@@ -90,9 +91,9 @@ def test_a_partition_whose_in_step_connection_broke_is_handed_back_with_the_erro
     leader = ("127.0.0.1", closed_port())
     monkeypatch.setattr(stream, "shared_admin", lambda cluster: contextlib.nullcontext(SimpleNamespace(client=None)))
     monkeypatch.setattr(stream.leaders, "leader", lambda cluster, topic, partition, client: leader)
-    f = follow._Followed(WorkUnit("t", 0, 0), None, committed=0)
+    f = task._Partition(WorkUnit("t", 0, 0), None, committed=0)
     streams = stream.Streams(gone(), gone(), lambda: None)
-    assert streams.follow(f, lease=None).result(timeout=10) == 0
+    assert streams.add(f, lease=None).result(timeout=10) == 0
     streams.close()
     assert f.error.startswith("following in step stopped (ConnectionRefusedError") and not f.whole_only
 
@@ -111,12 +112,12 @@ def test_a_copy_resuming_on_a_cluster_gone_sees_its_term_end_without_a_readings_
 
     def guard() -> None:
         if time.monotonic() > told:
-            raise follow.TermEnded("the mirror's term has ended")
+            raise TermEnded("the mirror's term has ended")
 
     monkeypatch.setattr(copy_partition, "_copy_once", copy_once)
     monkeypatch.setattr(copy_partition, "_own_end_after", lambda target, unit, own_end, attempted: own_end)
     began = time.monotonic()
-    with pytest.raises(follow.TermEnded):
+    with pytest.raises(TermEnded):
         copy_partition._copy_resuming(gone(), gone(), WorkUnit("t", 0, 10), CopyOptions(retry_for_s=10, guard=guard),
                                       (), SimpleNamespace(acquire=lambda: None), None)
     assert len(attempts) == 1 and time.monotonic() - began < 2.0
@@ -140,9 +141,9 @@ def test_a_copys_read_waiting_on_a_source_gone_sees_its_guard_at_each_empty_poll
 
     def guard() -> None:
         if time.monotonic() > told:
-            raise follow.TermEnded("the mirror's term has ended")
+            raise TermEnded("the mirror's term has ended")
 
     began = time.monotonic()
-    with pytest.raises(follow.TermEnded):
+    with pytest.raises(TermEnded):
         next(iter_range(consumer, "t", 0, 5, 10, idle_timeout_s=10.0, idle_check=guard))
     assert time.monotonic() - began < 1.0

@@ -11,7 +11,9 @@ import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec, read_spec, request_stop, write_spec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec, read_spec, write_spec
+from kmigrate.run.mirror.term import request_stop
 from kmigrate_airflow.mirror import MirrorHeartbeatTrigger
 
 T0 = 1_800_000_000.0
@@ -79,7 +81,7 @@ def test_the_heartbeat_trigger_fires_stale_on_an_old_heartbeat_and_stopped_on_a_
 
 def test_a_round_that_cannot_run_is_said_in_the_status_and_the_mirror_goes_on(tmp_path):
     from kmigrate.errors import ClusterUnavailable
-    from kmigrate.run.mirror.loop import Mirror
+    from kmigrate.run.mirror.driver import Mirror
 
     manifest = Manifest(str(tmp_path), "dr")
     said: list[str] = []
@@ -111,7 +113,7 @@ def test_terms_that_keep_failing_wait_longer_between_them_up_to_a_limit_under_an
 
 def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_that_would_time_out(tmp_path, monkeypatch):
     from kmigrate.errors import ClusterUnavailable
-    from kmigrate.run.mirror.follow import STOP
+    from kmigrate.run.mirror.term import STOP
 
     from tests.support.waiting import wait_until
 
@@ -125,13 +127,13 @@ def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_th
             raise ClusterUnavailable("cluster source did not say its partitions' leaders")
         return {key: (0, 10) for key in keys}
 
-    def follow(units, extras, term):  # noqa: ANN001, ANN202 - the tasks see the stop themselves, end 1 s later
+    def copy_term(units, extras, term):  # noqa: ANN001, ANN202 - the tasks see the stop themselves, end 1 s later
         wait_until(lambda: manifest.exists(STOP), "the stop", 30, poll_s=0.02)
         time.sleep(1.0)  # stands in for a task's reading of the source gone, which the stop does not cut short
         return []
 
     monkeypatch.setattr(mirror_status, "ends", ends)
-    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), follow,
+    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), copy_term,
                     say=lambda line: None)
     mirror.partitions, mirror.refreshed = {"t": 1}, time.monotonic()
     runner = threading.Thread(target=mirror.run, daemon=True)
@@ -170,12 +172,12 @@ def test_a_term_whose_tasks_end_first_with_a_cluster_away_ends_without_a_reading
             raise ClusterUnavailable("source cluster: no bootstrap server accepts a connection")
         return {key: (0, 10) for key in keys}
 
-    def follow(units, extras, term):  # noqa: ANN001, ANN202 - the tasks end once a reading failed
+    def copy_term(units, extras, term):  # noqa: ANN001, ANN202 - the tasks end once a reading failed
         wait_until(lambda: (mirror_status.read(manifest) or {}).get("error"), "a reading that failed", 30, poll_s=0.01)
         return []
 
     monkeypatch.setattr(mirror_status, "ends", ends)
-    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), follow,
+    mirror = Mirror(manifest, "source", "target", MirrorSpec("t", interval_s=0.05, refresh_s=3600), copy_term,
                     say=lambda line: None)
     mirror.partitions, mirror.refreshed = {"t": 1}, time.monotonic()
     monkeypatch.setattr(mirror, "refresh", lambda: False)  # the selection as it was (a failed round reads it again)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.run.mirror import timings
-from kmigrate.run.mirror.loop import Mirror, MirrorSpec
+from kmigrate.run.mirror.driver import Mirror
+from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 
 
@@ -42,7 +43,8 @@ def test_specs_accepted():
 def test_a_failover_refuses_a_stopped_after_limit_a_running_mirror_reaches(tmp_path):
     from kmigrate.manifest import Manifest
     from kmigrate.run.mirror.failover import stop_mirror
-    from kmigrate.run.mirror.loop import STOP, write_spec
+    from kmigrate.run.mirror.spec import write_spec
+    from kmigrate.run.mirror.term import STOP
 
     manifest = Manifest(str(tmp_path), "dr")
     write_spec(manifest, MirrorSpec("x", interval_s=5.0))  # a healthy heartbeat can be 20 s old

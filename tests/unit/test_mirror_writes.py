@@ -17,7 +17,7 @@ from kmigrate.copy import fastfill
 from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition
 from kmigrate.kafka import wire
 from kmigrate.model import WorkUnit
-from kmigrate.run.mirror import follow, stream
+from kmigrate.run.mirror import stream, task
 
 from tests.support.wire import as_fetched
 
@@ -74,7 +74,7 @@ def leader(monkeypatch):
 
 
 def streamed(partition: int, committed: int = 0) -> stream._Streamed:
-    f = follow._Followed(WorkUnit("t", partition, 0), committed)
+    f = task._Partition(WorkUnit("t", partition, 0), committed)
     f.committed, f.producer = committed, [wire.Idempotence(7, 0)]
     return stream._Streamed(f, SimpleNamespace(check=lambda: None), Future(), DR, committed)
 

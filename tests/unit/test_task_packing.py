@@ -135,8 +135,8 @@ def test_the_mirror_leaves_half_a_shared_servers_slots_unless_told(monkeypatch, 
     monkeypatch.setattr(mirror_job, "is_connect", lambda spark: shared)
     monkeypatch.setattr(mirror_job, "describe_jobs", lambda spark, text: None)
     monkeypatch.setattr(mirror_job, "map_units", map_units)
-    rows = mirror_job.follow_on_spark(object(), units, {(u.topic, u.partition): {} for u in units}, None, parallelism,
-                                      lambda *told: held.append(told))
+    rows = mirror_job.copy_term_on_spark(object(), units, {(u.topic, u.partition): {} for u in units}, None,
+                                         parallelism, lambda *told: held.append(told))
     assert len(seen) == tasks and sorted(i for b in seen for i, _, _ in b) == list(range(24))
     assert held == [(tasks, slots)] and all(r == {"ok": True} for r in rows)
 

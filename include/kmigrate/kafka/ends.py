@@ -5,12 +5,13 @@ task reads the ends of its partitions not being copied about a dozen times a sec
 admin client those reads took 10 ms each and three fifths of the task loop's Python time. Leaders
 as `leaders` remembers them; a leader that moved is looked up again once, and a read that still
 fails, or a broker that does not answer within `timeout_s`, raises ClusterUnavailable (its leaders
-forgotten: the next read looks them up). A cluster
+forgotten: the next read looks them up); a read with `retry` tries again until `timeout_s`. A cluster
 the raw connection cannot reach (GSSAPI, OAUTHBEARER: `transport.raw_capable`) is read through
 the admin client."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaException
@@ -26,13 +27,32 @@ START = (-2, 0)   # (timestamp, isolation): the log start offset
 HIGH = (-1, 0)    # the high watermark
 STABLE = (-1, 1)  # the last stable offset (read_committed)
 CONNECT_S = 1.0  # how long `check_listening` waits for a bootstrap server to accept a connection
+RETRY_S = 0.2  # between two tries of a reading that failed (`read`'s `retry`)
 CLIENT_ID = "kmigrate-ends"
 
 
 def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Sequence[tuple[int, int]],
-         timeout_s: float, *, away: bool = False) -> list[dict[TopicPartition, int]]:
+         timeout_s: float, *, away: bool = False, retry: bool = False) -> list[dict[TopicPartition, int]]:
     """For each of `kinds` (START, HIGH, STABLE), the offset of each partition (`away`: the last
-    reading failed, `check_listening` first)."""
+    reading failed, `check_listening` first). With `retry`, a reading that fails (a leader moving, a
+    broker away) is tried again, the leaders looked up anew, until `timeout_s`; with `away` too, the
+    first failure is raised at once (whoever reads tries again at its next turn, and sees a stop
+    meanwhile)."""
+    if not retry:
+        return _read_once(cluster, partitions, kinds, timeout_s, away=away)
+    partitions = list(partitions)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return _read_once(cluster, partitions, kinds, max(1.0, deadline - time.monotonic()), away=away)
+        except ClusterUnavailable:  # the leaders looked up again by the next reading
+            if away or time.monotonic() + RETRY_S >= deadline:
+                raise
+            time.sleep(RETRY_S)
+
+
+def _read_once(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Sequence[tuple[int, int]],
+               timeout_s: float, *, away: bool) -> list[dict[TopicPartition, int]]:
     if away:
         check_listening(cluster)
     partitions = list(dict.fromkeys(partitions))

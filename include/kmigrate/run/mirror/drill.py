@@ -28,6 +28,7 @@ from kmigrate.run.connectors.migrate import place_stopped
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import capped, kept, on_dr
+from kmigrate.run.mirror.spec import read_spec
 from kmigrate.run.records import timeline
 
 CUT = "drill/mirror-cut"  # the cut reached on the DR cluster: when, the mirror's lag at the cut, the groups
@@ -45,7 +46,6 @@ def overridable(params: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, 
         return [], {"among": "the connectors a drill without mirror_run places",
                     "fix": "a drill of its own copy moves no connector: drop connector_overrides, or drill a running "
                            "mirror (mirror_run) that keeps that connector"}
-    from kmigrate.run.mirror.loop import read_spec  # the driver's module: only a drill of a mirror needs it
     mirror = params["mirror_run"]
     return list(read_spec(Manifest(params["state_location"], mirror)).connectors), {
         "among": f"the connectors the mirror of run {mirror!r} keeps, which its drill places",

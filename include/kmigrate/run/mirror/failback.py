@@ -29,7 +29,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
-from kmigrate.run.mirror.loop import read_spec
+from kmigrate.run.mirror.spec import read_spec
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import created_topics

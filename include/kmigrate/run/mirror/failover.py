@@ -11,7 +11,8 @@ from kmigrate.errors import MirrorStillRunning
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import timings
-from kmigrate.run.mirror.loop import read_spec, request_stop
+from kmigrate.run.mirror.spec import read_spec
+from kmigrate.run.mirror.term import request_stop
 
 
 def with_mirror_selection(params: Mapping[str, Any], manifest: Manifest) -> dict[str, Any]:

@@ -37,7 +37,8 @@ from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
-from kmigrate.run.mirror.loop import STOP, read_spec
+from kmigrate.run.mirror.spec import read_spec
+from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records import timeline
 
 PROMOTED = Part.PROMOTED

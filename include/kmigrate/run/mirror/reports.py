@@ -24,21 +24,21 @@ log = logging.getLogger(__name__)
 REPORTS = "mirror-reports"
 
 
-def reporter(state_location: str | None, run_id: str, term: int, followed: Mapping[tuple[str, int], Any]
+def reporter(state_location: str | None, run_id: str, term: int, partitions: Mapping[tuple[str, int], Any]
              ) -> Callable[[], None]:
-    """A task's report: the row of each of its partitions (`followed`, each with its `row()`) as they
+    """A task's report: the row of each of its partitions (each with its `row()`) as they
     stand, replacing the part of its partitions; nothing when the run manifest is not readable from
     here. A report that fails is said and left to the next."""
     if state_location is None:
         return lambda: None
-    part = f"{REPORTS}/{hashlib.blake2b(repr(sorted(followed)).encode(), digest_size=8).hexdigest()}"
+    part = f"{REPORTS}/{hashlib.blake2b(repr(sorted(partitions)).encode(), digest_size=8).hexdigest()}"
     manifest: list[Manifest] = []
 
     def report() -> None:
         try:
             if not manifest:
                 manifest.append(Manifest(state_location, run_id))
-            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": [f.row() for f in followed.values()],
+            manifest[0].replace(part, {"term": term, "at": time.time(), "rows": [f.row() for f in partitions.values()],
                                        "fetches": multi.fetches_sent()})
         except KmigrateError as exc:
             log.warning("mirror: the task's report could not be written (%s); the next one tries again", exc)

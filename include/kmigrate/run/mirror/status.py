@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.manifest import Manifest
 from kmigrate.run.records import timeline
@@ -30,7 +29,6 @@ Key = tuple[str, int]
 # how long the driver waits for a cluster's offsets: a source gone (an unplanned failover) must not hold
 # back the heartbeat, nor the mirror's stop, for the admin's usual 30 s
 STATUS_TIMEOUT_S = 10.0
-RETRY_S = 0.2  # between two tries of a reading that failed
 
 
 def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s: float = STATUS_TIMEOUT_S,
@@ -38,28 +36,15 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
     """{partition: (log start, end)} of `keys` on `cluster` (`kafka.ends.read`: raw ListOffsets to the
     leaders, both kinds asked before any answer is read); `stable`: the end is the last stable
     offset (what a live source has decided). A reading that fails (a leader moving, a broker away)
-    is tried again, the leaders looked up anew, until `timeout_s`. `away` (the last reading
+    is tried again, the leaders looked up anew, until `timeout_s` (its `retry`). `away` (the last reading
     failed): ClusterUnavailable at once when nothing listens (`ends.check_listening`), or when the
     reading fails, so that a driver whose source is gone sees its stop each interval, not after each
     reading's timeout."""
     if not keys:
         return {}
     kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            starts, last = kafka_ends.read(cluster, keys, kinds, max(1.0, deadline - time.monotonic()), away=away)
-            return {k: (starts[k], last[k]) for k in keys}
-        except ClusterUnavailable:  # the leaders looked up again by the next reading (`kafka.ends.read`)
-            if away or time.monotonic() + RETRY_S >= deadline:  # away: said now, tried again next interval
-                raise
-            time.sleep(RETRY_S)
-
-
-def both_ends(source: ClusterConfig, target: ClusterConfig, keys: Sequence[Key], *, away: bool = False
-              ) -> tuple[dict[Key, tuple[int, int]], dict[Key, tuple[int, int]]]:
-    """`ends` of `keys` on the source (to its last stable offsets), then on the DR cluster."""
-    return ends(source, keys, stable=True, away=away), ends(target, keys, stable=False, away=away)
+    starts, last = kafka_ends.read(cluster, keys, kinds, timeout_s, away=away, retry=True)
+    return {k: (starts[k], last[k]) for k in keys}
 
 
 class Lag:

@@ -18,7 +18,7 @@ could land after the copy read the DR end); what it held unsent is dropped (the 
 A batch goes only where a copy would have sent it whole (`_writable`): plain (not transactional, not
 a marker, no record removed by compaction, CreateTime), at the partition's next offset, below the
 source's last stable offset, and followed by a plain batch or ending where the source ends. Anything
-else hands the partition back to the copy of `follow` with all its checks: a batch that does not
+else hands the partition back to the copy of `task` with all its checks: a batch that does not
 qualify, a source log start that moved (the copy aligns the DR log start), an error from either
 cluster, a lease not known to be held, the term ending. A write that failed in
 part leaves the partition's DR end unknown: the copy after it checks what is there. Each write checks
@@ -72,7 +72,7 @@ HELD_BYTES = 64 << 20    # batches held past this: the thread waits for the writ
 
 @dataclasses.dataclass
 class _Streamed:
-    f: Any                  # follow._Followed: committed, own_end, producer, source_start, counts
+    f: Any                  # task._Partition: committed, own_end, producer, source_start, counts
     lease: PartitionLease
     done: Future[int]
     target_leader: tuple[str, int]
@@ -87,7 +87,7 @@ Thread = tuple[tuple[str, int], bool]  # a source leader, quiet or not
 class Streams:
     """The task's partitions in step with the source: a source leader's partitions have a thread,
     which sends the next Fetch before it writes what the last one brought, and its quiet partitions
-    another (`QUIET_AFTER_S`). `follow` hands a partition
+    another (`QUIET_AFTER_S`). `add` hands a partition
     over (a future resolved with the records written once it is handed back, after its last write),
     `close` hands every partition back and ends the threads."""
 
@@ -98,7 +98,7 @@ class Streams:
         self._threads: dict[Thread, threading.Thread] = {}
         self._closed = False
 
-    def follow(self, f: Any, lease: PartitionLease) -> Future[int]:
+    def add(self, f: Any, lease: PartitionLease) -> Future[int]:
         key = (f.unit.topic, f.unit.partition)
         done: Future[int] = Future()
         try:
@@ -179,7 +179,7 @@ class Streams:
 
     def _asked(self, where: Thread) -> tuple[dict[Key, _Streamed], list[_Streamed]]:
         """The partitions of the thread (`where`) the next Fetch asks for (none: the thread ends, and no
-        other thread follows them until `follow` starts one), and those leaving (the term ending, a
+        other thread follows them until `add` starts one), and those leaving (the term ending, a
         write failed, or quiet where the thread is not, or the other way round: they move)."""
         with self._lock:
             streamed = self._leaders.get(where, {})
@@ -376,7 +376,7 @@ def _bytes(writes: dict[Key, tuple[_Streamed, WholePartition]]) -> int:
 
 def _hand_back(s: _Streamed, broke: str | None = None, moved: bool = False) -> None:
     """`broke`: why a connection broke; the partition's error until its ends are read again, which
-    first checks that both clusters listen (a source gone is known at once: follow._behind).
+    first checks that both clusters listen (a source gone is known at once: task._behind).
     `moved`: handed back to be followed in step again at once, by its leader's other thread, every
     write sent for it answered (it became quiet, or wrote after a quiet spell)."""
     if not moved:

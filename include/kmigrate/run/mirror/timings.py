@@ -24,7 +24,7 @@ from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 3600.0
 MAX_PERIOD_S = 86400.0  # the refresh, verification and term periods: at most a day
-BACKOFF_MAX_S = 4.0  # the driver's longest pause between failed terms (loop.Mirror.BACKOFF_MAX_S)
+BACKOFF_MAX_S = 4.0  # the driver's longest pause between failed terms (driver.Mirror.BACKOFF_MAX_S)
 
 
 def min_stale_after_s(interval_s: float) -> float:

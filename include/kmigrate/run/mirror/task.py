@@ -1,6 +1,6 @@
-"""The mirror's copy on an executor (docs/DESIGN.md §12): one Spark task follows its partitions
-for a term, holding their leases the whole time, instead of copying them once and ending. It
-reads the log starts and last stable offsets on the source and the ends on the DR cluster of its
+"""The mirror's copy on an executor (docs/DESIGN.md §12): one Spark task copies its partitions
+for a term (`term`), holding their leases the whole time, instead of copying them once and
+ending. It reads the log starts and last stable offsets on the source and the ends on the DR cluster of its
 partitions not being copied (one ListOffsets request a kind and cluster, at most every
 `READ_EVERY_S`), and starts a copy of each partition behind (`COPIES_AT_ONCE` threads) with the
 copier of §4 in its live mode (transactions whole, compaction gaps and log start moves as on the
@@ -12,12 +12,10 @@ whole batches only is followed in step with the source instead (`stream`) until 
 must handle comes. Every `verify_every_s` it verifies what it copied while the source is live, one
 partition at a time beside the copies.
 
-A term ends at its deadline, when the run's mirror is asked to stop, or when the driver ends it
-(the run manifest's `mirror-term` part says so, or names another term: the selection changed, a
-driver started again); the task then returns a row a partition. A term `once` makes one round (each
-partition copied up to the source's last stable offset when it began). A partition that fails is
-named in its row and tried again after a pause that doubles, up to `MAX_PAUSE_S`; the others go
-on. Pure Python."""
+When its term ends (`term`: its deadline, a stop, the driver ending it) the task returns a row a
+partition. A term `once` makes one round (each partition copied up to the source's last stable
+offset when it began). A partition that fails is named in its row and tried again after a pause
+that doubles, up to `MAX_PAUSE_S`; the others go on. Pure Python."""
 from __future__ import annotations
 
 import collections
@@ -38,17 +36,15 @@ from kmigrate.errors import KmigrateError, PartitionHeld
 from kmigrate.kafka import ends, leaders
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.leases import PartitionLease
-from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror.reports import reporter
 from kmigrate.run.mirror.stream import Streams
+from kmigrate.run.mirror.term import Ended, Term, TermEnded
 from kmigrate.run.verify.partition import verify_live
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-TERM = "mirror-term"  # the driver's term: {"term": n, "ended": bool}; another n, or ended, ends term n
-STOP = Part.event("mirror-stop-requested")  # a failover (or a user) asks the mirror to stop
 MAX_PAUSE_S = 10.0
 RETRY_FOR_S = 10.0  # a copy's resumes after errors that pass; the term goes on with the others meanwhile
 # a task's partitions behind copied side by side: a copy waits on the clusters most of its time (a
@@ -59,27 +55,8 @@ IN_STEP = True  # partitions followed in step with the source once their copies 
 OFFSETS_TIMEOUT_S = 3.0  # a read of the ends (ms when answered): a source gone fails it, and lets a stop be seen, by then
 
 
-class TermEnded(KmigrateError):
-    """A copy stopped before a write because its term ended (not the partition's failure)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Term:
-    """A term of the mirror's copy: its number, at most `seconds` long, one round when `once`; the run
-    manifest at `state_location` (None: not readable from here) tells it to end early."""
-
-    number: int
-    run_id: str
-    seconds: float
-    state_location: str | None = None
-    once: bool = False
-    poll_s: float = 0.05
-    verify_every_s: float | None = None
-    check_every_s: float = 0.2  # the manifest read at most this often
-
-
 @dataclasses.dataclass
-class _Followed:
+class _Partition:
     unit: WorkUnit
     own_end: int | None
     previous: Mapping[str, Any] | None = None  # its last equal verification while live
@@ -107,23 +84,23 @@ class _Followed:
                 "own_end": self.own_end, "error": self.error, "verified": self.checked}
 
 
-def follow_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
-    """follow_bin of one unit (its extras in `keywords`)."""
+def mirror_task(unit: WorkUnit, **keywords: Any) -> dict[str, Any]:
+    """mirror_bin of one unit (its extras in `keywords`)."""
     extras = {k: keywords.pop(k) for k in ("own_end", "previous", "compacted", "began") if k in keywords}
-    return follow_bin([(unit, extras)], **keywords)[0]
+    return mirror_bin([(unit, extras)], **keywords)[0]
 
 
-def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple[ClusterConfig, ClusterConfig],
+def mirror_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple[ClusterConfig, ClusterConfig],
                term: Term | Mapping[str, Any], fetch_max_bytes: int | None = None) -> list[dict[str, Any]]:
-    """Follow the units of one Spark task for `term` (its extras: `own_end`, where the mirror's own
+    """Copy the units of one Spark task for `term` (its extras: `own_end`, where the mirror's own
     copies left the partition's DR end; `previous`, its last verification row; `compacted`); a row
     each, in order."""
     term = term if isinstance(term, Term) else Term(**term)
     source, target = clients
-    followed = {(u.topic, u.partition): _Followed(u, extras.get("own_end"), extras.get("previous"),
+    partitions = {(u.topic, u.partition): _Partition(u, extras.get("own_end"), extras.get("previous"),
                                                   bool(extras.get("compacted")), extras.get("began"))
                 for u, extras in items}
-    keys = list(followed)
+    keys = list(partitions)
 
     def term_goes_on() -> None:  # checked before each write and each resumed attempt of a copy
         if ended() and not term.once:
@@ -136,9 +113,9 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     copies = ThreadPoolExecutor(min(COPIES_AT_ONCE, len(keys)), "mirror-copy") if len(keys) > 1 else None
     # what the process holds as the term begins (a Spark Python worker's imports: about 100,000 objects) is
     # left out of the collector's full passes, which took 50-85 ms each with the GIL held, a stall of every
-    # partition the task follows, twice a minute
+    # partition the task copies, twice a minute
     gc.freeze()
-    ended = _Ended(term)  # its thread ends with the term (the finally below)
+    ended = Ended(term)  # its thread ends with the term (the finally below)
     try:
         try:
             leases.acquire_all(list(held.values()))
@@ -147,12 +124,12 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         except KmigrateError as exc:  # each copy takes its lease on its own
             log.info("mirror: taking the term's leases at once failed (%s)", exc)
         if term.once:  # a round: each partition behind copied up to the source's last stable offset now
-            wait_all([_start(copies, _copy, source, target, followed[key], held[key], copy_options, lambda: False)
-                      for key, copy_options in _behind(source, target, followed, keys, options).items()])
+            wait_all([_start(copies, _copy, source, target, partitions[key], held[key], copy_options, lambda: False)
+                      for key, copy_options in _behind(source, target, partitions, keys, options).items()])
             if term.verify_every_s is not None:
-                _verify(source, target, followed.values())
+                _verify(source, target, partitions.values())
         else:
-            _follow(source, target, followed, held, options, term, ended, copies)
+            _run_term(source, target, partitions, held, options, term, ended, copies)
     finally:
         gc.unfreeze()
         ended.close()
@@ -161,13 +138,13 @@ def follow_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         leases.release_all(list(held.values()))
         for cluster in clients:
             leaders.forget(cluster, keys)
-    return [followed[(u.topic, u.partition)].row() for u, _ in items]
+    return [partitions[(u.topic, u.partition)].row() for u, _ in items]
 
 
-follow_task.per_bin = follow_bin  # type: ignore[attr-defined] - adapters.run_bin hands it a task's units
+mirror_task.per_bin = mirror_bin  # type: ignore[attr-defined] - adapters.run_bin hands it a task's units
 
 
-def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed],
+def _run_term(source: ClusterConfig, target: ClusterConfig, partitions: dict[Key, _Partition],
             held: Mapping[Key, PartitionLease], options: CopyOptions, term: Term, ended: Callable[[], bool],
             copies: ThreadPoolExecutor | None) -> None:
     """The term's copies until it ends: each partition copied again as soon as its last copy is done
@@ -178,19 +155,19 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     step (what that one writes meanwhile lies past the end verified)."""
     deadline = time.monotonic() + term.seconds
     verify_at = time.monotonic() + (term.verify_every_s or float("inf"))
-    due: list[_Followed] = []  # partitions whose verification is due
+    due: list[_Partition] = []  # partitions whose verification is due
     running: dict[Key, Future[int]] = {}
     in_stream: set[Key] = set()  # of `running`, those followed in step
-    # kept as the partitions start and end, not found by scanning them: a task follows thousands, and a
+    # kept as the partitions start and end, not found by scanning them: a task copies thousands, and a
     # turn of this loop that went over all of them held the GIL from the partitions followed in step
-    resting = dict.fromkeys(followed)  # not in `running` (an ordered set)
+    resting = dict.fromkeys(partitions)  # not in `running` (an ordered set)
     finished: collections.deque[Key] = collections.deque()  # of `running`, those done, told by their futures
     streams = Streams(source, target, options.may_write)
     verifier = ThreadPoolExecutor(1, "mirror-verify")
     verifying: Future[None] | None = None
     spacing = verify_next = 0.0
     report_at = verify_at  # a report at least every verify_every_s
-    report = reporter(term.state_location, term.run_id, term.number, followed)
+    report = reporter(term.state_location, term.run_id, term.number, partitions)
     done = threading.Event()
 
     def started(key: Key, future: Future[int], streamed: bool = False) -> None:
@@ -217,7 +194,7 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                     report_at = _reported(report, term)
             if not due and time.monotonic() >= verify_at:
                 report_at = _reported(report, term)  # also when nothing was verified (an error, say)
-                due = [f for f in followed.values() if f.own_end is not None and f.own_end != f.verified_to]
+                due = [f for f in partitions.values() if f.own_end is not None and f.own_end != f.verified_to]
                 verify_at = time.monotonic() + term.verify_every_s
                 spacing = term.verify_every_s / 2 / max(1, len(due))  # the round spread over half the interval
             elif time.monotonic() >= report_at:  # a round of thousands of partitions lasts longer than the interval
@@ -233,14 +210,14 @@ def _follow(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
                     verify_next = time.monotonic() + spacing
             now = time.monotonic()
             idle = []
-            for key in [k for k in resting if followed[k].pause_until <= now]:
-                if in_step(followed[key]):
-                    started(key, streams.follow(followed[key], held[key]), streamed=True)
+            for key in [k for k in resting if partitions[k].pause_until <= now]:
+                if in_step(partitions[key]):
+                    started(key, streams.add(partitions[key], held[key]), streamed=True)
                 else:
                     idle.append(key)
             read_at = now
-            for key, copy_options in (_behind(source, target, followed, idle, options) if idle else {}).items():
-                started(key, _start(copies, _copy, source, target, followed[key], held[key], copy_options, ended))
+            for key, copy_options in (_behind(source, target, partitions, idle, options) if idle else {}).items():
+                started(key, _start(copies, _copy, source, target, partitions[key], held[key], copy_options, ended))
             if running:  # until a copy is done (one event, not a waiter on each of a dozen futures a turn)
                 done.wait(term.poll_s)
                 done.clear()  # one done meanwhile is in `finished`
@@ -261,7 +238,7 @@ def _reported(report: Callable[[], None], term: Term) -> float:
     return time.monotonic() + (term.verify_every_s or float("inf"))
 
 
-def in_step(f: _Followed) -> bool:
+def in_step(f: _Partition) -> bool:
     """Whether a partition is followed in step with the source: its last copy wrote whole batches
     only (or nothing) and left the DR end committed, and nothing failed since. Its raw producer is
     kept from that copy, or taken when it first writes in step."""
@@ -282,7 +259,7 @@ def _start(copies: ThreadPoolExecutor | None, copy: Callable[..., int], *argumen
     return done
 
 
-def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: PartitionLease, options: CopyOptions,
+def _copy(source: ClusterConfig, target: ClusterConfig, f: _Partition, lease: PartitionLease, options: CopyOptions,
           ended: Callable[[], bool]) -> int:
     """One partition copied up to its source's last stable offset as last read (`options.ends_read`),
     unless the term has ended; the records copied."""
@@ -314,29 +291,30 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Followed, lease: Par
     return result.records
 
 
-def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _Followed], keys: Sequence[Key],
+def _behind(source: ClusterConfig, target: ClusterConfig, partitions: dict[Key, _Partition], keys: Sequence[Key],
             options: CopyOptions) -> dict[Key, CopyOptions]:
     """The partitions of `keys` behind the source, or not copied yet this term, each with the options
     of its next copy: its ends as read now (`CopyOptions.ends_read`; a copy goes up to the source's
     last stable offset), the target topics' configs; every partition waits, named, when a cluster
     does not answer."""
-    away = any(followed[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
+    away = any(partitions[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
     try:
         starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S, away=away)
         dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
         # behind, or not copied yet this term: a partition's first copy of a term makes the resume checks (what
         # lies below its DR end is the source's), then it waits in step, even with nothing to copy
-        behind = [k for k in keys if dr_ends[k] < stable[k] or dr_starts[k] < starts[k] or followed[k].committed is None]
+        behind = [k for k in keys
+                  if dr_ends[k] < stable[k] or dr_starts[k] < starts[k] or partitions[k].committed is None]
         if behind:
             with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
                 configs = admin.topics_configs({topic for topic, _ in behind})  # once a read, not once a copy
     except KmigrateError as exc:  # a cluster away for now: every partition read waits, named
         for key in keys:
-            _failed(followed[key], f"reading the partitions' offsets: {exc}")
+            _failed(partitions[key], f"reading the partitions' offsets: {exc}")
         return {}
     copies = {}
     for key in keys:
-        f = followed[key]
+        f = partitions[key]
         if key not in behind:
             f.error, f.failures = None, 0
             continue
@@ -346,7 +324,7 @@ def _behind(source: ClusterConfig, target: ClusterConfig, followed: dict[Key, _F
     return copies
 
 
-def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> int | None:
+def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Partition) -> int | None:
     """Where the mirror's copies left the partition's DR end, read with its lease held: the DR end
     when it lies above where the driver asked them to begin and at most one past the source's last
     stable offset (read after it), else `f.own_end`. A copy of the term before (its driver killed,
@@ -356,8 +334,8 @@ def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Followed) -> 
     if f.began is None:
         return f.own_end
     key = (f.unit.topic, f.unit.partition)
-    with shared_admin(target, OFFSETS_TIMEOUT_S) as dr, shared_admin(source, OFFSETS_TIMEOUT_S) as live:
-        dr_end, source_end = dr.end_offsets([key], retry=True)[key], live.stable_ends([key], retry=True)[key]
+    dr_end = ends.read(target, [key], (ends.HIGH,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
+    source_end = ends.read(source, [key], (ends.STABLE,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
     return dr_end if written_by_the_mirror(f.began, dr_end, source_end) else f.own_end
 
 
@@ -369,7 +347,7 @@ def written_by_the_mirror(began: int, dr_end: int, source_end: int) -> bool:
     return began < dr_end <= source_end + 1
 
 
-def _failed(f: _Followed, error: str) -> None:
+def _failed(f: _Partition, error: str) -> None:
     f.error = error
     f.failures += 1
     f.pause_until = time.monotonic() + min(MAX_PAUSE_S, 0.25 * 2 ** f.failures)
@@ -377,10 +355,10 @@ def _failed(f: _Followed, error: str) -> None:
              f.pause_until - time.monotonic())
 
 
-def _verify(source: ClusterConfig, target: ClusterConfig, followed: Sequence[_Followed] | Any) -> None:
+def _verify(source: ClusterConfig, target: ClusterConfig, partitions: Sequence[_Partition] | Any) -> None:
     """What the term copied since each partition's last verification, verified while the source is
     live (only what came after its previous row is read)."""
-    for f in followed:
+    for f in partitions:
         end = f.own_end  # a partition followed in step moves it meanwhile
         if end is None or end == f.verified_to:
             continue
@@ -394,37 +372,7 @@ def _verify(source: ClusterConfig, target: ClusterConfig, followed: Sequence[_Fo
             f.previous, f.verified_to = row, end
 
 
-class _Ended:
-    """Whether the term has been ended (the run's stop requested, or a later term begun), read from
-    the run manifest now and then every `check_every_s` on a thread of its own, so that the check
-    before each write reads a flag (a manifest on an object store answers in tens of milliseconds);
-    never, when the manifest cannot be read here."""
-
-    def __init__(self, term: Term) -> None:
-        self._ended, self._closed = threading.Event(), threading.Event()
-        try:
-            manifest = Manifest(term.state_location, term.run_id) if term.state_location is not None else None
-        except KmigrateError:
-            manifest = None
-        if manifest is not None and not self._read(manifest, term):
-            threading.Thread(target=self._watch, args=(manifest, term), name="mirror-term-watch", daemon=True).start()
-
-    def __call__(self) -> bool:
-        return self._ended.is_set()
-
-    def close(self) -> None:
-        self._closed.set()
-
-    def _watch(self, manifest: Manifest, term: Term) -> None:
-        while not self._closed.wait(term.check_every_s) and not self._read(manifest, term):
-            pass
-
-    def _read(self, manifest: Manifest, term: Term) -> bool:
-        try:
-            running = manifest.read(TERM) or {}
-            if (manifest.exists(STOP) or running.get("term", term.number) != term.number
-                    or bool(running.get("ended"))):
-                self._ended.set()
-        except KmigrateError:  # read again at the next
-            pass
-        return self._ended.is_set()
+def copy_term_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[WorkUnit],
+                   extras: Mapping[Key, dict[str, Any]], term: Term) -> list[dict[str, Any]]:
+    """A term copied in this process, all its units in one task (tests; a mirror without Spark)."""
+    return mirror_bin([(u, extras[(u.topic, u.partition)]) for u in units], clients, term)

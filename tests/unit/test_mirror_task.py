@@ -1,4 +1,4 @@
-"""How a mirror task schedules its partitions' copies (the loop of kmigrate.run.mirror.follow alone:
+"""How a mirror task schedules its partitions' copies (the loop of kmigrate.run.mirror.task alone:
 the reads of the ends and the copies are stand-ins, the clusters play no part in this logic), and
 which fetched batches a partition followed in step with the source writes (pure logic)."""
 from __future__ import annotations
@@ -11,23 +11,23 @@ from kmigrate.copy import fastfill
 from kmigrate.copy.options import CopyOptions
 from kmigrate.kafka import multi
 from kmigrate.model import WorkUnit
-from kmigrate.run.mirror import follow
-from kmigrate.run.mirror import stream
+from kmigrate.run.mirror import stream, task
 from kmigrate.run.mirror.stream import _writable, fetch_waits
+from kmigrate.run.mirror.term import STOP, TERM, Ended, Term
 
 from tests.support.waiting import wait_until
 from tests.support.wire import as_fetched
 
 
-def _followed(*names: str) -> dict:
-    return {(name, 0): follow._Followed(WorkUnit(name, 0, 0), None) for name in names}
+def _partitions(*names: str) -> dict:
+    return {(name, 0): task._Partition(WorkUnit(name, 0, 0), None) for name in names}
 
 
 def test_a_slow_partitions_copy_holds_no_other_partition_back(monkeypatch):
-    followed = _followed("slow", "fast")
+    partitions = _partitions("slow", "fast")
     copies = {"slow": 0, "fast": 0}
 
-    def behind(source, target, followed_, keys, options):  # noqa: ANN001 - every partition is always behind
+    def behind(source, target, partitions_, keys, options):  # noqa: ANN001 - every partition is always behind
         return {key: options for key in keys}
 
     def copy(source, target, f, lease, options, ended):  # noqa: ANN001
@@ -36,19 +36,19 @@ def test_a_slow_partitions_copy_holds_no_other_partition_back(monkeypatch):
             time.sleep(0.3)  # a transactional partition's markers, a compacted one's record path, made long
         return 1
 
-    monkeypatch.setattr(follow, "_behind", behind)
-    monkeypatch.setattr(follow, "_copy", copy)
-    monkeypatch.setattr(follow, "READ_EVERY_S", 0.001)
-    term = follow.Term(1, "r", seconds=0.5)
+    monkeypatch.setattr(task, "_behind", behind)
+    monkeypatch.setattr(task, "_copy", copy)
+    monkeypatch.setattr(task, "READ_EVERY_S", 0.001)
+    term = Term(1, "r", seconds=0.5)
     with ThreadPoolExecutor(2) as pool:
-        follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, pool)
+        task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(), term, lambda: False, pool)
     # in passes, each copy of the fast partition waited for the slow one's: 2 copies each in 0.5 s
     assert copies["slow"] == 2 and copies["fast"] >= 20, copies
 
 
 def test_a_copy_that_raises_what_is_not_its_partitions_failure_ends_the_task(monkeypatch):
-    followed = _followed("a", "b")
-    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {key: options for key in keys})
+    partitions = _partitions("a", "b")
+    monkeypatch.setattr(task, "_behind", lambda s, t, f, keys, options: {key: options for key in keys})
 
     def copy(source, target, f, lease, options, ended):  # noqa: ANN001
         if f.unit.topic == "b":
@@ -56,24 +56,25 @@ def test_a_copy_that_raises_what_is_not_its_partitions_failure_ends_the_task(mon
         time.sleep(0.01)
         return 0
 
-    monkeypatch.setattr(follow, "_copy", copy)
+    monkeypatch.setattr(task, "_copy", copy)
     with ThreadPoolExecutor(2) as pool, pytest.raises(RuntimeError, match="a bug"):
-        follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), follow.Term(1, "r", seconds=5), lambda: False, pool)
+        task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(), Term(1, "r", seconds=5),
+                       lambda: False, pool)
 
 
 def test_partitions_in_their_pause_are_not_read(monkeypatch):
-    followed = _followed("ok", "failing")
-    followed[("failing", 0)].pause_until = time.monotonic() + 60
+    partitions = _partitions("ok", "failing")
+    partitions[("failing", 0)].pause_until = time.monotonic() + 60
     read: list = []
-    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: read.append(list(keys)) or {})
-    follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), follow.Term(1, "r", seconds=0.2, poll_s=0.01),
-                   lambda: False, None)
+    monkeypatch.setattr(task, "_behind", lambda s, t, f, keys, options: read.append(list(keys)) or {})
+    task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(),
+                   Term(1, "r", seconds=0.2, poll_s=0.01), lambda: False, None)
     assert read and all(keys == [("ok", 0)] for keys in read)
 
 
 def test_a_verification_holds_no_copy_back(monkeypatch):
-    followed = _followed("a", "b")
-    for f in followed.values():
+    partitions = _partitions("a", "b")
+    for f in partitions.values():
         f.own_end = 10
     copies, verified = {"a": 0, "b": 0}, []
 
@@ -87,12 +88,12 @@ def test_a_verification_holds_no_copy_back(monkeypatch):
         verified.append([f.unit.topic for f in fs])
         time.sleep(0.3)
 
-    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {key: options for key in keys})
-    monkeypatch.setattr(follow, "_copy", copy)
-    monkeypatch.setattr(follow, "_verify", verify)
-    term = follow.Term(1, "r", seconds=0.8, verify_every_s=0.1)
+    monkeypatch.setattr(task, "_behind", lambda s, t, f, keys, options: {key: options for key in keys})
+    monkeypatch.setattr(task, "_copy", copy)
+    monkeypatch.setattr(task, "_verify", verify)
+    term = Term(1, "r", seconds=0.8, verify_every_s=0.1)
     with ThreadPoolExecutor(2) as pool:
-        follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, pool)
+        task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(), term, lambda: False, pool)
     # verified on the task's loop, the 0.3 s readings held every copy back: at most about 25 copies each
     assert len(verified) >= 2 and all(len(v) == 1 for v in verified), verified
     assert min(copies.values()) >= 35, copies
@@ -101,8 +102,8 @@ def test_a_verification_holds_no_copy_back(monkeypatch):
 def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypatch):
     # 5,000 partitions followed in step (a task of a mirror over 10,000) and all due for verification: a
     # turn that went over every partition for each one it could verify held the GIL for seconds
-    followed = {("t", p): _in_step_at(5) for p in range(5_000)}
-    for p, f in enumerate(followed.values()):
+    partitions = {("t", p): _in_step_at(5) for p in range(5_000)}
+    for p, f in enumerate(partitions.values()):
         f.unit = WorkUnit("t", p, 0)
         f.producer.append(object())
         f.whole_only = True
@@ -111,7 +112,7 @@ def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypa
         def __init__(self, *args):  # noqa: ANN002
             self.futures = []
 
-        def follow(self, f, lease):  # noqa: ANN001
+        def add(self, f, lease):  # noqa: ANN001
             self.futures.append(Future())
             return self.futures[-1]
 
@@ -120,11 +121,11 @@ def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypa
                 future.set_result(0)
 
     verified = []
-    monkeypatch.setattr(follow, "Streams", Streams)
-    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {})
-    monkeypatch.setattr(follow, "_verify", lambda s, t, fs: verified.extend(fs))
-    term = follow.Term(1, "r", seconds=1.5, poll_s=0.01, verify_every_s=0.5)
-    follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, None)
+    monkeypatch.setattr(task, "Streams", Streams)
+    monkeypatch.setattr(task, "_behind", lambda s, t, f, keys, options: {})
+    monkeypatch.setattr(task, "_verify", lambda s, t, fs: verified.extend(fs))
+    term = Term(1, "r", seconds=1.5, poll_s=0.01, verify_every_s=0.5)
+    task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(), term, lambda: False, None)
     # one partition verified a turn, a turn every poll_s at most: about 100 from 0.5 s on (2 when a turn
     # went over the partitions in step for each partition due)
     assert len(verified) >= 30, len(verified)
@@ -132,13 +133,13 @@ def test_a_task_of_thousands_of_partitions_in_step_turns_its_loop_often(monkeypa
 
 def test_a_task_reports_every_interval_while_a_long_verification_round_goes_on(monkeypatch):
     # 100 partitions to verify at 50 ms each: a round of 5 s, where a report is asked every 0.3 s
-    followed = {("t", p): follow._Followed(WorkUnit("t", p, 0), 10) for p in range(100)}
+    partitions = {("t", p): task._Partition(WorkUnit("t", p, 0), 10) for p in range(100)}
     reports = []
-    monkeypatch.setattr(follow, "reporter", lambda *args: lambda: reports.append(time.monotonic()))
-    monkeypatch.setattr(follow, "_behind", lambda s, t, f, keys, options: {})
-    monkeypatch.setattr(follow, "_verify", lambda s, t, fs: time.sleep(0.05))
-    term = follow.Term(1, "r", seconds=1.6, poll_s=0.01, verify_every_s=0.3)
-    follow._follow(None, None, followed, dict.fromkeys(followed), CopyOptions(), term, lambda: False, None)
+    monkeypatch.setattr(task, "reporter", lambda *args: lambda: reports.append(time.monotonic()))
+    monkeypatch.setattr(task, "_behind", lambda s, t, f, keys, options: {})
+    monkeypatch.setattr(task, "_verify", lambda s, t, fs: time.sleep(0.05))
+    term = Term(1, "r", seconds=1.6, poll_s=0.01, verify_every_s=0.3)
+    task._run_term(None, None, partitions, dict.fromkeys(partitions), CopyOptions(), term, lambda: False, None)
     assert len(reports) >= 4, reports  # once as the round began, before: the status's rows stood still
 
 
@@ -148,8 +149,8 @@ def _fetched(*shapes: tuple[int, int, int], stable: int, high: int | None = None
     return multi.Fetched(0, stable if high is None else high, memoryview(blob), stable, log_start)
 
 
-def _in_step_at(committed: int, source_start: int = 0) -> follow._Followed:
-    f = follow._Followed(WorkUnit("t", 0, 0), committed)
+def _in_step_at(committed: int, source_start: int = 0) -> task._Partition:
+    f = task._Partition(WorkUnit("t", 0, 0), committed)
     f.committed, f.source_start = committed, source_start
     return f
 
@@ -198,17 +199,17 @@ def test_a_terms_end_is_read_from_the_manifest_off_the_write_path(tmp_path, endi
     from kmigrate.manifest import Manifest
 
     manifest = Manifest(str(tmp_path), "mirror-run")
-    manifest.replace(follow.TERM, {"term": 3, "ended": False})
-    ended = follow._Ended(follow.Term(3, "mirror-run", 60, str(tmp_path), check_every_s=0.05))
+    manifest.replace(TERM, {"term": 3, "ended": False})
+    ended = Ended(Term(3, "mirror-run", 60, str(tmp_path), check_every_s=0.05))
     try:
         assert not ended()
         if ending == "stop requested":
-            manifest.get_or_create(follow.STOP, lambda: {"why": "a test"})
+            manifest.get_or_create(STOP, lambda: {"why": "a test"})
         else:
-            manifest.replace(follow.TERM, {"term": 4 if ending == "later term" else 3, "ended": ending == "term ended"})
+            manifest.replace(TERM, {"term": 4 if ending == "later term" else 3, "ended": ending == "term ended"})
         wait_until(ended, f"the term's end ({ending}) read", timeout_s=5, poll_s=0.01)
     finally:
         ended.close()
     # a term already ended when a task starts is known at once, before its first write
-    assert follow._Ended(follow.Term(3, "mirror-run", 60, str(tmp_path)))()
-    assert not follow._Ended(follow.Term(3, "mirror-run", 60, None))()  # no manifest to read: never
+    assert Ended(Term(3, "mirror-run", 60, str(tmp_path)))()
+    assert not Ended(Term(3, "mirror-run", 60, None))()  # no manifest to read: never

@@ -1,6 +1,6 @@
 """The mirror's driver (docs/DESIGN.md §12). Its copy runs in terms: tasks that each hold their
 partitions' leases for the term and copy whatever the source decides as it comes
-(kmigrate.run.mirror.follow: the copier of §4 in its live mode, transactions whole, compaction
+(kmigrate.run.mirror.task: the copier of §4 in its live mode, transactions whole, compaction
 gaps and log start moves as on the source, each copy resuming from the DR cluster's end with its
 checks). While a term runs, the driver reads, in one ListOffsets request a kind, every mirrored
 partition's last stable offset on the source and end on the DR cluster, copies the selected
@@ -10,11 +10,10 @@ part (`status`): the heartbeat, and each partition's lag. The selection is read 
 mirrored from the next term on, partitions added and configs changed on the source are applied
 (`prepare_targets`).
 
-Pure Python: a term's copy is handed in (`follow`), so the driver runs the same under a Spark job
+Pure Python: a term's copy is handed in (`copy_term`), so the driver runs the same under a Spark job
 (kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import socket
@@ -25,96 +24,42 @@ from typing import Any
 
 from kmigrate.claims import claim_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
+from kmigrate.errors import KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.manifest import Manifest, ManifestConflict, Part
+from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
-from kmigrate.run.checks import identity, request
-from kmigrate.run.checks.selection import compile_pattern, select
+from kmigrate.run.checks import identity
+from kmigrate.run.checks.selection import select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
 from kmigrate.run.mirror import moves
 from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.connectors import ConnectorWatch
-from kmigrate.run.mirror.follow import STOP, TERM, Term, follow_bin, written_by_the_mirror
-from kmigrate.run.mirror.status import both_ends
+from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.task import copy_term_here, written_by_the_mirror
+from kmigrate.run.mirror.term import STOP, TERM, Term
 from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]
-SPEC = "mirror-spec"                       # what the run's mirror selects, written once
 STARTS = "mirror-starts"                   # attempts: one a start of the mirror job
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
 VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
 
 
-@dataclasses.dataclass(frozen=True)
-class MirrorSpec:
-    """What a mirror keeps on the DR cluster: topics (include/exclude regexes) and consumer groups
-    (regex, empty: none); its status (and the groups' offsets) every `interval_s`, the selection read
-    again every `refresh_s`, what the copy wrote verified every `verify_every_s`, the copy's tasks
-    started again every `term_s` (their rows: where they left each partition, what they verified;
-    a selection that changes, a stop and a driver started again end a term sooner). Between two
-    terms nothing is copied for a second or two (a Spark job, the leases taken), so terms are long,
-    and the tasks report as they go (`reports`)."""
-
-    topics_include: str
-    topics_exclude: str = ""
-    groups: str = ""
-    interval_s: float = request.INTERVAL_S
-    refresh_s: float = request.REFRESH_S
-    verify_every_s: float = 30.0
-    term_s: float = 3600.0
-    connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
-
-    def check(self) -> None:
-        compile_pattern(self.topics_include, "topic include")
-        for pattern, what in ((self.topics_exclude, "topic exclude"), (self.groups, "consumer group")):
-            if pattern:
-                compile_pattern(pattern, what)
-        # each a number in its range, the refresh no shorter than the interval (`timings`)
-        timings.check_timings(self.interval_s, self.refresh_s, self.verify_every_s, self.term_s)
-
-
-def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
-    """The run's mirror spec: `spec` the first time, the same again later; another selection for the
-    same run is refused (a restarted mirror keeps what it mirrors)."""
-    spec.check()
-    try:
-        manifest.write_once(SPEC, dataclasses.asdict(spec))
-    except ManifestConflict as exc:
-        raise ConfigError(f"run {manifest.run_id} mirrors {manifest.read(SPEC)} already, not {dataclasses.asdict(spec)}; "
-                          "a run's mirror keeps its selection: start a new run id for another") from exc
-    return spec
-
-
-def read_spec(manifest: Manifest) -> MirrorSpec:
-    stored = manifest.read(SPEC)
-    if stored is None:
-        raise ConfigError(f"the run manifest at {manifest.location} has no mirror spec; start the mirror with its "
-                          "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
-    return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ()))})
-
-
-def request_stop(manifest: Manifest, why: str) -> None:
-    """Ask the run's mirror to stop after its current round (idempotent: the first request stays)."""
-    manifest.get_or_create(STOP, lambda: {"at": timeline.iso(time.time()), "why": why})
-
-
-Follow = Callable[[Sequence[WorkUnit], Mapping[Key, dict[str, Any]], Term], list[dict[str, Any]]]
+CopyTerm = Callable[[Sequence[WorkUnit], Mapping[Key, dict[str, Any]], Term], list[dict[str, Any]]]
 
 
 class Mirror:
-    """One run's mirror from `source` to `target` (the DR cluster). Its copy goes in terms: `follow(units,
-    extras, term)` follows the units for the term and returns a row each (kmigrate.run.mirror.follow's;
+    """One run's mirror from `source` to `target` (the DR cluster). Its copy goes in terms: `copy_term(units,
+    extras, term)` copies the units for the term and returns a row each (kmigrate.run.mirror.task's;
     `extras`: each unit's own_end, previous verification and compaction); by default in this process,
     under the Spark job as a Spark job of long-running tasks. While a term runs, every `interval_s` the
     mirror reads both sides' ends, copies the groups' offsets up to the DR cluster's ends, and replaces
     its status; every `refresh_s` it reads the selection again (a change ends the term: the next one
-    follows the new partitions). `cancel()`, when given, stops a term's tasks that did not end
+    copies the new partitions). `cancel()`, when given, stops a term's tasks that did not end
     `CANCEL_AFTER_S` after being told to (executors that cannot read the run manifest)."""
 
     CANCEL_AFTER_S = 30.0
@@ -122,11 +67,11 @@ class Mirror:
     BACKOFF_MAX_S = 4.0  # terms that keep failing whole wait up to this between them (under any heartbeat limit)
 
     def __init__(self, manifest: Manifest, source: ClusterConfig, target: ClusterConfig, spec: MirrorSpec,
-                 follow: Follow | None = None, *, cancel: Callable[[], None] | None = None,
+                 copy_term: CopyTerm | None = None, *, cancel: Callable[[], None] | None = None,
                  connectors: ConnectorWatch | None = None, say: Callable[[str], None] = print) -> None:
         self.manifest, self.source, self.target, self.spec = manifest, source, target, spec
         self.connectors = connectors
-        self.follow = follow or functools.partial(follow_here, (source, target))
+        self.copy_term = copy_term or functools.partial(copy_term_here, (source, target))
         self.cancel, self.say = cancel, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
@@ -135,7 +80,7 @@ class Mirror:
         self.refreshed = float("-inf")
         self.lag = mirror_status.Lag()
         self.errors: dict[Key, str] = {}  # the last term's, by partition
-        self.failing = 0  # terms in a row that ended without a partition followed (their Spark job failed)
+        self.failing = 0  # terms in a row that ended without a partition copied (their Spark job failed)
         self.away = False  # the last reading failed (a cluster away): the next checks first that both listen
         self.clusters: dict[str, Any] | None = None  # the run's clusters' ids, checked once (`refresh`)
         earlier = mirror_status.read(manifest) or {}  # a restarted mirror numbers and counts on
@@ -252,7 +197,8 @@ class Mirror:
         if time.monotonic() - self.refreshed >= self.spec.refresh_s:
             self.refresh()
         keys = self.keys()
-        source, dr = both_ends(self.source, self.target, keys, away=self.away)
+        source = mirror_status.ends(self.source, keys, stable=True, away=self.away)
+        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away)
         for key in keys:  # what a copy of this term may write: from the DR end now up to what the source holds
             began, end = self.asked.get(key, (dr[key][1], 0))
             self.asked[key] = [began, max(end, source[key][1])]
@@ -267,17 +213,17 @@ class Mirror:
                       self.verified.get(k, {}).get("equal") else None, "compacted": k[0] in self.compacted,
                       "began": self.asked[k][0]} for k in keys}
         if once:
-            self.taken_in(self.follow(units, extras, term) if units else [])
+            self.taken_in(self.copy_term(units, extras, term) if units else [])
             return self.status(keys)
         result: dict[str, Any] = {}
 
-        def follow() -> None:
+        def copy() -> None:
             try:
-                result["rows"] = self.follow(units, extras, term) if units else []
-            except Exception as exc:  # noqa: BLE001 - said below; the next term follows again
+                result["rows"] = self.copy_term(units, extras, term) if units else []
+            except Exception as exc:  # noqa: BLE001 - said below; the next term copies them again
                 result["error"] = exc
 
-        thread = threading.Thread(target=follow, name=f"mirror-term-{term.number}", daemon=True)
+        thread = threading.Thread(target=copy, name=f"mirror-term-{term.number}", daemon=True)
         thread.start()
         told, read_reports_at = None, time.monotonic() + self.REPORTS_EVERY_S
         while thread.is_alive():
@@ -308,7 +254,7 @@ class Mirror:
                 self.cancel()
                 told = float("inf")
         if "error" in result:
-            self.say(f"term {term.number} ended without its rows ({result['error']}); its partitions are followed "
+            self.say(f"term {term.number} ended without its rows ({result['error']}); its partitions are copied "
                      "again from the DR cluster's ends")
         rows = result.get("rows", [])
         self.failing = self.failing + 1 if "error" in result or (rows and not any(r["ok"] for r in rows)) else 0
@@ -367,7 +313,8 @@ class Mirror:
         """Both sides' ends read now (after a failed reading, with `away`), the groups' offsets copied
         up to the DR ends, the status replaced."""
         started = time.time()
-        source, dr = both_ends(self.source, self.target, keys, away=self.away)
+        source = mirror_status.ends(self.source, keys, stable=True, away=self.away)
+        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away)
         self.away = False
         self.lag.note(started, {k: v[1] for k, v in source.items()})
         for key in keys:
@@ -401,10 +348,4 @@ class Mirror:
         return {k: target[k][1] for k, (began, end) in self.asked.items()
                 if k in target and written_by_the_mirror(began, target[k][1], end)
                 and target[k][1] != self.own_ends.get(k)}
-
-
-def follow_here(clients: tuple[ClusterConfig, ClusterConfig], units: Sequence[WorkUnit],
-                extras: Mapping[Key, dict[str, Any]], term: Term) -> list[dict[str, Any]]:
-    """A term followed in this process, all its units in one task (tests; a mirror without Spark)."""
-    return follow_bin([(u, extras[(u.topic, u.partition)]) for u in units], clients, term)
 

@@ -1,0 +1,61 @@
+"""What a run's mirror keeps (docs/DESIGN.md §12): its selection of topics and consumer groups,
+its timings and the connectors kept for an unplanned failover (`MirrorSpec`), written once in the
+run manifest (`write_spec`): a restarted mirror, a failover, a failback and a drill read it back
+(`read_spec`). Pure Python."""
+from __future__ import annotations
+
+import dataclasses
+
+from kmigrate.errors import ConfigError
+from kmigrate.manifest import Manifest, ManifestConflict
+from kmigrate.run.checks import request
+from kmigrate.run.checks.selection import Selection
+from kmigrate.run.mirror import timings
+
+SPEC = "mirror-spec"                       # what the run's mirror selects, written once
+
+
+@dataclasses.dataclass(frozen=True)
+class MirrorSpec:
+    """What a mirror keeps on the DR cluster: topics (include/exclude regexes) and consumer groups
+    (regex, empty: none); its status (and the groups' offsets) every `interval_s`, the selection read
+    again every `refresh_s`, what the copy wrote verified every `verify_every_s`, the copy's tasks
+    started again every `term_s` (their rows: where they left each partition, what they verified;
+    a selection that changes, a stop and a driver started again end a term sooner). Between two
+    terms nothing is copied for a second or two (a Spark job, the leases taken), so terms are long,
+    and the tasks report as they go (`reports`)."""
+
+    topics_include: str
+    topics_exclude: str = ""
+    groups: str = ""
+    interval_s: float = request.INTERVAL_S
+    refresh_s: float = request.REFRESH_S
+    verify_every_s: float = 30.0
+    term_s: float = 3600.0
+    connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
+
+    def check(self) -> None:
+        # its topics, groups and connectors, checked as a run's selection is
+        Selection(self.topics_include, self.topics_exclude, self.groups, self.connectors).check()
+        # each a number in its range, the refresh no shorter than the interval (`timings`)
+        timings.check_timings(self.interval_s, self.refresh_s, self.verify_every_s, self.term_s)
+
+
+def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
+    """The run's mirror spec: `spec` the first time, the same again later; another selection for the
+    same run is refused (a restarted mirror keeps what it mirrors)."""
+    spec.check()
+    try:
+        manifest.write_once(SPEC, dataclasses.asdict(spec))
+    except ManifestConflict as exc:
+        raise ConfigError(f"run {manifest.run_id} mirrors {manifest.read(SPEC)} already, not {dataclasses.asdict(spec)}; "
+                          "a run's mirror keeps its selection: start a new run id for another") from exc
+    return spec
+
+
+def read_spec(manifest: Manifest) -> MirrorSpec:
+    stored = manifest.read(SPEC)
+    if stored is None:
+        raise ConfigError(f"the run manifest at {manifest.location} has no mirror spec; start the mirror with its "
+                          "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
+    return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ()))})
