@@ -14,11 +14,13 @@ from confluent_kafka import Consumer, Producer
 from kmigrate.errors import ConfigError, GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.run.cutover.snapshot import snapshot_groups
 from kmigrate.run.mirror import moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.records.moves import moved_groups
 
-from tests.support.kafka import create_topic, records_of
+from tests.support.kafka import create_topic, produce, records_of
 from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
 from tests.support.waiting import wait_until
 
@@ -103,8 +105,12 @@ def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stac
         # the mirror syncs the moved group no more: its status names it moved, not synced
         status = wait_for_round(manifest, mirror_status.read(manifest)["round"] + 2, timeout_s=60)
         assert not any(g.get("group") == group for g in status["groups"]), status["groups"]
-        assert moves.moved_groups(manifest)[group]["state"] == "moved"
+        assert moved_groups(manifest)[group]["state"] == "moved"
         assert moves.move_group(manifest, stack.source, stack.target, group, wait_s=10)["moved_before"]
+        # a failover of the mirror later leaves the moved group as it is on the DR cluster
+        with ClusterAdmin(stack.source) as admin:
+            assert group in snapshot_groups(admin, re.escape(group), [topic])
+            assert snapshot_groups(admin, re.escape(group), [topic], leave=moved_groups(manifest)) == {}
     for p in range(PARTITIONS):
         offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
         source = records_of(stack.source, topic, p)
@@ -115,26 +121,35 @@ def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stac
     assert sum(len(records_of(stack.target, topic, p)) for p in range(PARTITIONS)) == writer.sent
 
 
-def test_a_move_waits_for_the_group_to_stop_and_names_its_members(stack, unique_name, tmp_path):
+def test_a_move_that_waited_in_vain_for_the_group_to_stop_names_its_members_and_goes_on_when_tried_again(
+        stack, unique_name, tmp_path):
     topic, group = f"{unique_name}.orders", f"{unique_name}-app"
     create_topic(stack.source, topic, 1)
+    produce(stack.source, topic, [(None, b"%d" % i) for i in range(10)])
     manifest = Manifest(str(tmp_path / "state"), "moves-refused")
     with pytest.raises(ConfigError, match="no mirror status"):
         moves.move_group(manifest, stack.source, stack.target, group, wait_s=1)
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0)
     with mirrored(stack, manifest, spec):
         wait_for_round(manifest, 1, timeout_s=120)
-        consumer = Consumer(stack.source.consumer(**{"group.id": group, "session.timeout.ms": 6000}))
+        consumer = Consumer(stack.source.consumer(**{"group.id": group, "session.timeout.ms": 6000,
+                                                     "enable.auto.commit": False}))
         consumer.subscribe([topic])
+        read: list = []
 
-        def joined() -> bool:
-            consumer.poll(0.2)
+        def joined_and_read() -> bool:
+            read.extend(m for m in consumer.consume(10, 0.2) if not m.error())
             with ClusterAdmin(stack.source) as admin:
-                return bool(admin.live_members(group))
+                return len(read) >= 4 and bool(admin.live_members(group))
 
         try:
-            wait_until(joined, "the consumer in its group", 60)
+            wait_until(joined_and_read, "the consumer in its group, 4 records read", 60)
+            consumer.commit(read[3], asynchronous=False)  # offset 4: what it read up to the fourth record
             with pytest.raises(GroupActive, match="no member on the source.*stop its application"):
                 moves.move_group(manifest, stack.source, stack.target, group, wait_s=2)
         finally:
             consumer.close()
+        row = moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)  # tried again, once stopped
+        assert row["partitions"] == 1 and not row["moved_before"], row
+        with ClusterAdmin(stack.target) as admin:
+            assert admin.committed_offsets(group) == {(topic, 0): 4}

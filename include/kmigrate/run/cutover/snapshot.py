@@ -19,6 +19,7 @@ from kmigrate.run.checks import versions
 from kmigrate.run.connectors.secrets import redacted
 from kmigrate.run.copying.plan import plan_from_topics, topics_partitions
 from kmigrate.run.checks.selection import select
+from kmigrate.run.records.moves import moved_groups
 from kmigrate.run.records.snapshot import read_snapshot
 
 
@@ -64,11 +65,12 @@ def selected_groups(admin: ClusterAdmin, pattern: str | None, topics: Collection
     return out
 
 
-def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[str]) -> dict[str, Any]:
-    """Each selected group with committed offsets on the selected topics: its state and members at
-    the snapshot, and those offsets with their metadata."""
+def snapshot_groups(admin: ClusterAdmin, pattern: str | None, topics: Sequence[str],
+                    leave: Collection[str] = ()) -> dict[str, Any]:
+    """Each selected group with committed offsets on the selected topics, but those of `leave`: its
+    state and members at the snapshot, and those offsets with their metadata."""
     return {group: {**admin.describe_group(group), "offsets": offsets}
-            for group, offsets in selected_groups(admin, pattern, set(topics)).items()}
+            for group, offsets in selected_groups(admin, pattern, set(topics)).items() if group not in leave}
 
 
 def snapshot_connectors(connect: ConnectClient | None, selection: Sequence[str] | str | None,
@@ -125,7 +127,8 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
                 "taken_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "source": source.bootstrap_servers,
                 "topics": snapshot_topics(admin, topics, live),
-                "groups": snapshot_groups(admin, groups, topics),
+                # a group moved onto a mirror's DR cluster runs there already: a failover leaves it as it is
+                "groups": snapshot_groups(admin, groups, topics, leave=moved_groups(manifest)),
                 "connectors": connector_entries,
                 "versions": {"source_kafka": versions.kafka_release(admin)},
             }

@@ -32,7 +32,6 @@ from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import groups as group_sync
-from kmigrate.run.mirror import moves
 from kmigrate.run.mirror import reports
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import ConnectorWatch
@@ -40,6 +39,7 @@ from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.mirror.task import copy_term_here, written_by_the_mirror
 from kmigrate.run.mirror.term import STOP, TERM, Term
 from kmigrate.run.records import timeline
+from kmigrate.run.records.moves import moved_groups
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]
@@ -325,7 +325,7 @@ class Mirror:
         self.totals["offsets"] += sum(max(0, end - self.dr_seen.get(k, end)) for k, end in mirrored.items())
         self.dr_seen.update(mirrored)
         # a group whose move onto the DR cluster began is synced no more (its move writes its offsets there)
-        groups = [g for g in self.group_names if g not in moves.moved_groups(self.manifest)] if self.group_names else []
+        groups = [g for g in self.group_names if g not in moved_groups(self.manifest)] if self.group_names else []
         synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
         ended = time.time()
         self.rounds += 1

@@ -4,8 +4,8 @@ record at the source's offset, lets the moved consumers go on on the DR cluster 
 offsets they left.
 
 A move of a group (`move_group`), each step safe to run again:
-1. recorded as begun in the mirror's run manifest (a part a group, `MOVED`): the mirror's driver stops
-   syncing the group's offsets from its next status round on (`moved_groups`), and the move waits
+1. recorded as begun in the mirror's run manifest (`kmigrate.run.records.moves`): the mirror's driver
+   stops syncing the group's offsets from its next status round on, and the move waits
    for a round that began after the record, so that no sync of the mirror lands after the move's
    own write;
 2. the group has no member left on the source (its owner stopped the application; a member that
@@ -19,7 +19,6 @@ A move of a group (`move_group`), each step safe to run again:
    cluster. Nothing is written on the source; the clusters are the mirror's own (`identity`)."""
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -33,28 +32,17 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.records import moves as moved
 from kmigrate.run.records import timeline
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-MOVED = "moved-groups"  # a part a group: {"group", "state": "moving" | "moved", "began", "ended", "offsets"}
 READ_TIMEOUT_S = 10.0
 
 
 class MirrorBehind(KmigrateError):
     """The DR cluster does not hold a moved group's records yet (the mirror is behind, or stopped)."""
-
-
-def moved_groups(manifest: Manifest) -> dict[str, dict[str, Any]]:
-    """The groups whose move has begun or ended, by name: the mirror syncs none of them."""
-    out = {}
-    for part in manifest.parts():
-        if part.startswith(f"{MOVED}/"):
-            record = manifest.read(part) or {}
-            if record.get("group") is not None:
-                out[record["group"]] = record
-    return out
 
 
 def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, group: str, *,
@@ -64,7 +52,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     and for the mirror (`waited_s`), and how long from the group's last member gone to its offsets
     written on the DR cluster (`window_s`). Each wait gives up after `wait_s`, naming what it waited
     for and the way out; a move given up is tried again as it is."""
-    part = f"{MOVED}/{hashlib.blake2b(group.encode(), digest_size=12).hexdigest()}"
+    part = moved.part(group)
     record = manifest.read(part) or {}
     status = mirror_status.read(manifest)
     if status is None:

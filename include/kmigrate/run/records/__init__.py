@@ -1,1 +1,1 @@
-"""The run's base records, which the steps of every other subpackage write and read: the timeline of its steps, its events (connectors stopped, resumed) and its snapshot read back."""
+"""The run's base records, which the steps of every other subpackage write and read: the timeline of its steps, its events (connectors stopped, resumed), its snapshot read back, and the consumer groups moved onto a mirror's DR cluster."""
