@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import ConfigError, GroupActive, GroupError, KmigrateError, OffsetsNotApplied
+from kmigrate.errors import ConfigError, GroupActive, KmigrateError, OffsetsNotApplied
 from kmigrate.kafka import ends
 from kmigrate.kafka.group_admin import Committed
 from kmigrate.kafka.pool import shared_admin
@@ -65,7 +65,9 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
             "DR cluster")
         return {"group": group, "partitions": len(record["offsets"]), "moved_before": True}
     began = time.monotonic()
-    if not record:
+    if not record:  # a group that cannot move is refused before the mirror stops syncing it
+        with shared_admin(source, READ_TIMEOUT_S) as source_admin:
+            _check_inside(manifest, group, source_admin.committed(group))
         record = {"group": group, "state": "moving", "began": timeline.iso(time.time())}
         manifest.replace(part, record)
     round_now = status.get("round") or 0
@@ -86,15 +88,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
               lambda message: GroupActive(message, group=group))
         gone = time.monotonic()
         committed = source_admin.committed(group)
-        mirrored = {(p["topic"], p["partition"]) for p in (mirror_status.read(manifest) or {}).get("partitions", [])}
-        outside = sorted({key[0] for key in committed if key not in mirrored})
-        if outside:
-            raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {manifest.run_id!r} "
-                              f"does not hold: {', '.join(outside)}; add them to the mirror's selection, or delete the "
-                              "group's offsets on them, then move it again")
-        if not committed:
-            raise GroupError(f"consumer group {group!r} has no committed offset on the source: nothing to move; "
-                             "check its name", group=group)
+        _check_inside(manifest, group, committed)
         behind: dict[Key, int] = {}
 
         def held() -> bool:
@@ -120,6 +114,20 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
         f"has them ({window_s:.2f} s after its last member left): start it on the DR cluster")
     return {"group": group, "partitions": len(committed), "waited_s": round(gone - began, 3),
             "window_s": round(window_s, 3), "moved_before": False}
+
+
+def _check_inside(manifest: Manifest, group: str, committed: Mapping[Key, Committed]) -> None:
+    """A group moves whole: refused when it has no committed offset, or one on a partition the
+    mirror does not hold (what it reads there would be lost), naming the topics and the way out."""
+    if not committed:
+        raise ConfigError(f"consumer group {group!r} has no committed offset on the source: nothing to move; "
+                          "check its name")
+    mirrored = {(p["topic"], p["partition"]) for p in (mirror_status.read(manifest) or {}).get("partitions", [])}
+    outside = sorted({key[0] for key in committed if key not in mirrored})
+    if outside:
+        raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {manifest.run_id!r} "
+                          f"does not hold: {', '.join(outside)}; add them to the mirror's selection, or delete the "
+                          "group's offsets on them, then move it again")
 
 
 def _offsets(rows: list[list[Any]]) -> dict[Key, Committed]:
