@@ -325,8 +325,11 @@ class Mirror:
         self.totals["offsets"] += sum(max(0, end - self.dr_seen.get(k, end)) for k, end in mirrored.items())
         self.dr_seen.update(mirrored)
         # a group whose move onto the DR cluster began is synced no more (its move writes its offsets there)
-        groups = [g for g in self.group_names if g not in moved_groups(self.manifest)] if self.group_names else []
+        moved = moved_groups(self.manifest)
+        groups = [g for g in self.group_names if g not in moved]
         synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
+        # the moved groups named as such: whether each move ended, and when
+        synced += [{"group": g, "moved": r.get("state"), "at": r.get("ended") or r.get("began")} for g, r in sorted(moved.items())]
         ended = time.time()
         self.rounds += 1
         self.totals["rounds"] += 1
