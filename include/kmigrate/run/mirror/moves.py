@@ -67,7 +67,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     began = time.monotonic()
     if not record:  # a group that cannot move is refused before the mirror stops syncing it
         with shared_admin(source, READ_TIMEOUT_S) as source_admin:
-            _check_inside(manifest, group, source_admin.committed(group))
+            _check_inside(manifest.run_id, status, group, source_admin.committed(group))
         record = {"group": group, "state": "moving", "began": timeline.iso(time.time())}
         manifest.replace(part, record)
     round_now = status.get("round") or 0
@@ -88,7 +88,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
               lambda message: GroupActive(message, group=group))
         gone = time.monotonic()
         committed = source_admin.committed(group)
-        _check_inside(manifest, group, committed)
+        _check_inside(manifest.run_id, mirror_status.read(manifest) or {}, group, committed)
         behind: dict[Key, int] = {}
 
         def held() -> bool:
@@ -107,7 +107,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
                               "offsets are replaced by the source's", group=group)
         dr_admin.alter_group_offsets(group, committed)
     window_s = time.monotonic() - gone
-    _check_written(target, group, committed)
+    _check_written(target, group, committed, exact=True)
     manifest.replace(part, {**record, "state": "moved", "ended": timeline.iso(time.time()),
                             "offsets": [[t, p, c.offset, c.metadata] for (t, p), c in sorted(committed.items())]})
     say(f"consumer group {group!r}: {len(committed)} partitions' offsets written on the DR cluster as the source "
@@ -116,16 +116,17 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
             "window_s": round(window_s, 3), "moved_before": False}
 
 
-def _check_inside(manifest: Manifest, group: str, committed: Mapping[Key, Committed]) -> None:
+def _check_inside(run_id: str, status: Mapping[str, Any], group: str, committed: Mapping[Key, Committed]) -> None:
     """A group moves whole: refused when it has no committed offset, or one on a partition the
-    mirror does not hold (what it reads there would be lost), naming the topics and the way out."""
+    mirror does not hold as of its `status` (what it reads there would be lost), naming the topics
+    and the way out."""
     if not committed:
         raise ConfigError(f"consumer group {group!r} has no committed offset on the source: nothing to move; "
                           "check its name")
-    mirrored = {(p["topic"], p["partition"]) for p in (mirror_status.read(manifest) or {}).get("partitions", [])}
+    mirrored = {(p["topic"], p["partition"]) for p in status.get("partitions", [])}
     outside = sorted({key[0] for key in committed if key not in mirrored})
     if outside:
-        raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {manifest.run_id!r} "
+        raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {run_id!r} "
                           f"does not hold: {', '.join(outside)}; add them to the mirror's selection, or delete the "
                           "group's offsets on them, then move it again")
 
@@ -134,13 +135,18 @@ def _offsets(rows: list[list[Any]]) -> dict[Key, Committed]:
     return {(t, p): Committed(offset, metadata) for t, p, offset, metadata in rows}
 
 
-def _check_written(target: ClusterConfig, group: str, wanted: Mapping[Key, Committed]) -> None:
-    """The group's offsets on the DR cluster read back: each as written (a consumer started there since
-    may have moved them on: not below)."""
+def _check_written(target: ClusterConfig, group: str, wanted: Mapping[Key, Committed], *, exact: bool = False) -> None:
+    """The group's offsets on the DR cluster read back: `exact`, each offset and its metadata as written
+    (right after the write); else each offset not below it (a move run again: a consumer started there
+    since may have moved them on)."""
     with shared_admin(target, READ_TIMEOUT_S) as admin:
         now = admin.committed(group)
-    wrong = [f"{t}[{p}]: {now[(t, p)].offset if (t, p) in now else 'none'}, not {c.offset}"
-             for (t, p), c in sorted(wanted.items()) if (t, p) not in now or now[(t, p)].offset < c.offset]
+
+    def held(key: Key, want: Committed) -> bool:
+        return key in now and (now[key] == want if exact else now[key].offset >= want.offset)
+
+    wrong = [f"{t}[{p}]: {tuple(now[(t, p)]) if (t, p) in now else 'none'}, not {tuple(c)}"
+             for (t, p), c in sorted(wanted.items()) if not held((t, p), c)]
     if wrong:
         raise OffsetsNotApplied(f"consumer group {group!r} on the DR cluster: " + "; ".join(wrong[:10])
                                 + "; move it again")
