@@ -124,6 +124,43 @@ def test_records_the_source_cleaned_after_the_copy_are_no_difference(stack, uniq
             delete_topic(cluster, topic)
 
 
+def test_records_the_targets_cleaner_removed_for_records_copied_after_the_range_are_no_difference(stack, unique_name):
+    # a mirror copies on while it verifies a live range: the target may hold later records of a key
+    # past the range, and its cleaner remove the range's record before the source's cleaner does
+    topic = unique_name
+    base = int(time.time() * 1000) - 60_000
+    create_topic(stack.source, topic, config={"cleanup.policy": "compact"})  # a week's segment: never cleaned here
+    create_topic(stack.target, topic, config=FAST_CLEANER)
+    try:
+        offsets = produce_at(stack.source, topic, [(key, b"0") for key in UPDATED] + [(b"stay", b"0")], base)
+        end = offsets[-1] + 1
+        assert copy_partition(stack.source, stack.target, WorkUnit(topic, 0, end)).records == end
+        produce_at(stack.source, topic, [(key, b"1") for key in UPDATED], base + 1_000)
+        rolls = itertools.count(2)
+
+        def cleaned_on_the_target() -> bool:
+            if [r[0] for r in records_of(stack.target, topic, 0, 0, end)] == [end - 1]:
+                return True
+            produce_at(stack.source, topic, [(b"roll", b"x")], base + next(rolls) * 1_000)
+            with ClusterAdmin(stack.source) as admin:
+                high = admin.watermarks(topic, 0)[1]
+            copy_partition(stack.source, stack.target, WorkUnit(topic, 0, high))
+            return False
+
+        wait_until(cleaned_on_the_target, f"the target's cleaner to leave only offset {end - 1} in [0, {end})",
+                   timeout_s=90, poll_s=0.2)
+        assert visible(stack.source, topic, end) == end  # the source still holds every record of the range
+
+        assert compacted_differences(stack.source, stack.target, topic, 0, 0, end) == (end, [])
+        # without the target's records past the range, the removed ones would look missing
+        alone = compacted_differences_of(iter(records_of(stack.source, topic, 0, 0, end)),
+                                         lambda: iter(records_of(stack.target, topic, 0, 0, end)))[1]
+        assert alone == [f"offset {o}: on the source, missing on the target" for o in offsets[:-1]]
+    finally:
+        for cluster in (stack.source, stack.target):
+            delete_topic(cluster, topic)
+
+
 def visible(cluster, topic: str, end: int) -> int:
     return partition_digest(cluster, topic, 0, 0, end).records
 

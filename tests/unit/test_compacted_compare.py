@@ -133,6 +133,36 @@ def test_later_source_records_are_read_only_when_needed_and_only_as_far_as_neede
     assert read == [9]
 
 
+def test_a_source_record_the_targets_cleaner_removed_for_a_later_target_record_is_no_problem():
+    # a mirror writes on past the compared range while it is verified; the target's cleaner may then
+    # remove a record in the range (superseded past it) before the source's cleaner does
+    target = [r for r in LOG if r[0] != 5]  # d@5 removed on the target: d was written again at 12
+    assert compacted_differences_of(iter(LOG), lambda: iter(target),
+                                    later_target_records=lambda: iter([rec(11, b"x"), rec(12, b"d")])) == (6, [])
+    [problem] = compacted_differences_of(iter(LOG), lambda: iter(target),
+                                         later_target_records=lambda: iter([rec(11, b"x")]))[1]
+    assert problem == "offset 5: on the source, missing on the target"
+    [problem] = compare(LOG, target)[1]  # without later target records, as before
+    assert problem == "offset 5: on the source, missing on the target"
+
+
+def test_later_target_records_are_read_only_for_a_keyed_record_missing_and_keep_order_and_count():
+    read = []
+
+    def later():
+        read.append(1)
+        return iter([rec(20, b"k3")])
+
+    assert compacted_differences_of(iter(LOG), lambda: iter(LOG), later_target_records=later) == (6, [])
+    assert read == []
+    source = [rec(o, f"k{o % 4}".encode()) for o in range(12)] + [rec(12, None)]
+    compared, problems = compacted_differences_of(iter(source), lambda: iter([]), limit=4,
+                                                  later_target_records=later)
+    assert read == [1] and compared == 13
+    # k3 (3, 7, 11) is found later; the other nine keyed records and the unkeyed one are problems
+    assert problems == [f"offset {o}: on the source, missing on the target" for o in (0, 1, 2, 4)] + ["... and 6 more"]
+
+
 def test_problems_are_in_offset_order_and_limited():
     source = [rec(o, f"s{o}".encode()) for o in range(0, 40, 2)]  # 20 records, all missing on the target
     target = [rec(o, f"t{o}".encode()) for o in range(1, 40, 2)]  # 20 target-only records, none superseded

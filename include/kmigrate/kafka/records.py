@@ -232,10 +232,13 @@ def _changed_fields(source: Record, target: Record) -> list[str]:
 def compacted_differences_of(source_records: Iterable[Record], target_records: Callable[[], Iterable[Record]],
                              limit: int = 10, *,
                              later_source_records: Callable[[], Iterable[Record]] | None = None,
+                             later_target_records: Callable[[], Iterable[Record]] | None = None,
                              target_only_ok: bool = False) -> tuple[int, list[str]]:
     """(source records compared, problems) of a compacted partition, all records in ascending
     offset order: every source record must be on the target at its offset, unchanged, unless the
-    target's cleaner removed it (a later target record has its key); a record only the target holds
+    target's cleaner removed it (a later target record has its key, or, with `later_target_records`,
+    a target record after the compared range has it: the mirror writes on while a live range is
+    verified, and the target's cleaner may run first); a record only the target holds
     must be one the source's cleaner removes: a tombstone, or superseded (a later target record has
     its key, or, with `later_source_records`, a source record after the compared range has it), or
     with `target_only_ok` any (the copier's resume check: is the target a copy of this source?). At
@@ -244,7 +247,9 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
     `target_records` is called twice: a first pass learns each key's last target offset, by a
     16-byte hash of the key, so memory grows with the keys, not the records. `later_source_records`
     is called at most once, only when a target-only record is the last of its key on the target,
-    and read until each such key is found."""
+    and read until each such key is found; `later_target_records` likewise, only when a source record
+    with a key is missing on the target and no later target record in the range has its key (at most
+    `limit` offsets a key are kept meanwhile, and a count)."""
     last: dict[bytes, int] = {}
     for offset, key, _, _, _ in target_records():
         if key is not None:
@@ -252,12 +257,16 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
     found: list[tuple[int, str]] = []  # the first `limit` problems of the merge, by offset
     count = compared = 0
     unsuperseded: dict[bytes, tuple[int, str]] = {}  # key id -> its target-only last record's problem
+    removed: dict[bytes, tuple[int, list[int]]] = {}  # key id -> (count, first offsets) missing on the target
 
     def problem(offset: int, text: str) -> None:
         nonlocal count
         count += 1
         if len(found) < limit:
             found.append((offset, text))
+
+    def missing(offset: int) -> str:
+        return f"offset {offset}: on the source, missing on the target"
 
     def target_only(record: Record) -> None:
         offset, key, value = record[0], record[1], record[2]
@@ -282,8 +291,14 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
             target_only(pending)
             pending = next(targets, None)
         if pending is None or pending[0] != offset:
-            if record[1] is None or last.get(_key_id(record[1]), -1) <= offset:
-                problem(offset, f"offset {offset}: on the source, missing on the target")
+            if record[1] is None:
+                problem(offset, missing(offset))
+            elif last.get(key_id := _key_id(record[1]), -1) <= offset:
+                if later_target_records is None:
+                    problem(offset, missing(offset))
+                else:  # unless a later target record past the range has its key
+                    count_of, offsets = removed.get(key_id, (0, []))
+                    removed[key_id] = (count_of + 1, offsets if len(offsets) >= limit else offsets + [offset])
             continue
         changed = _changed_fields(record, pending)
         if changed:
@@ -298,8 +313,15 @@ def compacted_differences_of(source_records: Iterable[Record], target_records: C
                 unsuperseded.pop(_key_id(key), None)
                 if not unsuperseded:
                     break
-    total = count + len(unsuperseded)
-    problems = [text for _, text in itertools.islice(heapq.merge(found, sorted(unsuperseded.values())), limit)]
+    if removed and later_target_records is not None:
+        for _, key, _, _, _ in later_target_records():
+            if key is not None:
+                removed.pop(_key_id(key), None)
+                if not removed:
+                    break
+    gone = sorted((offset, missing(offset)) for _, offsets in removed.values() for offset in offsets)
+    total = count + len(unsuperseded) + sum(count_of for count_of, _ in removed.values())
+    problems = [text for _, text in itertools.islice(heapq.merge(found, sorted(unsuperseded.values()), gone), limit)]
     if total > limit:
         problems.append(f"... and {total - limit} more")
     return compared, problems
@@ -317,13 +339,17 @@ def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: s
                           end: int, limit: int = 10) -> tuple[int, list[str]]:
     """compacted_differences_of over the visible records of [start, end) on both clusters. The
     source's records from `end` to its last stable offset count as later ones: on a live source a
-    record in the range is cleaned once a later update of its key arrives."""
+    record in the range is cleaned once a later update of its key arrives. The target's records past
+    `end` count as later ones on the target alike: a mirror copies on while a live range is verified,
+    and the target's cleaner may remove a record in the range before the source's does."""
 
-    def later() -> Iterator[Record]:
-        with ClusterAdmin(source) as admin:
-            stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
-        return _records(source, topic, partition, end, stable)
+    def later(cluster: ClusterConfig) -> Callable[[], Iterator[Record]]:
+        def read() -> Iterator[Record]:
+            with ClusterAdmin(cluster) as admin:
+                stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
+            return _records(cluster, topic, partition, end, stable)
+        return read
 
     return compacted_differences_of(_records(source, topic, partition, start, end),
                                     lambda: _records(target, topic, partition, start, end), limit,
-                                    later_source_records=later)
+                                    later_source_records=later(source), later_target_records=later(target))
