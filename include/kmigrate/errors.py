@@ -173,3 +173,8 @@ class MirrorStillRunning(KmigrateError):
 class WrongCluster(ConfigError):
     """A connection reaches another cluster than the one a run, a mirror or a failover began on (or
     than the one a destructive step must act on); the message names both cluster ids and the way out."""
+
+
+class ProducersActive(KmigrateError):
+    """A topic's end still moves on the source (its producers write there): its promotion onto the DR
+    cluster waits for them to stop."""

@@ -10,7 +10,7 @@ import re
 import threading
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from kmigrate.errors import ConfigError, GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
@@ -20,49 +20,12 @@ from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.records.moves import moved_groups
 
+from tests.support.apps import Writer, read_as
 from tests.support.kafka import create_topic, produce, records_of
 from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
-
-
-class Writer(threading.Thread):
-    """A producer writing numbered records round the partitions until stopped."""
-
-    def __init__(self, cluster, topic: str) -> None:  # noqa: ANN001
-        super().__init__(daemon=True)
-        self.producer = Producer(cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
-        self.topic, self.sent, self.stopping = topic, 0, threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.is_set():
-            self.producer.produce(self.topic, value=b"%d" % self.sent, partition=self.sent % PARTITIONS)
-            self.sent += 1
-            if self.sent % 20 == 0:
-                self.producer.flush(10)
-                self.stopping.wait(0.02)
-        assert self.producer.flush(10) == 0
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(30)
-
-
-def _read(cluster, group: str, topic: str, read: dict, until, **settings) -> None:  # noqa: ANN001
-    """Read as `group` until `until()` holds, what each poll brought committed before it counts as read."""
-    consumer = Consumer(cluster.consumer(**{"group.id": group, "enable.auto.commit": False,
-                                            "session.timeout.ms": 6000, **settings}))
-    consumer.subscribe([topic])
-    try:
-        while not until():
-            messages = [m for m in consumer.consume(200, 0.2) if not m.error()]
-            if messages:
-                consumer.commit(asynchronous=False)  # the positions after them
-                for message in messages:
-                    read.setdefault(message.partition(), []).append((message.offset(), message.value()))
-    finally:
-        consumer.close()  # leaves the group
 
 
 def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stack, unique_name, tmp_path):
@@ -71,12 +34,12 @@ def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stac
     manifest = Manifest(str(tmp_path / "state"), "moves")
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5,
                       verify_every_s=2.0, term_s=60.0)
-    writer = Writer(stack.source, topic)
+    writer = Writer(stack.source, topic, PARTITIONS)
     with mirrored(stack, manifest, spec):
         wait_for_round(manifest, 1, timeout_s=120)
         writer.start()
         on_source: dict = {}
-        _read(stack.source, group, topic, on_source, lambda: sum(map(len, on_source.values())) >= 300)
+        read_as(stack.source, group, topic, on_source, lambda: sum(map(len, on_source.values())) >= 300)
         # the mirror synced the group while it ran on the source
         wait_until(lambda: any(g.get("group") == group and "partitions" in g
                                for g in mirror_status.read(manifest)["groups"]), "the group synced", 60)
@@ -93,7 +56,7 @@ def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stac
                        for p in range(PARTITIONS))
 
         # no committed offset on the DR cluster would be an error, not a start from either end
-        reading = threading.Thread(target=_read, args=(stack.target, group, topic, on_dr, read_to_the_end),
+        reading = threading.Thread(target=read_as, args=(stack.target, group, topic, on_dr, read_to_the_end),
                                    kwargs={"auto.offset.reset": "error"}, daemon=True)
         reading.start()
         wait_until(lambda: sum(map(len, on_dr.values())) >= 300, "the moved consumer reading on the DR cluster", 60)

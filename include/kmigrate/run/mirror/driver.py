@@ -8,7 +8,10 @@ groups' committed offsets up to those ends (`groups.sync_groups`), and replaces 
 part (`status`): the heartbeat, and each partition's lag. The selection is read again every
 `refresh_s`: a topic created on the source that matches it is created on the DR cluster and
 mirrored from the next term on, partitions added and configs changed on the source are applied
-(`prepare_targets`).
+(`prepare_targets`). A topic promoted on the DR cluster (kmigrate.run.mirror.producer_moves) is
+copied no more from the next term on, which the driver begins as soon as a status finds the
+promotion; each status then reads the promoted partitions' ends on the source, and names any
+record written there since (split brain: never copied over what the DR cluster's producers write).
 
 Pure Python: a term's copy is handed in (`copy_term`), so the driver runs the same under a Spark job
 (kmigrate_spark.mirror_job) and in a test."""
@@ -25,6 +28,7 @@ from typing import Any
 from kmigrate.claims import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError, WrongCluster
+from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
@@ -39,7 +43,7 @@ from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.mirror.task import copy_term_here, written_by_the_mirror
 from kmigrate.run.mirror.term import STOP, TERM, Term
 from kmigrate.run.records import timeline
-from kmigrate.run.records.moves import moved_groups
+from kmigrate.run.records.moves import moved_groups, promoted_topics
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]
@@ -99,6 +103,10 @@ class Mirror:
         self.asked: dict[Key, list[int]] = {(p["topic"], p["partition"]): p["asked"]
                                             for p in earlier.get("partitions", []) if p.get("asked")}
         self.dr_seen: dict[Key, int] = {(p["topic"], p["partition"]): p["dr_end"] for p in earlier.get("partitions", [])}
+        # the promoted topics, each with the first term that copies it no more (a restarted mirror: none does)
+        self.promoted: dict[str, int] = dict.fromkeys(promoted_topics(manifest), 0)
+        self.promotions_changed = False  # a status found a topic promoted (or one promoted no more): the term ends
+        self.split_said: dict[Key, int] = {}  # the records written on the source to a promoted partition, as said
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None) -> int:
         """Terms until a stop is requested (the manifest's STOP, `should_stop()`) or `max_seconds`
@@ -176,7 +184,7 @@ class Mirror:
                 claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
                              deployment=self.manifest.state_location,
                              source_id=self.clusters["source"]["cluster_id"])
-            units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) for p in range(n)]
+            units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) if t not in self.promoted for p in range(n)]
             prepare_targets(self.source, self.target, units, manifest=self.manifest)
             if self.partitions or new:
                 self.say(f"mirroring {len(counts)} topics, {len(units)} partitions"
@@ -189,13 +197,15 @@ class Mirror:
         return changed
 
     def keys(self) -> list[Key]:
-        return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
+        """The partitions this mirror copies: the selection's, but the promoted topics'."""
+        return [(t, p) for t, n in sorted(self.partitions.items()) if t not in self.promoted for p in range(n)]
 
     def term(self, stop: Callable[[], bool], *, once: bool = False) -> dict[str, Any]:
         """A term of the copy (`once`: one pass, in this thread), statuses while it runs, then its rows
         taken in: where the mirror's copies left each partition, what they verified."""
         if time.monotonic() - self.refreshed >= self.spec.refresh_s:
             self.refresh()
+        self.promotions_changed = False
         keys = self.keys()
         source = mirror_status.ends(self.source, keys, stable=True, away=self.away)
         dr = mirror_status.ends(self.target, keys, stable=False, away=self.away)
@@ -214,7 +224,7 @@ class Mirror:
                       "began": self.asked[k][0]} for k in keys}
         if once:
             self.taken_in(self.copy_term(units, extras, term) if units else [])
-            return self.status(keys)
+            return self.status(keys, term.number)
         result: dict[str, Any] = {}
 
         def copy() -> None:
@@ -242,7 +252,8 @@ class Mirror:
             else:
                 try:  # a cluster away: said, the heartbeat goes on, and the tasks end with the term
                     self.status(keys, term.number)
-                    changed = told is None and time.monotonic() - self.refreshed >= self.spec.refresh_s and self.refresh()
+                    changed = told is None and (self.promotions_changed or time.monotonic() - self.refreshed
+                                                >= self.spec.refresh_s and self.refresh())
                 except KmigrateError as exc:
                     self.failed_round(exc)
             if told is None and (stop() or changed):
@@ -259,7 +270,7 @@ class Mirror:
         rows = result.get("rows", [])
         self.failing = self.failing + 1 if "error" in result or (rows and not any(r["ok"] for r in rows)) else 0
         self.taken_in(rows)
-        return self.last_status if told is not None and self.away else self.status(keys)
+        return self.last_status if told is not None and self.away else self.status(keys, term.number)
 
     def reported(self, term: int) -> None:
         """What the running term's tasks reported so far (`reports`): each partition's own end, its
@@ -330,16 +341,45 @@ class Mirror:
         synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
         # the moved groups named as such: whether each move ended, and when
         synced += [{"group": g, "moved": r.get("state"), "at": r.get("ended") or r.get("began")} for g, r in sorted(moved.items())]
+        promoted = self.promotions()
         ended = time.time()
         self.rounds += 1
         self.totals["rounds"] += 1
-        self.last_status = mirror_status.of_round(
+        self.last_status = {**mirror_status.of_round(
             self.rounds, started, ended, source, dr, self.errors, synced, self.totals,
-            {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term)
+            {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term),
+            "promoted": promoted}
         mirror_status.write(self.manifest, self.last_status)
         if self.connectors is not None:
             self.connectors.tick(keys)
         return self.last_status
+
+    def promotions(self) -> list[dict[str, Any]]:
+        """The promoted topics as the manifest has them now (a change: `promotions_changed`, the term
+        ends), each with the first term that copies it no more and its split brain: the records
+        written on the source to each of its partitions since its promotion (the source's end past
+        the end promoted), each said once as it grows."""
+        promoted = promoted_topics(self.manifest)
+        if set(promoted) != set(self.promoted):
+            self.promoted = {t: self.promoted.get(t, self.terms + 1) for t in promoted}
+            self.promotions_changed = True
+        keys = [(t, int(p)) for t, r in sorted(promoted.items()) for p in r.get("ends", {})]
+        (high,) = kafka_ends.read(self.source, keys, (kafka_ends.HIGH,), mirror_status.STATUS_TIMEOUT_S,
+                                  retry=True) if keys else ({},)
+        rows = []
+        for topic, record in sorted(promoted.items()):
+            split = [{"partition": p, "records": high[(topic, p)] - end, "first_offset": end}
+                     for p, end in sorted((int(p), e) for p, e in record.get("ends", {}).items()) if high[(topic, p)] > end]
+            for row in split:
+                key = (topic, row["partition"])
+                if row["records"] > self.split_said.get(key, 0):
+                    self.split_said[key] = row["records"]
+                    self.say(f"split brain: {row['records']} records written on the source to promoted {topic}[{key[1]}] "
+                             f"from offset {row['first_offset']} on; not copied (the DR cluster's producers write "
+                             "there); stop the source's writer, and read them there if they matter")
+            rows.append({"topic": topic, "partitions": len(record.get("ends", {})), "at": record.get("promoted_at"),
+                         "ended": record.get("ended"), "from_term": self.promoted.get(topic), "split_brain": split})
+        return rows
 
     def written_unreported(self, target: Mapping[Key, tuple[int, int]]) -> dict[Key, int]:
         """The DR cluster's ends that copies of this mirror wrote without reporting it (a task killed

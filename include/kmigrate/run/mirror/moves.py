@@ -71,7 +71,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
         record = {"group": group, "state": "moving", "began": timeline.iso(time.time())}
         manifest.replace(part, record)
     round_now = status.get("round") or 0
-    _wait(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= round_now + 2, wait_s, poll_s,
+    wait_for(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= round_now + 2, wait_s, poll_s,
           f"the mirror of run {manifest.run_id!r} to begin a status round after the move of {group!r} began (it "
           "syncs the group no more from then on)", lambda: "is the mirror running? Its status names its last round",
           ConfigError)
@@ -82,13 +82,18 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
             members[0] = source_admin.live_members(group)
             return members[0] is None
 
-        _wait(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the source",
+        wait_for(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the source",
               lambda: f"stop its application on the source (members now: {', '.join(members[0] or [])}); a member "
               "that left without saying so is gone once the broker's session timeout passes",
               lambda message: GroupActive(message, group=group))
         gone = time.monotonic()
         committed = source_admin.committed(group)
-        _check_inside(manifest.run_id, mirror_status.read(manifest) or {}, group, committed)
+        status = mirror_status.read(manifest) or {}
+        _check_inside(manifest.run_id, status, group, committed)
+        promoted = sorted({r["topic"] for r in status.get("promoted", [])} & {t for t, _ in committed})
+        if promoted:
+            say(f"consumer group {group!r} reads {', '.join(promoted)}, promoted on the DR cluster already: it goes on "
+                "there at the offsets it left on the source, where nothing new was written since")
         behind: dict[Key, int] = {}
 
         def held() -> bool:
@@ -97,7 +102,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
             behind.update({k: c.offset - dr_ends[k] for k, c in committed.items() if dr_ends[k] < c.offset})
             return not behind
 
-        _wait(held, wait_s, poll_s, f"the DR cluster to hold every record below consumer group {group!r}'s offsets",
+        wait_for(held, wait_s, poll_s, f"the DR cluster to hold every record below consumer group {group!r}'s offsets",
               lambda: f"the mirror is behind on {len(behind)} partitions ({sum(behind.values())} records); see its "
               "status, and move the group again once it caught up", MirrorBehind)
         on_dr = dr_admin.live_members(group)
@@ -124,7 +129,8 @@ def _check_inside(run_id: str, status: Mapping[str, Any], group: str, committed:
         raise ConfigError(f"consumer group {group!r} has no committed offset on the source: nothing to move; "
                           "check its name")
     mirrored = {(p["topic"], p["partition"]) for p in status.get("partitions", [])}
-    outside = sorted({key[0] for key in committed if key not in mirrored})
+    promoted = {r["topic"] for r in status.get("promoted", [])}  # on the DR cluster for good: held there too
+    outside = sorted({key[0] for key in committed if key not in mirrored and key[0] not in promoted})
     if outside:
         raise ConfigError(f"consumer group {group!r} has offsets on topics the mirror of run {run_id!r} "
                           f"does not hold: {', '.join(outside)}; add them to the mirror's selection, or delete the "
@@ -152,7 +158,7 @@ def _check_written(target: ClusterConfig, group: str, wanted: Mapping[Key, Commi
                                 + "; move it again")
 
 
-def _wait(done: Callable[[], bool], wait_s: float, poll_s: float, what: str, way_out: Callable[[], str],
+def wait_for(done: Callable[[], bool], wait_s: float, poll_s: float, what: str, way_out: Callable[[], str],
           failure: Callable[[str], Exception]) -> None:
     """Poll `done` until it holds; after `wait_s`, `failure` naming `what` was waited for and the way out."""
     deadline = time.monotonic() + wait_s

@@ -79,7 +79,7 @@ def of_round(number: int, started: float, ended: float, source: Mapping[Key, tup
     """Status `number` (`source`: each partition's log start and last stable offset read at `started`;
     `dr`: its log start and end on the DR cluster read after; `behind_s`: Lag's bound of each;
     `own_ends`: where the mirror's own copies left the DR ends, and `asked`: the copies not reported
-    done, both kept for a restart; `term`: the copy's term running)."""
+    done, both kept for a restart; `term`: the copy's term, running or just ended)."""
     partitions = []
     for key in sorted(source):
         behind = max(0, source[key][1] - dr[key][1])

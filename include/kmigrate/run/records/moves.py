@@ -1,8 +1,9 @@
-"""The consumer groups moved onto a mirror's DR cluster one application at a time (the moves
-themselves: kmigrate.run.mirror.moves), recorded in the mirror's run manifest: a part a group, so
-that two moves at once never write one part. Read by the mirror's driver (it syncs a moved group no
-more) and by a failover's snapshot (its consumers run on the DR cluster already: the failover leaves
-the group as it is there)."""
+"""The consumer groups moved and the topics promoted onto a mirror's DR cluster one application at a
+time (the moves themselves: kmigrate.run.mirror.moves and kmigrate.run.mirror.producer_moves),
+recorded in the mirror's run manifest: a part a group and a part a topic, so that two moves at once
+never write one part. Read by the mirror's driver (it syncs a moved group no more, and copies a
+promoted topic no more) and by a failover's snapshot (a moved group's consumers run on the DR
+cluster already: the failover leaves the group as it is there)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,19 +12,46 @@ from typing import Any
 from kmigrate.manifest import Manifest
 
 MOVED = "moved-groups"  # a part a group: {"group", "state": "moving" | "moved", "began", "ended", "offsets"}
+# a part a topic: {"topic", "state": "promoting" | "promoted", "began", "ends": {partition: end}, "ended"};
+# "promoted": the mirror copies it no more (an "ended" one: its producers may write on the DR cluster)
+PROMOTED = "promoted-topics"
+PROMOTING, IS_PROMOTED = "promoting", "promoted"
+
+
+def _part(kind: str, name: str) -> str:
+    return f"{kind}/{hashlib.blake2b(name.encode(), digest_size=12).hexdigest()}"
 
 
 def part(group: str) -> str:
     """The part of the run manifest that records `group`'s move."""
-    return f"{MOVED}/{hashlib.blake2b(group.encode(), digest_size=12).hexdigest()}"
+    return _part(MOVED, group)
+
+
+def topic_part(topic: str) -> str:
+    """The part of the run manifest that records `topic`'s promotion."""
+    return _part(PROMOTED, topic)
+
+
+def _records(manifest: Manifest, kind: str, field: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in manifest.parts():
+        if name.startswith(f"{kind}/"):
+            record = manifest.read(name) or {}
+            if record.get(field) is not None:
+                out[record[field]] = record
+    return out
 
 
 def moved_groups(manifest: Manifest) -> dict[str, dict[str, Any]]:
     """The groups whose move has begun or ended, by name."""
-    out = {}
-    for name in manifest.parts():
-        if name.startswith(f"{MOVED}/"):
-            record = manifest.read(name) or {}
-            if record.get("group") is not None:
-                out[record["group"]] = record
-    return out
+    return _records(manifest, MOVED, "group")
+
+
+def promotions(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    """The topics whose promotion has begun or ended, by name."""
+    return _records(manifest, PROMOTED, "topic")
+
+
+def promoted_topics(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    """The topics the mirror copies no more (state "promoted"), by name."""
+    return {t: r for t, r in promotions(manifest).items() if r.get("state") == IS_PROMOTED}
