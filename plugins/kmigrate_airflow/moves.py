@@ -1,6 +1,8 @@
-"""kafka_move_consumers' task: an application's consumer groups moved onto the DR cluster of a running
-mirror (kmigrate.run.mirror.moves), one after another; the rest of the workload keeps running on the
-source. A retry moves again what is not moved yet (a group moved already is read back and left)."""
+"""The tasks of kafka_move_consumers and kafka_move_producers: an application's consumer groups moved
+onto the DR cluster of a running mirror (kmigrate.run.mirror.moves), one after another, or its topics
+promoted there (kmigrate.run.mirror.producer_moves); the rest of the workload keeps running on the
+source. A retry moves again what is not moved yet (a group moved already is read back and left, a
+topic promoted already is left)."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +11,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.errors import ConfigError
 from kmigrate.run.mirror.moves import move_group
+from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
 
 from kmigrate_airflow.frame import RunFrame, no_retry
 
@@ -27,3 +30,14 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
             rows.append(move_group(run.manifest, run.source, run.target, group, wait_s=run.request.move_wait_s,
                                    say=log.info))
     return rows
+
+
+@task(retries=2)
+def move_producers(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """The topics of `move_topics` promoted together on the DR cluster, once their writers stopped on
+    the source and the mirror drained them; bad input (no mirror under that run name, a topic it does
+    not hold, other clusters than the mirror's) and a difference found fail at once, without retry."""
+    run = RunFrame(params, run_id)
+    with no_retry(ConfigError, VerificationFailed):
+        return promote_topics(run.manifest, run.source, run.target, run.request.move_topics,
+                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s, say=log.info)

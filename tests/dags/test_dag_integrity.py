@@ -11,7 +11,7 @@ import pytest
 from tests.support.stack import PROJECT_DIR
 
 DAG_IDS = {"kafka_migration", "kafka_dr_drill", "kafka_dr_failover", "kafka_dr_mirror", "kafka_migration_rollback",
-           "kafka_move_consumers"}
+           "kafka_move_consumers", "kafka_move_producers"}
 
 
 def test_dags_import_without_errors(dag_files):

@@ -9,7 +9,7 @@ import datetime
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import ManifestError
-from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, MOVE_WAIT_S, STALE_AFTER_S, RunRequest, run_name
+from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, MOVE_QUIET_S, MOVE_WAIT_S, STALE_AFTER_S, RunRequest, run_name
 from kmigrate.run.checks.selection import Selection
 
 
@@ -91,3 +91,13 @@ def test_the_groups_of_a_move_are_a_list_of_names_each_once():
             RunRequest.from_params({"run_name": "mirror", "move_groups": bad})
     with pytest.raises(ConfigError, match="move_wait_s is -1; give a number of seconds"):
         RunRequest.from_params({"run_name": "mirror", "move_wait_s": -1})
+
+
+def test_the_topics_of_a_producers_move_are_a_list_of_names_each_once_still_for_a_number_of_seconds():
+    given = RunRequest.from_params({"run_name": "mirror", "move_topics": ["orders"]})
+    assert (given.move_topics, given.move_quiet_s) == (("orders",), MOVE_QUIET_S)
+    assert RunRequest.from_params({"run_name": "mirror", "move_quiet_s": 0}).move_quiet_s == 0
+    with pytest.raises(ConfigError, match="move_topics is .*give a list of names, each once"):
+        RunRequest.from_params({"run_name": "mirror", "move_topics": ["orders", "orders"]})
+    with pytest.raises(ConfigError, match="move_quiet_s is 'x'; give a number of seconds"):
+        RunRequest.from_params({"run_name": "mirror", "move_quiet_s": "x"})

@@ -140,6 +140,7 @@ INTERVAL_S = 1.0
 REFRESH_S = 10.0
 STALE_AFTER_S = 60.0
 MOVE_WAIT_S = 300.0  # move_wait_s
+MOVE_QUIET_S = 1.0  # move_quiet_s: how long promoted topics' ends stand still before their writers count as stopped
 
 
 def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:
@@ -194,6 +195,8 @@ class RunRequest:
     refresh_s: float | None = None  # a mirror's selection refresh
     move_groups: tuple[str, ...] = ()  # consumer groups moved onto a mirror's DR cluster (kmigrate.run.mirror.moves)
     move_wait_s: float = MOVE_WAIT_S  # how long a move waits for its application to stop, and for the mirror
+    move_topics: tuple[str, ...] = ()  # topics promoted on a mirror's DR cluster (kmigrate.run.mirror.producer_moves)
+    move_quiet_s: float = MOVE_QUIET_S
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], run_id: str | None = None) -> RunRequest:
@@ -232,6 +235,8 @@ class RunRequest:
             refresh_s=_seconds(p, "refresh_s", None),
             move_groups=_names(p, "move_groups"),
             move_wait_s=_seconds(p, "move_wait_s", MOVE_WAIT_S),
+            move_topics=_names(p, "move_topics"),
+            move_quiet_s=_seconds(p, "move_quiet_s", MOVE_QUIET_S),
         )
 
     @property

@@ -35,6 +35,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
 from kmigrate.run.checks import identity
+from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
@@ -47,7 +48,6 @@ from kmigrate.run.verify.partition import verify_partition
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-QUIET_S = 1.0  # how long a promoted topic's ends stand still before its writers count as stopped
 VERIFY_AT_ONCE = 8  # partitions verified at once
 
 
@@ -56,7 +56,7 @@ class VerificationFailed(KmigrateError):
 
 
 def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str], *,
-                   quiet_s: float = QUIET_S, wait_s: float = 300.0, poll_s: float = 0.05,
+                   quiet_s: float = MOVE_QUIET_S, wait_s: float = MOVE_WAIT_S, poll_s: float = 0.05,
                    say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Promote `topics` of the mirror run `manifest` on the DR cluster `target` (the steps above); a
     row: the topics, their partitions, how long the move waited for the writers to stop
