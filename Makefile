@@ -32,7 +32,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag constraints check-python
+.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
@@ -227,6 +227,12 @@ bench-scale: install stack-up
 # lag, the mirror's CPU while all is idle, its statuses and fetch sessions (bench/bench_mirror_scale.py)
 bench-mirror-scale: install stack-up
 	BENCH_BROKERS=$(BROKERS) $(VPY) bench/bench_mirror_scale.py $(BENCH_ARGS)
+
+# Applications moved one at a time onto a running mirror's DR cluster (consumers first, then producers)
+# while the others keep running on the source, 2 MB/s over 24 partitions, every DAG through the scheduler
+# of airflow-up; then the same workload's big-bang window (bench/bench_incremental.py); the last line is JSON.
+bench-incremental: install stack-up airflow-up
+	$(VPY) bench/bench_incremental.py $(BENCH_ARGS)
 
 # The mirror's copy alone under bench-dr's load, for several settings one after another (docs/BENCHMARKS.md)
 bench-mirror-lag: install stack-up

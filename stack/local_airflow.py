@@ -274,7 +274,7 @@ def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = No
         return 1
     pids.write_text(json.dumps({name: proc.pid for name, proc in server.processes.items()}))
     print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
-    print("airflow: DAGs kafka_migration, kafka_migration_rollback, kafka_dr_drill, kafka_dr_mirror, kafka_dr_failover; "
+    print("airflow: DAGs kafka_migration, kafka_migration_rollback, kafka_dr_drill, kafka_dr_mirror, kafka_dr_failover, kafka_move_consumers, kafka_move_producers; "
           "connections kafka_source, "
           "kafka_target, connect_source, connect_target, spark_default"
           + (f", spark_connect_default ({spark_connect}: the Spark jobs run there)" if spark_connect else "")
