@@ -15,6 +15,7 @@ import pytest
 from kmigrate.errors import ConfigError, ProducersActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.run.mirror import moves, producer_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.spec import MirrorSpec
@@ -56,6 +57,7 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
         row = producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], wait_s=60)
         dr_writer.start()  # ... and goes on on the DR cluster
         assert row["partitions"] == PARTITIONS and not row["promoted_before"] and row["window_s"] < 30, row
+        assert list(row["steps_s"]) == ["still", "drained", "verified", "copied_no_more", "restored"], row
         promoted = {int(p): e for p, e in promotions(manifest)[topic]["ends"].items()}
         assert promoted == ends_of(stack.source, topic)
         assert sum(promoted.values()) == writer.sent
@@ -85,6 +87,10 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
         assert [v for _, v in read[p]] == [r[2] for r in on_dr], f"partition {p}: values differ"
         assert all(int(r[2]) >= 10**6 for r in on_dr[promoted[p]:]) and len(on_dr) > promoted[p]
     assert b"split" not in {r[2] for r in records_of(stack.target, topic, 1)}
+
+    # a failover of the mirror leaves the promoted topic out (the DR cluster's producers write it)
+    with pytest.raises(ConfigError, match=rf"but those promoted on the DR cluster \({re.escape(topic)}\)"):
+        take_snapshot(manifest, stack.source, topics_include=re.escape(topic))
 
     # a mirror started again on the run copies the promoted topic no more, and still names the split brain
     with mirrored(stack, manifest, spec):

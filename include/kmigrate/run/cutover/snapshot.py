@@ -19,7 +19,7 @@ from kmigrate.run.checks import versions
 from kmigrate.run.connectors.secrets import redacted
 from kmigrate.run.copying.plan import plan_from_topics, topics_partitions
 from kmigrate.run.checks.selection import select
-from kmigrate.run.records.moves import moved_groups
+from kmigrate.run.records.moves import moved_groups, promoted_topics
 from kmigrate.run.records.snapshot import read_snapshot
 
 
@@ -113,11 +113,14 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
     def take() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
             admin.check_reachable()
-            topics = select(admin.list_topics(), topics_include, topics_exclude)
+            # a topic promoted on a mirror's DR cluster is written there already: a failover leaves it out
+            promoted = promoted_topics(manifest)
+            topics = [t for t in select(admin.list_topics(), topics_include, topics_exclude) if t not in promoted]
             if not topics:
                 raise ConfigError(f"no topic on the source cluster ({source.bootstrap_servers}) matches include "
                                   f"{topics_include!r}" + (f" and exclude {topics_exclude!r}" if topics_exclude else "")
-                                  + "; check the topic selection")
+                                  + (f" but those promoted on the DR cluster ({', '.join(sorted(promoted))})"
+                                     if promoted else "") + "; check the topic selection")
             unknown = sorted(set(modes or {}) - set(topics)) if not callable(modes) else []
             if unknown:
                 raise ConfigError(f"modes are given for topics that are not selected: {', '.join(unknown)}; "

@@ -60,8 +60,8 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
                    say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Promote `topics` of the mirror run `manifest` on the DR cluster `target` (the steps above); a
     row: the topics, their partitions, how long the move waited for the writers to stop
-    (`waited_s`), and how long from the writers stopped to the producers free to start on the DR
-    cluster (`window_s`). Each wait gives up after `wait_s`, naming what it waited for and the way
+    (`waited_s`), how long from the writers stopped to the producers free to start on the DR
+    cluster (`window_s`), and when each step of that ended (`steps_s`). Each wait gives up after `wait_s`, naming what it waited for and the way
     out; a move given up is tried again as it is."""
     topics = sorted(set(topics))
     status = mirror_status.read(manifest)
@@ -85,32 +85,40 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
             records[topic] = {"topic": topic, "state": PROMOTING, "began": timeline.iso(time.time())}
             manifest.replace(topic_part(topic), records[topic])
     stopped = time.monotonic()
-    verified = 0
+    verified, steps = 0, {}
     if pending:
         with ClusterAdmin(source, READ_TIMEOUT_S) as admin:
             counts = admin.partition_counts(pending)
         keys = [(t, p) for t in pending for p in range(counts[t])]
         last, stopped = _wait_stopped(source, keys, quiet_s, wait_s, poll_s)
+        steps["still"] = time.monotonic()
         _wait_drained(target, last, wait_s, poll_s)
+        steps["drained"] = time.monotonic()
         verified = _verify(manifest, source, target, last)
+        steps["verified"] = time.monotonic()
         for topic in pending:
             records[topic] = {**records[topic], "state": IS_PROMOTED, "promoted_at": timeline.iso(time.time()),
                               "ends": {str(p): e for (t, p), e in sorted(last.items()) if t == topic}}
             manifest.replace(topic_part(topic), records[topic])
     _wait_copied_no_more(manifest, topics, wait_s, poll_s)
+    steps["copied_no_more"] = time.monotonic()
     _check_unwritten(manifest, source, target, records)
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         configs = {t: restore_target_topic(source_admin, target_admin, t) for t in topics}
+    steps["restored"] = time.monotonic()
     window_s = time.monotonic() - stopped
     for topic in topics:
         manifest.replace(topic_part(topic), {**records[topic], "ended": timeline.iso(time.time()),
-                                             "window_s": round(window_s, 3), "configs": configs[topic]})
+                                             "window_s": round(window_s, 3), "configs": configs[topic],
+                                             "steps_s": {k: round(v - stopped, 3) for k, v in steps.items()}})
     partitions = sum(len(records[t]["ends"]) for t in topics)
     say(f"{', '.join(topics)} promoted on the DR cluster: {partitions} partitions at the source's ends, verified "
         f"record by record ({verified} records past what the mirror had verified), copied no more "
         f"({window_s:.2f} s after their writers stopped): start their producers on the DR cluster")
     return {"topics": topics, "partitions": partitions, "verified_records": verified,
-            "waited_s": round(stopped - began, 3), "window_s": round(window_s, 3), "promoted_before": False}
+            "waited_s": round(stopped - began, 3), "window_s": round(window_s, 3), "promoted_before": False,
+            # when each step ended, in seconds from the writers' stop: where the window goes
+            "steps_s": {step: round(at - stopped, 3) for step, at in steps.items()}}
 
 
 def _wait_stopped(source: ClusterConfig, keys: Sequence[Key], quiet_s: float, wait_s: float,
