@@ -93,7 +93,7 @@ def form(dag, **values) -> dict:
     return params.validate()
 
 
-ORDINARY = {"topics_include": "orders", "run_name": "m", "move_groups": ["app"]}
+ORDINARY = {"topics_include": "orders", "run_name": "m", "move_groups": ["app"], "move_topics": ["orders"]}
 
 
 @pytest.fixture(scope="module")
