@@ -6,15 +6,24 @@ stops it on the source, this DAG waits until its consumer groups have no member 
 (`kafka_dr_mirror`, named by `run_name`) holds every record below their offsets, writes their offsets
 on the DR cluster exactly as the source has them, and says "start it on the DR cluster". The mirror
 keeps the source's offsets, so the application goes on where it stopped: no record skipped or read
-twice, while its producers still write on the source. The mirror syncs a moved group no more. The
-source cluster is never written to.
+twice, while its producers still write on the source. The mirror syncs a moved group no more. Sink
+connectors named in `connectors` move the same way: stopped on the source by this DAG, placed on the
+DR Connect cluster with their offsets, in the state they had. The source cluster is never written to.
 """
 from __future__ import annotations
 
 from airflow.sdk import Param, dag
 from kmigrate.run.checks.request import MOVE_WAIT_S
 from kmigrate_airflow import moves
-from kmigrate_airflow.params import dag_args, kafka_params, run_name_param, state_params
+from kmigrate_airflow.params import (
+    connect_params,
+    connectors_param,
+    dag_args,
+    kafka_params,
+    overrides_param,
+    run_name_param,
+    state_params,
+)
 
 
 @dag(
@@ -23,12 +32,16 @@ from kmigrate_airflow.params import dag_args, kafka_params, run_name_param, stat
         "run_name": run_name_param(required=True, title="Mirror name",
                                    description="The kafka_dr_mirror run whose DR cluster the groups move to"),
         **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
-        "move_groups": Param(type="array", items={"type": "string", "minLength": 1}, minItems=1,
-                             uniqueItems=True, title="Consumer groups",
-                             description="The application's consumer group ids, one a line"),
+        "move_groups": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
+                             title="Consumer groups",
+                             description="The application's consumer group ids, one a line (or its sink "
+                                         "connectors below)"),
         "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
                              description="How long to wait for the application to stop on the source, and for "
                                          "the mirror to hold its records"),
+        **connect_params(),
+        "connectors": connectors_param("Names of the application's sink connectors on the source Connect cluster, moved with its consumers"),
+        "connector_overrides": overrides_param(),
         **state_params(),
     },
 )

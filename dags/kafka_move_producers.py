@@ -6,7 +6,9 @@ stops its producers (and source connectors) on the source, this DAG waits until 
 stand still with every transaction decided, lets the mirror (`kafka_dr_mirror`, named by `run_name`)
 copy them to the source's ends, verifies them record by record, and promotes them on the DR cluster:
 the mirror copies them no more, and the producers start there, each partition at its next offset.
-Consumers moved already (`kafka_move_consumers`) read the new records where they are. A record
+Source connectors named in `connectors` are stopped by this DAG first, and placed on the DR Connect
+cluster with their offsets once the topics are promoted. Consumers moved already
+(`kafka_move_consumers`) read the new records where they are. A record
 written on the source to a promoted topic afterwards is named in the mirror's status as split brain,
 never copied. The source cluster is never written to.
 """
@@ -15,7 +17,15 @@ from __future__ import annotations
 from airflow.sdk import Param, dag
 from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
 from kmigrate_airflow import moves
-from kmigrate_airflow.params import dag_args, kafka_params, run_name_param, state_params
+from kmigrate_airflow.params import (
+    connect_params,
+    connectors_param,
+    dag_args,
+    kafka_params,
+    overrides_param,
+    run_name_param,
+    state_params,
+)
 
 
 @dag(
@@ -33,6 +43,9 @@ from kmigrate_airflow.params import dag_args, kafka_params, run_name_param, stat
         "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
                              description="How long to wait for the writers to stop on the source, and for the "
                                          "mirror to copy what they wrote"),
+        **connect_params(),
+        "connectors": connectors_param("Names of the application's source connectors on the source Connect cluster, stopped there by the move and started on the DR Connect cluster once its topics are promoted"),
+        "connector_overrides": overrides_param(),
         **state_params(),
     },
 )

@@ -9,7 +9,10 @@ import logging
 from typing import Any
 
 from airflow.sdk import task
+from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import ConfigError
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks
 from kmigrate.run.mirror.moves import move_group
 from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
 
@@ -24,11 +27,21 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
     cluster exactly; bad input (no mirror under that run name, a group reading topics the mirror
     does not hold, other clusters than the mirror's) fails at once, without retry."""
     run = RunFrame(params, run_id)
+    sinks = list(run.request.connectors or ())
+    if not run.request.move_groups and not sinks:
+        raise AirflowFailException("name the application's consumer groups (move_groups) or its sink connectors "
+                                   "(connectors): nothing to move")
     rows = []
     for group in run.request.move_groups:
         with no_retry(ConfigError):
             rows.append(move_group(run.manifest, run.source, run.target, group, wait_s=run.request.move_wait_s,
                                    say=log.info))
+    if sinks:
+        with no_retry(ConfigError):
+            rows += move_sinks(run.manifest, run.source, run.target, run.connect_client("source"), run.connect_client("target"),
+                               sinks, mirrored=lambda: mirrored_topics(mirror_status.read(run.manifest) or {}),
+                               target_bootstrap=run.target.bootstrap_servers,
+                               overrides=run.request.connector_overrides, wait_s=run.request.move_wait_s)
     return rows
 
 
@@ -38,6 +51,10 @@ def move_producers(params: dict[str, Any] | None = None, run_id: str | None = No
     the source and the mirror drained them; bad input (no mirror under that run name, a topic it does
     not hold, other clusters than the mirror's) and a difference found fail at once, without retry."""
     run = RunFrame(params, run_id)
+    sources = list(run.request.connectors or ())
+    connect = (run.connect_client("source"), run.connect_client("target")) if sources else (None, None)
     with no_retry(ConfigError, VerificationFailed):
         return promote_topics(run.manifest, run.source, run.target, run.request.move_topics,
-                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s, say=log.info)
+                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s,
+                              connectors=sources, connect=connect, overrides=run.request.connector_overrides,
+                              say=log.info)

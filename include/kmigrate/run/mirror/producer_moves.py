@@ -32,11 +32,13 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError, ProducersActive, TransactionOpen
 from kmigrate.kafka import ends, txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
 from kmigrate.run.copying.precopy import compacted_topics
+from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
 from kmigrate.run.mirror.moves import READ_TIMEOUT_S, MirrorBehind, wait_for
@@ -57,13 +59,22 @@ class VerificationFailed(KmigrateError):
 
 def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str], *,
                    quiet_s: float = MOVE_QUIET_S, wait_s: float = MOVE_WAIT_S, poll_s: float = 0.05,
+                   connectors: Sequence[str] = (), connect: tuple[ConnectClient | None, ConnectClient | None] = (None, None),
+                   overrides: Mapping[str, Mapping[str, Any]] | None = None,
                    say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Promote `topics` of the mirror run `manifest` on the DR cluster `target` (the steps above); a
     row: the topics, their partitions, how long the move waited for the writers to stop
     (`waited_s`), how long from the writers stopped to the producers free to start on the DR
     cluster (`window_s`), and when each step of that ended (`steps_s`). Each wait gives up after `wait_s`, naming what it waited for and the way
-    out; a move given up is tried again as it is."""
+    out; a move given up is tried again as it is. `connectors`: the application's source connectors,
+    stopped on the source Connect cluster (`connect`: the source's, the DR cluster's) before the
+    writers are waited for, placed on the DR Connect cluster with their offsets once the topics are
+    promoted (`connector_moves`), before the promotion is recorded as ended."""
     topics = sorted(set(topics))
+    source_connect, dr_connect = connect
+    if connectors and (source_connect is None or dr_connect is None):
+        raise ConfigError(f"moving connectors {', '.join(connectors)} needs both Connect clusters; name the source's "
+                          "and the DR cluster's Connect connections")
     status = mirror_status.read(manifest)
     if status is None:
         raise ConfigError(f"run {manifest.run_id!r} has no mirror status: promoting {', '.join(topics)} needs a "
@@ -73,7 +84,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     if all(r.get("ended") for r in records.values()):
         say(f"{', '.join(topics)} promoted already: their producers write on the DR cluster")
         return {"topics": topics, "partitions": sum(len(r["ends"]) for r in records.values()), "promoted_before": True}
-    held = {p["topic"] for p in status.get("partitions", [])} | {r["topic"] for r in status.get("promoted", [])}
+    held = connector_moves.mirrored_topics(status)
     outside = [t for t in topics if t not in held]
     if outside:
         raise ConfigError(f"the mirror of run {manifest.run_id!r} does not hold {', '.join(outside)}: a topic is "
@@ -84,6 +95,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
         if not records[topic]:
             records[topic] = {"topic": topic, "state": PROMOTING, "began": timeline.iso(time.time())}
             manifest.replace(topic_part(topic), records[topic])
+    entries = connector_moves.stop_on_source(manifest, source_connect, connectors, "source") if connectors else {}
     stopped = time.monotonic()
     verified, steps = 0, {}
     if pending:
@@ -106,6 +118,10 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         configs = {t: restore_target_topic(source_admin, target_admin, t) for t in topics}
     steps["restored"] = time.monotonic()
+    placed = connector_moves.place_on_dr(manifest, source_connect, dr_connect, entries,
+                                         target_bootstrap=target.bootstrap_servers, overrides=overrides) if entries else []
+    if placed:
+        steps["connectors"] = time.monotonic()
     window_s = time.monotonic() - stopped
     for topic in topics:
         manifest.replace(topic_part(topic), {**records[topic], "ended": timeline.iso(time.time()),
@@ -114,9 +130,11 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     partitions = sum(len(records[t]["ends"]) for t in topics)
     say(f"{', '.join(topics)} promoted on the DR cluster: {partitions} partitions at the source's ends, verified "
         f"record by record ({verified} records past what the mirror had verified), copied no more "
-        f"({window_s:.2f} s after their writers stopped): start their producers on the DR cluster")
+        + (f"source connectors {', '.join(connectors)} placed there in their state, " if placed else "")
+        + f"({window_s:.2f} s after their writers stopped): start their producers on the DR cluster")
     return {"topics": topics, "partitions": partitions, "verified_records": verified,
             "waited_s": round(stopped - began, 3), "window_s": round(window_s, 3), "promoted_before": False,
+            "connectors": placed,
             # when each step ended, in seconds from the writers' stop: where the window goes
             "steps_s": {step: round(at - stopped, 3) for step, at in steps.items()}}
 
