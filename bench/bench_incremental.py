@@ -6,17 +6,24 @@ The workload, --rate-mb MB/s of 1 KiB incompressible values in all over 24 parti
 application a producer and a consumer group on its own topic:
 - `exactly-once`: a transactional producer (transactions of 50 records, every 5th aborted) on 8
   partitions, read by a read_committed consumer;
-- `plain`: an idempotent producer on 16 partitions, read by a consumer that commits after each poll.
-kafka_dr_mirror mirrors both topics and groups. Once it caught up, the consumers move first, then the
+- `plain`: an idempotent producer on 15 partitions, read by a consumer that commits after each poll;
+- `connect`: a Connect pipeline on 1 partition, a FileStreamSource reading a file the bench appends
+  lines to, and a FileStreamSink writing the topic to a file (on the DR Connect cluster, to a file of
+  its own).
+kafka_dr_mirror mirrors the three topics and two groups. Once it caught up, the consumers move first, then the
 producers, each order shuffled by --seed. A move: its DAG (kafka_move_consumers, kafka_move_producers)
 is triggered; once its record shows in the mirror's run manifest (the move waits for the
 application), the application is stopped on the source; as soon as the record says the move ended,
 it is started on the DR cluster. Its window is the time from its stop to its start; the others run on
 meanwhile (their longest gap between two acknowledgements or two reads in any window is reported).
+The Connect pipeline's connectors are stopped and started by the move itself (its DAG's `connectors`):
+its window is from the connector's move recorded as begun (before its stop) to recorded as ended
+(after it runs on the DR Connect cluster).
 
 Each consumer counts every record it reads, on either cluster: at the end (the producers stopped on
 the DR cluster, the consumers read to its ends) `records_skipped` are the records visible on the DR
-cluster (read_committed) that it never read, `records_repeated` those it read twice. Every partition
+cluster (read_committed) that it never read, `records_repeated` those it read twice; for the
+pipeline, the input file's lines missing from the two sink files, and those in them twice. Every partition
 is compared with the source record by record up to where its topic was promoted (content digests).
 Then a record is written on the source to a promoted topic on purpose: `split_brain_detected` when
 the mirror's status names it.
@@ -43,9 +50,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kmigrate.kafka.admin import ClusterAdmin
+from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.records import partition_digest
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connector_moves import part as connector_part
 from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.records.moves import part as group_part
 from kmigrate.run.records.moves import topic_part
@@ -54,6 +63,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stack"))
 import local_airflow as local  # noqa: E402
 
 from common import PROJECT_DIR, SOURCE, TARGET, delete_groups, delete_topics, poll  # noqa: E402
+from mm2 import TARGET_CONNECT_URL  # noqa: E402
+
+SOURCE_CONNECT_URL = "http://localhost:18083"
+FILES = PROJECT_DIR / ".stack" / "bench-incremental" / "files"
 
 STATE = PROJECT_DIR / ".stack" / "bench-incremental" / "state"
 GAP_S = 0.25  # a gap between two acknowledgements (or reads) of an application longer than this is kept
@@ -167,15 +180,88 @@ class App:
         return [(self.topic, p) for p in range(self.partitions)]
 
 
-def workload(prefix: str, rate_mb: float, value_bytes: int) -> list[App]:
+class ConnectApp:
+    """A Connect pipeline: a file the bench appends lines to, a FileStreamSource writing them to a
+    topic of one partition, a FileStreamSink writing the topic to a file. Its connectors are stopped
+    and started by the moves."""
+
+    transactional = False
+    partitions = 1
+
+    def __init__(self, prefix: str, per_s: float) -> None:
+        self.name, self.topic, self.per_s = "connect", f"{prefix}.lines", per_s
+        self.source_name, self.sink_name = f"{prefix}-lines-source", f"{prefix}-lines-sink"
+        FILES.mkdir(parents=True, exist_ok=True)
+        self.given, self.on_source, self.on_dr = (FILES / f"{prefix}-{n}.txt" for n in ("in", "out-source", "out-dr"))
+        self.given.touch()
+        self.gaps: list[tuple[float, float]] = []
+        self.stopping = threading.Event()
+        self.written = 0
+        self.clients = (ConnectClient(SOURCE_CONNECT_URL), ConnectClient(TARGET_CONNECT_URL))
+        self.group = f"connect-{self.sink_name}"  # the sink connector's consumer group
+
+    def keys(self) -> list[tuple[str, int]]:
+        return [(self.topic, 0)]
+
+    def start(self) -> None:
+        source, _ = self.clients
+        source.create(self.source_name, {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                                         "tasks.max": "1", "file": str(self.given), "topic": self.topic})
+        source.create(self.sink_name, {"connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                                       "tasks.max": "1", "file": str(self.on_source), "topics": self.topic})
+        threading.Thread(target=self._append, daemon=True).start()
+
+    def _append(self) -> None:
+        began = time.monotonic()
+        with self.given.open("a") as out:
+            while not self.stopping.wait(0.01):
+                due = int((time.monotonic() - began) * self.per_s)
+                while self.written < due:
+                    out.write(f"line-{self.written}\n")
+                    self.written += 1
+                out.flush()
+
+    def lines(self) -> tuple[list[str], list[str]]:
+        """(the input's lines, the two sink files' lines, the source's first)."""
+        read = lambda path: path.read_text().splitlines() if path.exists() else []  # noqa: E731
+        return read(self.given), read(self.on_source) + read(self.on_dr)
+
+    def window(self, manifest: Manifest, connector: str) -> float:
+        record = manifest.read(connector_part(connector))
+        return _epoch(record["ended"]) - _epoch(record["began"])
+
+    def cleanup(self) -> None:
+        self.stopping.set()
+        for client in self.clients:
+            for name in (self.source_name, self.sink_name):
+                if name in client.connectors():
+                    client.delete(name)
+
+
+def _epoch(at: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(at).timestamp()
+
+
+def workload(prefix: str, rate_mb: float, value_bytes: int) -> list:
     per_s = rate_mb * 1e6 / value_bytes
     apps = [App("exactly-once", f"{prefix}.payments", 8, per_s * 0.3, value_bytes, transactional=True),
-            App("plain", f"{prefix}.clicks", 16, per_s * 0.7, value_bytes, transactional=False)]
+            App("plain", f"{prefix}.clicks", 15, per_s * 0.7, value_bytes, transactional=False),
+            ConnectApp(prefix, 200.0)]
     with ClusterAdmin(SOURCE) as admin:
         for app in apps:
             admin.create_topic(app.topic, app.partitions, {})
         admin.wait_for_topics({app.topic: app.partitions for app in apps})
     return apps
+
+
+def start(app, cluster) -> None:  # noqa: ANN001
+    if isinstance(app, ConnectApp):
+        app.start()
+    else:
+        app.start_producer(cluster)
+        app.start_consumer(cluster)
 
 
 def start_mirror(args: argparse.Namespace, prefix: str, apps: list[App]) -> tuple[str, Manifest]:
@@ -195,6 +281,8 @@ def caught_up(manifest: Manifest, apps: list[App], within: int = 5000) -> bool:
 
 
 def move_consumer(args: argparse.Namespace, manifest: Manifest, app: App) -> dict:
+    if isinstance(app, ConnectApp):
+        return move_sink(args, manifest, app)
     run = local.trigger(args.airflow_url, "kafka_move_consumers", {
         "run_name": manifest.run_id, "state_location": str(STATE), "move_groups": [app.group], "move_wait_s": 300})
     poll(lambda: manifest.exists(group_part(app.group)), f"the move of {app.group} to begin", 300)
@@ -209,7 +297,31 @@ def move_consumer(args: argparse.Namespace, manifest: Manifest, app: App) -> dic
             "from": stopped, "to": started}
 
 
+def move_sink(args: argparse.Namespace, manifest: Manifest, app: ConnectApp) -> dict:
+    run = local.trigger(args.airflow_url, "kafka_move_consumers", {
+        "run_name": manifest.run_id, "state_location": str(STATE), "connectors": [app.sink_name],
+        "connector_overrides": {app.sink_name: {"file": str(app.on_dr)}}, "move_wait_s": 300})
+    state = local.wait_for_run(args.airflow_url, "kafka_move_consumers", run, 300)
+    window = app.window(manifest, app.sink_name)
+    say(f"  {app.name}'s sink connector moved: stopped {window:.2f} s (its DAG run: {state})")
+    now = time.monotonic()
+    return {"app": app.name, "what": "consumer", "window_s": round(window, 3), "run": state, "from": now - window, "to": now}
+
+
+def move_source(args: argparse.Namespace, manifest: Manifest, app: ConnectApp) -> dict:
+    run = local.trigger(args.airflow_url, "kafka_move_producers", {
+        "run_name": manifest.run_id, "state_location": str(STATE), "move_topics": [app.topic],
+        "connectors": [app.source_name], "move_quiet_s": args.quiet_s, "move_wait_s": 300})
+    state = local.wait_for_run(args.airflow_url, "kafka_move_producers", run, 300)
+    window = app.window(manifest, app.source_name)
+    say(f"  {app.name}'s source connector moved: stopped {window:.2f} s (its DAG run: {state})")
+    now = time.monotonic()
+    return {"app": app.name, "what": "producer", "window_s": round(window, 3), "run": state, "from": now - window, "to": now}
+
+
 def move_producer(args: argparse.Namespace, manifest: Manifest, app: App) -> dict:
+    if isinstance(app, ConnectApp):
+        return move_source(args, manifest, app)
     run = local.trigger(args.airflow_url, "kafka_move_producers", {
         "run_name": manifest.run_id, "state_location": str(STATE), "move_topics": [app.topic],
         "move_quiet_s": args.quiet_s, "move_wait_s": 300})
@@ -252,7 +364,11 @@ def visible_offsets(cluster, topic: str, partition: int, end: int) -> list[int]:
 
 
 def account(app: App) -> dict:
-    """Skipped and repeated records of `app`'s consumer against the DR cluster's visible records."""
+    """Skipped and repeated records of `app`'s consumer against the DR cluster's visible records
+    (the pipeline's: the input's lines against the sink files')."""
+    if isinstance(app, ConnectApp):
+        given, out = app.lines()
+        return {"skipped": len(set(given) - set(out)), "repeated": len(out) - len(set(out)), "read": len(out)}
     with ClusterAdmin(TARGET) as admin:
         ends = admin.end_offsets(app.keys())
     skipped = repeated = 0
@@ -311,27 +427,41 @@ def big_bang(args: argparse.Namespace) -> dict:
     run, manifest = start_mirror(args, prefix, apps)
     try:
         for app in apps:
-            app.start_producer(SOURCE)
-            app.start_consumer(SOURCE)
+            start(app, SOURCE)
         time.sleep(args.load_s)  # the workload's running time before the window (a load, not a wait for a condition)
         poll(lambda: caught_up(manifest, apps), "the mirror caught up", 300)
-        for app in apps:
+        plain = [a for a in apps if isinstance(a, App)]
+        [pipeline] = [a for a in apps if isinstance(a, ConnectApp)]
+        for app in plain:
             app.stop_consumer()
-        stopped = max(app.stop_producer() for app in apps)
+        pipeline.stopping.set()  # its connectors are the failover's to stop
+        stopped = max(app.stop_producer() for app in plain)
         failover = local.trigger(args.airflow_url, "kafka_dr_failover", {
-            "run_name": prefix, "state_location": str(STATE), "quiesce_seconds": 2})
+            "run_name": prefix, "state_location": str(STATE), "quiesce_seconds": 2,
+            "connectors": [pipeline.source_name, pipeline.sink_name],
+            "connector_overrides": {pipeline.sink_name: {"file": str(pipeline.on_dr)}}})
         state = local.wait_for_run(args.airflow_url, "kafka_dr_failover", failover, 900)
         window = time.monotonic() - stopped
         local.wait_for_run(args.airflow_url, "kafka_dr_mirror", run, 120)
         say(f"big bang: every application stopped {window:.2f} s (the planned failover: {state})")
         return {"window_s": round(window, 3), "run": state}
     finally:
+        cleanup(apps)
         request_stop(manifest, "bench-incremental is done")
         poll(lambda: (mirror_status.read(manifest) or {"stopped": True})["stopped"], "the mirror to stop", 120)
         delete_topics(SOURCE, [a.topic for a in apps])
         delete_topics(TARGET, [a.topic for a in apps])
         for cluster in (SOURCE, TARGET):
             delete_groups(cluster, [a.group for a in apps])
+
+
+def cleanup(apps: list) -> None:
+    for app in apps:
+        if isinstance(app, ConnectApp):
+            app.cleanup()
+        else:
+            app.stop_producing.set()
+            app.stop_consuming.set()
 
 
 def main() -> int:
@@ -364,8 +494,7 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
         say(f"{len(apps)} applications on {sum(a.partitions for a in apps)} partitions, {args.rate_mb} MB/s, mirrored "
             f"by kafka_dr_mirror run {prefix}")
         for app in apps:
-            app.start_producer(SOURCE)
-            app.start_consumer(SOURCE)
+            start(app, SOURCE)
         began = time.monotonic()
         poll(lambda: sum(a.written for a in apps) > 1000, "the load to start", 60)
         time.sleep(args.load_s)  # the workload's running time before the first move (a load, not a wait)
@@ -380,18 +509,23 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
             moves.append(move_producer(args, manifest, app))
             time.sleep(args.load_s)
         seconds = time.monotonic() - began
-        written = sum(a.written for a in apps)
-        for app in apps:  # the producers stop on the DR cluster; the consumers read to its ends
+        written = sum(a.written for a in apps if isinstance(a, App))
+        plain = [a for a in apps if isinstance(a, App)]
+        [pipeline] = [a for a in apps if isinstance(a, ConnectApp)]
+        pipeline.stopping.set()
+        for app in plain:  # the producers stop on the DR cluster; the consumers read to its ends
             app.stop_producer()
         with ClusterAdmin(TARGET) as admin:
-            ends = admin.end_offsets([k for a in apps for k in a.keys()])
+            ends = admin.end_offsets([k for a in plain for k in a.keys()])
 
         def read_to_the_end() -> bool:
-            return all(max(a.read.get(p, [-1])) + 1 >= ends[(t, p)] - 1 for a in apps for t, p in a.keys())
+            given, out = pipeline.lines()
+            return len(out) >= len(given) and all(max(a.read.get(p, [-1])) + 1 >= ends[(t, p)] - 1
+                                                  for a in plain for t, p in a.keys())
 
         poll(read_to_the_end, "the consumers to read to the DR cluster's ends", 120)
         time.sleep(1.0)  # a last poll's worth: records past a last commit marker (a load, not a wait)
-        for app in apps:
+        for app in plain:
             app.stop_consumer()
         accounts = {a.name: account(a) for a in apps}
         equal = sum(equal_up_to_promotion(manifest, a) for a in apps)
@@ -412,9 +546,7 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
               and all(m["run"] == "success" for m in moves) and bool(named))
         return out, ok
     finally:
-        for app in apps:
-            app.stop_producing.set()
-            app.stop_consuming.set()
+        cleanup(apps)
         request_stop(manifest, "bench-incremental is done")
         poll(lambda: (mirror_status.read(manifest) or {"stopped": True})["stopped"], "the mirror to stop", 120)
         local.wait_for_run(args.airflow_url, "kafka_dr_mirror", mirror_run, 120)
