@@ -8,7 +8,8 @@ on the DR cluster exactly as the source has them, and says "start it on the DR c
 keeps the source's offsets, so the application goes on where it stopped: no record skipped or read
 twice, while its producers still write on the source. The mirror syncs a moved group no more. Sink
 connectors named in `connectors` move the same way: stopped on the source by this DAG, placed on the
-DR Connect cluster with their offsets, in the state they had. The source cluster is never written to.
+DR Connect cluster with their offsets, in the state they had. With `move_back`, moved groups go back
+to the source the same way (the only write on the source: the groups' own offsets).
 """
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ from kmigrate_airflow.params import (
         "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
                              description="How long to wait for the application to stop on the source, and for "
                                          "the mirror to hold its records"),
+        "move_back": Param(False, type="boolean", title="Move back",
+                           description="Move the groups back to the source instead (while none of their topics is "
+                                       "promoted): stop the application on the DR cluster first"),
         **connect_params(),
         "connectors": connectors_param("Names of the application's sink connectors on the source Connect cluster, moved with its consumers"),
         "connector_overrides": overrides_param(),

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import ConfigError
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks
-from kmigrate.run.mirror.moves import move_group
+from kmigrate.run.mirror.moves import move_group, move_group_back
 from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
 
 from kmigrate_airflow.frame import RunFrame, no_retry
@@ -32,10 +32,14 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
         raise AirflowFailException("name the application's consumer groups (move_groups) or its sink connectors "
                                    "(connectors): nothing to move")
     rows = []
+    move = move_group_back if run.request.move_back else move_group
+    if run.request.move_back and sinks:
+        raise AirflowFailException("move_back moves consumer groups only; a sink connector moves back with a "
+                                   "failback of the mirror")
     for group in run.request.move_groups:
         with no_retry(ConfigError):
-            rows.append(move_group(run.manifest, run.source, run.target, group, wait_s=run.request.move_wait_s,
-                                   say=log.info))
+            rows.append(move(run.manifest, run.source, run.target, group, wait_s=run.request.move_wait_s,
+                             say=log.info))
     if sinks:
         with no_retry(ConfigError):
             rows += move_sinks(run.manifest, run.source, run.target, run.connect_client("source"), run.connect_client("target"),

@@ -1,7 +1,8 @@
 """The kafka_move_consumers DAG (`dag.test()`, real stack; the mirror's driver in this process, its
 terms copied here: no Spark job is needed to move a group): a consumer application stopped on the
-source moves onto the mirror's DR cluster at exactly its committed offsets; a group that reads a
-topic outside the mirror is refused by name, without retry, and nothing is written for it."""
+source moves onto the mirror's DR cluster at exactly its committed offsets, and later back (`move_back`)
+at those it reached there; a group that reads a topic outside the mirror is refused by name, without
+retry, and nothing is written for it."""
 from __future__ import annotations
 
 import re
@@ -57,7 +58,18 @@ def test_the_move_dag_moves_a_stopped_consumer_and_refuses_a_group_outside_the_m
         refused = run_dag(dagbag, "kafka_move_consumers", run_name=run_name, state_location=str(state),
                           move_groups=[wide], move_wait_s=60)
         assert task_states(refused) == {"move_consumers": "failed"}, task_states(refused)
-    with ClusterAdmin(stack.target) as admin:
-        assert admin.committed_offsets(app) == committed
-    assert moved_groups(manifest)[app]["state"] == "moved"
-    assert wide not in moved_groups(manifest)  # refused before the mirror stopped syncing it
+        with ClusterAdmin(stack.target) as admin:
+            assert admin.committed_offsets(app) == committed
+        assert moved_groups(manifest)[app]["state"] == "moved"
+        assert wide not in moved_groups(manifest)  # refused before the mirror stopped syncing it
+        # the application reads 10 more on the DR cluster, stops, and its group moves back
+        _read_and_commit(stack.target, app, [topic], 10)
+        with ClusterAdmin(stack.target) as admin:
+            on_dr = admin.committed_offsets(app)
+        assert sum(on_dr.values()) == sum(committed.values()) + 10
+        back = run_dag(dagbag, "kafka_move_consumers", run_name=run_name, state_location=str(state),
+                       move_groups=[app], move_back=True, move_wait_s=60)
+        assert task_states(back) == {"move_consumers": "success"}, task_states(back)
+    with ClusterAdmin(stack.source) as admin:
+        assert admin.committed_offsets(app) == on_dr
+    assert app not in moved_groups(manifest)

@@ -10,15 +10,15 @@ import re
 import threading
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from kmigrate.errors import ConfigError, GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.cutover.snapshot import snapshot_groups
-from kmigrate.run.mirror import moves
+from kmigrate.run.mirror import moves, producer_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.spec import MirrorSpec
-from kmigrate.run.records.moves import moved_groups
+from kmigrate.run.records.moves import moved_groups, part
 
 from tests.support.apps import Writer, read_as
 from tests.support.kafka import create_topic, produce, records_of
@@ -117,3 +117,43 @@ def test_a_move_that_waited_in_vain_for_the_group_to_stop_names_its_members_and_
         assert row["partitions"] == 1 and not row["moved_before"], row
         with ClusterAdmin(stack.target) as admin:
             assert admin.committed_offsets(group) == {(topic, 0): 4}
+
+
+def test_a_moved_group_moves_back_to_the_source_at_its_offsets_there_and_not_once_its_topic_is_promoted(
+        stack, unique_name, tmp_path):
+    topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    create_topic(stack.source, topic, 1)
+    produce(stack.source, topic, [(None, b"%d" % i) for i in range(20)])
+    _commit(stack.source, group, topic, 10)
+    manifest = Manifest(str(tmp_path / "state"), "moves-back")
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0)
+    with mirrored(stack, manifest, spec):
+        wait_caught_up(manifest, stack.source, {topic: 1}, timeout_s=120)
+        with pytest.raises(ConfigError, match="was not moved"):
+            moves.move_group_back(manifest, stack.source, stack.target, group, wait_s=5)
+        moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+        _commit(stack.target, group, topic, 15)  # the application read on the DR cluster up to 15
+        row = moves.move_group_back(manifest, stack.source, stack.target, group, wait_s=60)
+        assert row["partitions"] == 1, row
+        with ClusterAdmin(stack.source) as admin:
+            assert admin.committed_offsets(group) == {(topic, 0): 15}
+        assert manifest.read(part(group))["state"] == "back" and group not in moved_groups(manifest)
+        # the mirror syncs it again from the source
+        wait_until(lambda: any(g.get("group") == group and "partitions" in g
+                               for g in mirror_status.read(manifest)["groups"]), "the group synced again", 60)
+        # moved again, then its topic promoted: it reads on the DR cluster for good
+        moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+        producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)
+        with pytest.raises(ConfigError, match=rf"{re.escape(topic)}.*promoted"):
+            moves.move_group_back(manifest, stack.source, stack.target, group, wait_s=5)
+
+
+def _commit(cluster, group: str, topic: str, offset: int) -> None:  # noqa: ANN001
+    """`group`'s offset on partition 0 of `topic` committed at `offset` by a consumer that then leaves."""
+    consumer = Consumer(cluster.consumer(**{"group.id": group, "enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    try:
+        wait_until(lambda: consumer.consume(1, 0.2) is not None and bool(consumer.assignment()), "assigned", 60)
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()

@@ -197,6 +197,7 @@ class RunRequest:
     move_wait_s: float = MOVE_WAIT_S  # how long a move waits for its application to stop, and for the mirror
     move_topics: tuple[str, ...] = ()  # topics promoted on a mirror's DR cluster (kmigrate.run.mirror.producer_moves)
     move_quiet_s: float = MOVE_QUIET_S
+    move_back: bool = False  # the moved groups moved back to the source (kmigrate.run.mirror.moves.move_group_back)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], run_id: str | None = None) -> RunRequest:
@@ -237,6 +238,7 @@ class RunRequest:
             move_wait_s=_seconds(p, "move_wait_s", MOVE_WAIT_S),
             move_topics=_names(p, "move_topics"),
             move_quiet_s=_seconds(p, "move_quiet_s", MOVE_QUIET_S),
+            move_back=bool(p.get("move_back")),
         )
 
     @property

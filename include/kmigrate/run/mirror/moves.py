@@ -16,7 +16,10 @@ A move of a group (`move_group`), each step safe to run again:
 5. the offsets, with their metadata, written on the DR cluster exactly, refused while the group has
    members there (started too early: its consumers own the offsets there), read back;
 6. recorded as moved, with the offsets written: the owner starts the application on the DR
-   cluster. Nothing is written on the source; the clusters are the mirror's own (`identity`)."""
+   cluster. Nothing is written on the source; the clusters are the mirror's own (`identity`).
+
+A moved group moves back (`move_group_back`) while none of its topics is promoted: its offsets on
+the DR cluster written on the source, the one write on the source a move makes, asked by its owner."""
 from __future__ import annotations
 
 import logging
@@ -34,6 +37,7 @@ from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.records import moves as moved
 from kmigrate.run.records import timeline
+from kmigrate.run.records.moves import promoted_topics
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,8 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     for and the way out; a move given up is tried again as it is."""
     part = moved.part(group)
     record = manifest.read(part) or {}
+    if record.get("state") == moved.BACK:  # moved back to the source since: moved anew
+        record = {}
     status = mirror_status.read(manifest)
     if status is None:
         raise ConfigError(f"run {manifest.run_id!r} has no mirror status: moving consumer group {group!r} needs a "
@@ -166,3 +172,56 @@ def wait_for(done: Callable[[], bool], wait_s: float, poll_s: float, what: str, 
         if time.monotonic() > deadline:
             raise failure(f"waited {wait_s:.0f} s for {what}; {way_out()}")
         time.sleep(poll_s)
+
+
+def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, group: str, *,
+                    wait_s: float = 300.0, poll_s: float = 0.2, say: Callable[[str], None] = log.info) -> dict[str, Any]:
+    """Move consumer group `group`, moved onto the DR cluster, back to the source while none of its
+    topics is promoted (the mirror still copies them, so the source holds every record the group read
+    on the DR cluster, at the same offsets): once it has no member on the DR cluster (its owner stopped
+    the application there), its offsets there, with their metadata, are written on the source exactly
+    (refused while it has members on the source) and read back; the move is recorded as back, and
+    the mirror syncs the group again. The only write a move makes on the source: the group's own
+    offsets, which its owner asked back. A row: the group, its partitions, the window."""
+    part = moved.part(group)
+    record = manifest.read(part) or {}
+    if record.get("state") not in ("moving", "moved"):  # (moved.BACK: moved back already)
+        raise ConfigError(f"consumer group {group!r} was not moved onto the DR cluster of run {manifest.run_id!r} "
+                          f"({record.get('state') or 'no move recorded'}): it runs on the source; check its name")
+    topics = sorted({t for t, *_ in record.get("offsets", [])})
+    promoted = sorted(set(topics) & set(promoted_topics(manifest)))
+    if promoted:
+        raise ConfigError(f"consumer group {group!r} reads {', '.join(promoted)}, promoted on the DR cluster: the "
+                          "source no longer holds what is written there, so the group stays on the DR cluster "
+                          "(a failback of the mirror moves it back with its topics)")
+    identity.record(manifest, identity.observe(source, target), what=f"move back of consumer group {group!r}")
+    with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
+        members: list[list[str] | None] = [None]
+
+        def stopped() -> bool:
+            members[0] = dr_admin.live_members(group)
+            return members[0] is None
+
+        wait_for(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the DR cluster",
+                 lambda: f"stop its application on the DR cluster (members now: {', '.join(members[0] or [])})",
+                 lambda message: GroupActive(message, group=group))
+        gone = time.monotonic()
+        committed = dr_admin.committed(group)
+        (source_ends,) = ends.read(source, list(committed), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
+        past = {k: (c.offset, source_ends[k]) for k, c in committed.items() if c.offset > source_ends[k]}
+        if past:
+            raise ConfigError(f"consumer group {group!r} on the DR cluster is past the source's end on "
+                              + ", ".join(f"{t}[{p}] ({o} > {e})" for (t, p), (o, e) in sorted(past.items()))
+                              + ": records written on the DR cluster only; it stays there")
+        on_source = source_admin.live_members(group)
+        if on_source:
+            raise GroupActive(f"consumer group {group!r} has members on the source already ({', '.join(on_source)}); "
+                              "stop them, then move it back again", group=group)
+        source_admin.alter_group_offsets(group, committed)
+    window_s = time.monotonic() - gone
+    _check_written(source, group, committed, exact=True)
+    manifest.replace(part, {**record, "state": moved.BACK, "back_at": timeline.iso(time.time()),
+                            "offsets_back": [[t, p, c.offset, c.metadata] for (t, p), c in sorted(committed.items())]})
+    say(f"consumer group {group!r}: {len(committed)} partitions' offsets written on the source as the DR cluster "
+        f"has them ({window_s:.2f} s after its last member left): start it on the source")
+    return {"group": group, "partitions": len(committed), "window_s": round(window_s, 3)}

@@ -11,7 +11,10 @@ from typing import Any
 
 from kmigrate.manifest import Manifest
 
-MOVED = "moved-groups"  # a part a group: {"group", "state": "moving" | "moved", "began", "ended", "offsets"}
+# a part a group: {"group", "state": "moving" | "moved" | "back", "began", "ended", "offsets"}; "back": moved
+# back to the source (kmigrate.run.mirror.moves.move_group_back), synced by the mirror again
+MOVED = "moved-groups"
+BACK = "back"
 # a part a topic: {"topic", "state": "promoting" | "promoted", "began", "ends": {partition: end}, "ended"};
 # "promoted": the mirror copies it no more (an "ended" one: its producers may write on the DR cluster)
 PROMOTED = "promoted-topics"
@@ -43,8 +46,8 @@ def _records(manifest: Manifest, kind: str, field: str) -> dict[str, dict[str, A
 
 
 def moved_groups(manifest: Manifest) -> dict[str, dict[str, Any]]:
-    """The groups whose move has begun or ended, by name."""
-    return _records(manifest, MOVED, "group")
+    """The groups whose move has begun or ended (and that were not moved back), by name."""
+    return {g: r for g, r in _records(manifest, MOVED, "group").items() if r.get("state") != BACK}
 
 
 def promotions(manifest: Manifest) -> dict[str, dict[str, Any]]:
