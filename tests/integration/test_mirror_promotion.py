@@ -12,7 +12,7 @@ import re
 import threading
 
 import pytest
-from kmigrate.errors import ConfigError, ProducersActive
+from kmigrate.errors import ClusterUnavailable, ConfigError, ProducersActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.cutover.snapshot import take_snapshot
@@ -144,3 +144,41 @@ def test_a_promotion_refused_while_written_and_when_written_during_it_goes_back_
     for p in range(PARTITIONS):
         assert records_of(stack.target, topic, p) == records_of(stack.source, topic, p), f"partition {p}"
     assert b"late" in {r[2] for r in records_of(stack.target, topic, 2)}
+
+
+STEPS = ["_wait_stopped", "_wait_drained", "_verify", "_wait_copied_no_more", "_check_unwritten", "restore_target_topic"]
+
+
+def test_a_promotion_failing_at_each_step_in_turn_ends_promoted_with_every_record_equal(stack, unique_name, tmp_path,
+                                                                                        monkeypatch):
+    topic = f"{unique_name}.orders"
+    create_topic(stack.source, topic, PARTITIONS)
+    manifest = Manifest(str(tmp_path / "state"), "promote-retried")
+    spec = MirrorSpec(re.escape(topic), interval_s=0.5, verify_every_s=2.0, term_s=60.0)
+    writer = Writer(stack.source, topic, PARTITIONS)
+    with mirrored(stack, manifest, spec):
+        wait_for_round(manifest, 1, timeout_s=120)
+        writer.start()
+        wait_until(lambda: writer.sent >= 500, "the producer writing", 60)
+        writer.stop()
+        failed = []
+        for step in STEPS:  # each attempt fails at the next step; the one after goes on from where it stood
+            real = getattr(producer_moves, step)
+
+            def failing(*args, _real=real, _step=step, **kwargs):  # noqa: ANN002, ANN003
+                failed.append(_step)
+                raise ClusterUnavailable(f"injected before {_step}")
+
+            monkeypatch.setattr(producer_moves, step, failing)
+            with pytest.raises(ClusterUnavailable, match=f"injected before {step}"):
+                producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)
+            monkeypatch.setattr(producer_moves, step, real)
+        row = producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)
+        assert not row["promoted_before"] and failed == STEPS, (row, failed)
+        status = wait_for_round(manifest, mirror_status.read(manifest)["round"] + 1, timeout_s=60)
+        assert all(p["topic"] != topic for p in status["partitions"])
+    record = manifest.read(topic_part(topic))
+    assert record["state"] == IS_PROMOTED and "ended" in record
+    for p in range(PARTITIONS):
+        assert records_of(stack.target, topic, p) == records_of(stack.source, topic, p), f"partition {p}"
+    assert sum(len(records_of(stack.target, topic, p)) for p in range(PARTITIONS)) == writer.sent
