@@ -12,6 +12,7 @@ from airflow.sdk import task
 from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import ConfigError
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.board import write_board
 from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks
 from kmigrate.run.mirror.moves import move_group, move_group_back
 from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
@@ -46,6 +47,7 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
                                sinks, mirrored=lambda: mirrored_topics(mirror_status.read(run.manifest) or {}),
                                target_bootstrap=run.target.bootstrap_servers,
                                overrides=run.request.connector_overrides, wait_s=run.request.move_wait_s)
+    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
     return rows
 
 
@@ -58,7 +60,9 @@ def move_producers(params: dict[str, Any] | None = None, run_id: str | None = No
     sources = list(run.request.connectors or ())
     connect = (run.connect_client("source"), run.connect_client("target")) if sources else (None, None)
     with no_retry(ConfigError, VerificationFailed):
-        return promote_topics(run.manifest, run.source, run.target, run.request.move_topics,
-                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s,
-                              connectors=sources, connect=connect, overrides=run.request.connector_overrides,
-                              say=log.info)
+        row = promote_topics(run.manifest, run.source, run.target, run.request.move_topics,
+                             quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s,
+                             connectors=sources, connect=connect, overrides=run.request.connector_overrides,
+                             say=log.info)
+    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
+    return row

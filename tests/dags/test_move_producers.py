@@ -40,3 +40,5 @@ def test_the_producers_move_dag_promotes_a_stopped_topic_and_refuses_one_outside
     assert promotions(manifest)[topic]["ends"] == {"0": 50, "1": 50} and outside not in promotions(manifest)
     for partition in (0, 1):
         assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
+    # the move's task left the board of the run's moves next to its parts
+    assert f"| {topic} | 2 | promoted |" in (state / run_name / "board.md").read_text()

@@ -119,7 +119,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
         dr_admin.alter_group_offsets(group, committed)
     window_s = time.monotonic() - gone
     _check_written(target, group, committed, exact=True)
-    manifest.replace(part, {**record, "state": "moved", "ended": timeline.iso(time.time()),
+    manifest.replace(part, {**record, "state": "moved", "ended": timeline.iso(time.time()), "window_s": round(window_s, 3),
                             "offsets": [[t, p, c.offset, c.metadata] for (t, p), c in sorted(committed.items())]})
     say(f"consumer group {group!r}: {len(committed)} partitions' offsets written on the DR cluster as the source "
         f"has them ({window_s:.2f} s after its last member left): start it on the DR cluster")
