@@ -32,11 +32,19 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
+.PHONY: install browser prometheus kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
-	@$(MAKE) --no-print-directory -j3 --output-sync=line $(VENV)/.installed kafka-jars browser
+	@$(MAKE) --no-print-directory -j4 --output-sync=line $(VENV)/.installed kafka-jars browser prometheus
+
+# Debian's Prometheus unpacked into .cache/ (stack/prometheus_install.py): promtool tests the alert rules
+# of monitoring/
+PROMETHEUS_VERSION := $(shell sed -n 's/^PROMETHEUS_VERSION = "\([^"]*\)".*/\1/p' stack/prometheus_install.py)
+PROMTOOL ?= $(CURDIR)/.cache/prometheus-$(PROMETHEUS_VERSION)/usr/bin/promtool
+export PROMTOOL
+prometheus: | check-python
+	@test -f .cache/prometheus-$(PROMETHEUS_VERSION)/.complete || $(PYTHON) stack/prometheus_install.py
 
 # Debian's Chromium for the browser test of the trigger form (tests/dags/test_trigger_form.py);
 # installed with apt-get when missing and this is root, else a message says what to do.

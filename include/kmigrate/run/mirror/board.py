@@ -1,4 +1,4 @@
-"""The board of a migration done one application at a time on a mirror (docs/DESIGN.md §12.6): one view
+"""The board of a migration done one application at a time on a mirror (docs/DESIGN.md §12, moving applications one at a time): one view
 of every mirrored topic, consumer group and connector of the run, and where each stands: mirrored,
 moved (or moving, or moved back), promoted, with each move's window and the mirror's lag. Read from
 the run manifest only (the mirror's status and the moves' records); `write_board` puts it in the

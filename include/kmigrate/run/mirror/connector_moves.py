@@ -1,5 +1,5 @@
 """An application's Kafka Connect connectors moved onto the DR Connect cluster while the mirror runs
-(docs/DESIGN.md §12.6): a sink connector with the consumers (`move_sinks`), a source connector with
+(docs/DESIGN.md §12, moving applications one at a time): a sink connector with the consumers (`move_sinks`), a source connector with
 the producers (`stop_sources` before its topics are promoted, `place_sources` after). Each move,
 like the window's (§3), stops the connector on the source Connect cluster, reads its offsets there,
 creates it STOPPED on the DR Connect cluster with its config (bootstrap addresses pointed at the DR

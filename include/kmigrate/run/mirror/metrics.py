@@ -1,5 +1,5 @@
-"""The mirrors of a state location in Prometheus's text exposition format (docs/DESIGN.md §12.7),
-served over HTTP for a Prometheus server to scrape:
+"""The mirrors of a state location in Prometheus's text exposition format (docs/DESIGN.md §12, metrics
+and alerts), served over HTTP for a Prometheus server to scrape:
 
     python -m kmigrate.run.mirror.metrics --state-location /srv/kmigrate-state --port 9468
 

@@ -1,6 +1,6 @@
-"""An application's consumer groups moved onto the DR cluster while the mirror runs (docs/DESIGN.md
-§12.6): the rest of the workload keeps running on the source, and the mirror, which keeps every
-record at the source's offset, lets the moved consumers go on on the DR cluster at exactly the
+"""An application's consumer groups moved onto the DR cluster while the mirror runs (docs/DESIGN.md §12,
+moving applications one at a time): the rest of the workload keeps running on the source, and the
+mirror, which keeps every record at the source's offset, lets the moved consumers go on on the DR cluster at exactly the
 offsets they left.
 
 A move of a group (`move_group`), each step safe to run again:

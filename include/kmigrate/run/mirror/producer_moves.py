@@ -1,4 +1,4 @@
-"""An application's producers moved onto the DR cluster while the mirror runs (docs/DESIGN.md §12.6):
+"""An application's producers moved onto the DR cluster while the mirror runs (docs/DESIGN.md §12, moving applications one at a time):
 its topics are promoted there, the mirror copies them no more, and the producers go on writing on
 the DR cluster at the next offset of each partition; the rest of the workload keeps running on the
 source. Consumers of those topics moved already read the new records there, at the offsets they
