@@ -32,7 +32,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser prometheus kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
+.PHONY: install browser prometheus kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-metrics test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
@@ -155,6 +155,14 @@ test-compat: install
 
 # The fault matrix on 3-broker clusters (tests/faults): starts the multi-broker stack (what it starts,
 # it stops), runs the tests, and prints one JSON line: faults shown, passed, records compared, mismatches.
+# A real Prometheus scraping the mirror's exporter, the shipped alert rules and dashboard queries
+# (tests/integration/test_prometheus.py, in the suite too); ends in one JSON line.
+test-metrics: install stack-up
+	@rm -f test-artifacts/metrics-results.jsonl
+	@KMIGRATE_METRICS_RESULTS=$(CURDIR)/test-artifacts/metrics-results.jsonl $(VPY) -m pytest \
+	  tests/integration/test_prometheus.py tests/unit/test_alert_rules.py $(PYTEST_ARGS); status=$$?; \
+	  $(VPY) -m tests.integration.prometheus_summary test-artifacts/metrics-results.jsonl || status=1; exit $$status
+
 test-faults: install
 	@rm -f test-artifacts/fault-results.jsonl
 	@KMIGRATE_FAULT_RESULTS=$(CURDIR)/test-artifacts/fault-results.jsonl $(VPY) -m pytest tests/faults $(PYTEST_ARGS); \

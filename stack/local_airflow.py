@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stack_common import PROJECT_DIR, poll_until  # beside it: its importers have stack/ on sys.path
+from local_prometheus import Monitoring
 
 COPY_POOL = "kafka_migration_copy"
 
@@ -249,7 +250,8 @@ def _pid_file(home: Path) -> Path:
 
 
 def _ours(pid: int) -> bool:
-    """Whether `pid` still runs an airflow command (not a pid the system gave to something else)."""
+    """Whether `pid` still runs an airflow command, or one of its Prometheus's under AIRFLOW_HOME (not a
+    pid the system gave to something else)."""
     try:
         return b"airflow" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -272,8 +274,20 @@ def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = No
         server.stop()
         print(f"airflow: error: {exc}", file=sys.stderr)
         return 1
-    pids.write_text(json.dumps({name: proc.pid for name, proc in server.processes.items()}))
+    started = {name: proc.pid for name, proc in server.processes.items()}
+    state = home / "kmigrate-state"  # the DAGs' default state location under this AIRFLOW_HOME
+    state.mkdir(parents=True, exist_ok=True)
+    try:  # Prometheus beside it, scraping the exporter of the runs' manifests, the alert rules loaded
+        monitoring = Monitoring(home / "prometheus", str(state), scrape_s=5.0).start()
+        started.update({f"monitoring-{name}": pid for name, pid in monitoring.pids().items()})
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"airflow: Prometheus did not start ({exc}); Airflow runs without it", file=sys.stderr)
+        monitoring = None
+    pids.write_text(json.dumps(started))
     print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
+    if monitoring is not None:
+        print(f"airflow: Prometheus at {monitoring.url} (alerts: {monitoring.url}/alerts), scraping the mirrors' metrics "
+              f"at http://127.0.0.1:{monitoring.exporter_port}/metrics")
     print("airflow: DAGs kafka_migration, kafka_migration_rollback, kafka_dr_drill, kafka_dr_mirror, kafka_dr_failover, kafka_move_consumers, kafka_move_producers; "
           "connections kafka_source, "
           "kafka_target, connect_source, connect_target, spark_default"

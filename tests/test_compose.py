@@ -46,9 +46,22 @@ def test_services_are_the_stack_plus_airflow_and_spark():
     expected = {
         "source-kafka", "target-kafka", "source-connect", "target-connect",
         "postgres", "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
-        "airflow-triggerer", "spark-master", "spark-worker", "spark-connect",
+        "airflow-triggerer", "spark-master", "spark-worker", "spark-connect", "kmigrate-exporter", "prometheus",
     }
     assert set(SERVICES) == expected
+
+
+def test_prometheus_is_the_pinned_release_scraping_the_exporter_with_the_alert_rules():
+    version = re.search(r'^PROMETHEUS_VERSION = "([^"]+)"', (PROJECT_DIR / "stack" / "prometheus_install.py").read_text(),
+                        re.M).group(1)
+    assert SERVICES["prometheus"]["image"] == f"prom/prometheus:v{version}"
+    config = yaml.safe_load((PROJECT_DIR / "monitoring" / "prometheus-compose.yml").read_text())
+    assert config["rule_files"] == ["/etc/kmigrate-monitoring/alerts.yml"]
+    assert "./monitoring:/etc/kmigrate-monitoring:ro" in SERVICES["prometheus"]["volumes"]
+    [target] = config["scrape_configs"][0]["static_configs"][0]["targets"]
+    exporter = SERVICES["kmigrate-exporter"]["command"]
+    assert target == f"kmigrate-exporter:{exporter[exporter.index('--port') + 1]}"
+    assert "/opt/airflow/kmigrate-state" in exporter
 
 
 def test_kafka_images_are_the_pinned_version():

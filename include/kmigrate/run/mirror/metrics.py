@@ -132,6 +132,8 @@ def read_runs(state_location: str) -> list[tuple[str, dict[str, Any], list[dict[
     import fsspec  # the manifest's own dependency: any location it takes
 
     fs, root = fsspec.core.url_to_fs(state_location)
+    if not fs.exists(root):  # no run yet
+        return []
     out = []
     for entry in sorted(fs.ls(root, detail=False)):
         run = entry.rstrip("/").rsplit("/", 1)[-1]
