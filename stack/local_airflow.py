@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from stack_common import PROJECT_DIR, poll_until  # beside it: its importers have stack/ on sys.path
-from local_prometheus import Monitoring
+from local_prometheus import EXPORTER_PORT, Monitoring
+from local_prometheus import PORT as PROMETHEUS_PORT
 
 COPY_POOL = "kafka_migration_copy"
 
@@ -258,7 +259,8 @@ def _ours(pid: int) -> bool:
         return False
 
 
-def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = None) -> int:
+def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = None,
+       prometheus_port: int = PROMETHEUS_PORT, exporter_port: int = EXPORTER_PORT) -> int:
     """Start the api-server, scheduler, dag-processor and triggerer for the local stack, unless they run; with
     `spark_connect` (a Spark Connect server's sc:// URL) the connection spark_connect_default names
     it, so that the DAGs' Spark jobs run there."""
@@ -278,7 +280,8 @@ def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = No
     state = home / "kmigrate-state"  # the DAGs' default state location under this AIRFLOW_HOME
     state.mkdir(parents=True, exist_ok=True)
     try:  # Prometheus beside it, scraping the exporter of the runs' manifests, the alert rules loaded
-        monitoring = Monitoring(home / "prometheus", str(state), scrape_s=5.0).start()
+        monitoring = Monitoring(home / "prometheus", str(state), port=prometheus_port, exporter_port=exporter_port,
+                                scrape_s=5.0).start()
         started.update({f"monitoring-{name}": pid for name, pid in monitoring.pids().items()})
     except (RuntimeError, TimeoutError) as exc:
         print(f"airflow: Prometheus did not start ({exc}); Airflow runs without it", file=sys.stderr)
@@ -327,5 +330,10 @@ if __name__ == "__main__":
     parser.add_argument("--spark-connect", metavar="sc://HOST:PORT",
                         help="a Spark Connect server for the DAGs' Spark jobs (the connection spark_connect_default); "
                              "without it they run with spark-submit on spark_default")
+    parser.add_argument("--prometheus-port", type=int, default=PROMETHEUS_PORT,
+                        help=f"the Prometheus server's port (default {PROMETHEUS_PORT})")
+    parser.add_argument("--exporter-port", type=int, default=EXPORTER_PORT,
+                        help=f"the mirrors' metrics exporter's port (default {EXPORTER_PORT})")
     args = parser.parse_args()
-    sys.exit(up(args.home, args.port, args.spark_connect) if args.action == "up" else down(args.home))
+    sys.exit(up(args.home, args.port, args.spark_connect, args.prometheus_port, args.exporter_port)
+             if args.action == "up" else down(args.home))

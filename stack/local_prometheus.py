@@ -72,9 +72,11 @@ class Monitoring:
         dead = [name for name, proc in self.processes.items() if proc.poll() is not None]
         if dead:
             raise RuntimeError(f"{', '.join(dead)} exited; see {self.home}/<name>.log")
-        try:
+        try:  # both answer: Prometheus ready, the exporter serving
             with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
-                return resp.status == 200
+                ready = resp.status == 200
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.exporter_port}/metrics", timeout=5) as resp:
+                return ready and resp.status == 200
         except OSError:
             return False
 
