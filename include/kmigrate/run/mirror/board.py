@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmigrate.manifest import Manifest
-from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.records import moves as moved
 
@@ -40,19 +39,12 @@ def board(manifest: Manifest) -> dict[str, Any]:
         if "moved" not in row:
             groups[row["group"]] = {"group": row["group"], "state": "skipped" if "skipped" in row else "synced",
                                     "note": row.get("skipped") or row.get("error")}
-    for name in manifest.parts():
-        if name.startswith(f"{moved.MOVED}/"):
-            record = manifest.read(name) or {}
-            groups[record["group"]] = {"group": record["group"], "state": record["state"],
-                                       "at": record.get("back_at") or record.get("ended") or record.get("began"),
-                                       "window_s": record.get("window_s")}
-    connectors = {}
-    for name in manifest.parts():
-        if name.startswith(f"{connector_moves.MOVED}/"):
-            record = manifest.read(name) or {}
-            connectors[record["connector"]] = {"connector": record["connector"], "type": record["type"],
-                                               "state": record["state"], "state_before": record["state_before"],
-                                               "at": record.get("ended") or record.get("began")}
+    for group, record in moved.records_of(manifest, moved.MOVED, "group").items():  # moved back ones too
+        groups[group] = {"group": group, "state": record["state"], "window_s": record.get("window_s"),
+                         "at": record.get("back_at") or record.get("ended") or record.get("began")}
+    connectors = {name: {"connector": name, "type": record["type"], "state": record["state"],
+                         "state_before": record["state_before"], "at": record.get("ended") or record.get("began")}
+                  for name, record in moved.records_of(manifest, moved.CONNECTORS_MOVED, "connector").items()}
     return {"run": manifest.run_id, "round": status.get("round"), "heartbeat": status.get("heartbeat"),
             "stopped": status.get("stopped"), "behind_records": status.get("behind_records"),
             "behind_s_max": status.get("behind_s_max"),

@@ -8,36 +8,27 @@ reads them back, and brings it into the state it had on the source. The mirror k
 at its source offset, so a sink connector's offsets carry over as they are, once the DR cluster
 holds every record below them; a source connector's offsets are positions in its own system.
 
-Each connector's move is recorded in the mirror's run manifest (`moved-connectors/<digest>`): its
+Each connector's move is recorded in the mirror's run manifest (`records.moves.connector_part`): its
 state on the source before the move (a retry, which finds it stopped, keeps the first reading), and
 once placed, its offsets. Every step is safe to run again: a connector placed already is left as it
 is (`place_stopped`)."""
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
-from kmigrate.kafka import ends
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.cutover.snapshot import snapshot_connectors
-from kmigrate.run.mirror.moves import READ_TIMEOUT_S, MirrorBehind, wait_for
+from kmigrate.run.mirror.moves import wait_held
 from kmigrate.run.records import timeline
-
-MOVED = "moved-connectors"  # a part a connector: {"connector", "type", "state_before", "state", "offsets", ...}
-Key = tuple[str, int]
-
-
-def part(name: str) -> str:
-    return f"{MOVED}/{hashlib.blake2b(name.encode(), digest_size=12).hexdigest()}"
-
+from kmigrate.run.records.moves import connector_part as part
 
 def stop_on_source(manifest: Manifest, source_connect: ConnectClient, names: Sequence[str], kind: str, *,
                    wait_s: float = 60.0) -> dict[str, dict[str, Any]]:
@@ -106,20 +97,8 @@ def move_sinks(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     entries = stop_on_source(manifest, source_connect, names, "sink", wait_s=min(wait_s, 60.0))
     offsets = {n: {(o["partition"]["kafka_topic"], int(o["partition"]["kafka_partition"])): int(o["offset"]["kafka_offset"])
                    for o in e["offsets"]} for n, e in entries.items()}
-    wanted = {k: v for o in offsets.values() for k, v in o.items()}
-    behind: dict[Key, int] = {}
-
-    def holds() -> bool:
-        if not wanted:
-            return True
-        (dr_ends,) = ends.read(target, list(wanted), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
-        behind.clear()
-        behind.update({k: v - dr_ends[k] for k, v in wanted.items() if dr_ends[k] < v})
-        return not behind
-
-    wait_for(holds, wait_s, poll_s, f"the DR cluster to hold every record below the offsets of {', '.join(names)}",
-             lambda: f"the mirror is behind on {len(behind)} partitions ({sum(behind.values())} records); see its "
-             "status, and move them again once it caught up", MirrorBehind)
+    wait_held(target, {k: v for o in offsets.values() for k, v in o.items()}, wait_s, poll_s,
+              f"the DR cluster to hold every record below the offsets of {', '.join(names)}", "move them again")
     return place_on_dr(manifest, source_connect, target_connect, entries, target_bootstrap=target_bootstrap,
                        overrides=overrides)
 

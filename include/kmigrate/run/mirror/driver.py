@@ -335,13 +335,15 @@ class Mirror:
         # how far the DR ends moved, whoever's copy moved them (a killed driver's tasks report nothing)
         self.totals["offsets"] += sum(max(0, end - self.dr_seen.get(k, end)) for k, end in mirrored.items())
         self.dr_seen.update(mirrored)
-        # a group whose move onto the DR cluster began is synced no more (its move writes its offsets there)
-        moved = moved_groups(self.manifest)
+        # a group whose move onto the DR cluster began is synced no more (its move writes its offsets there);
+        # the moves' parts listed once a round, for the groups and the promotions
+        parts = self.manifest.parts()
+        moved = moved_groups(self.manifest, parts)
         groups = [g for g in self.group_names if g not in moved]
         synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
         # the moved groups named as such: whether each move ended, and when
         synced += [{"group": g, "moved": r.get("state"), "at": r.get("ended") or r.get("began")} for g, r in sorted(moved.items())]
-        promoted = self.promotions()
+        promoted = self.promotions(parts)
         ended = time.time()
         self.rounds += 1
         self.totals["rounds"] += 1
@@ -354,12 +356,12 @@ class Mirror:
             self.connectors.tick(keys)
         return self.last_status
 
-    def promotions(self) -> list[dict[str, Any]]:
+    def promotions(self, parts: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The promoted topics as the manifest has them now (a change: `promotions_changed`, the term
         ends), each with the first term that copies it no more and its split brain: the records
         written on the source to each of its partitions since its promotion (the source's end past
-        the end promoted), each said once as it grows."""
-        promoted = promoted_topics(self.manifest)
+        the end promoted), each said once as it grows. `parts`: the manifest's, listed this round."""
+        promoted = promoted_topics(self.manifest, parts)
         if set(promoted) != set(self.promoted):
             self.promoted = {t: self.promoted.get(t, self.terms + 1) for t in promoted}
             self.promotions_changed = True

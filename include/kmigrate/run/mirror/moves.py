@@ -82,16 +82,8 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
           "syncs the group no more from then on)", lambda: "is the mirror running? Its status names its last round",
           ConfigError)
     with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
-        members: list[list[str] | None] = [None]
-
-        def stopped() -> bool:
-            members[0] = source_admin.live_members(group)
-            return members[0] is None
-
-        wait_for(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the source",
-              lambda: f"stop its application on the source (members now: {', '.join(members[0] or [])}); a member "
-              "that left without saying so is gone once the broker's session timeout passes",
-              lambda message: GroupActive(message, group=group))
+        _wait_no_members(source_admin, group, "the source", wait_s, poll_s,
+                         "; a member that left without saying so is gone once the broker's session timeout passes")
         gone = time.monotonic()
         committed = source_admin.committed(group)
         status = mirror_status.read(manifest) or {}
@@ -100,17 +92,9 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
         if promoted:
             say(f"consumer group {group!r} reads {', '.join(promoted)}, promoted on the DR cluster already: it goes on "
                 "there at the offsets it left on the source, where nothing new was written since")
-        behind: dict[Key, int] = {}
-
-        def held() -> bool:
-            (dr_ends,) = ends.read(target, list(committed), (ends.HIGH,), READ_TIMEOUT_S)
-            behind.clear()
-            behind.update({k: c.offset - dr_ends[k] for k, c in committed.items() if dr_ends[k] < c.offset})
-            return not behind
-
-        wait_for(held, wait_s, poll_s, f"the DR cluster to hold every record below consumer group {group!r}'s offsets",
-              lambda: f"the mirror is behind on {len(behind)} partitions ({sum(behind.values())} records); see its "
-              "status, and move the group again once it caught up", MirrorBehind)
+        wait_held(target, {k: c.offset for k, c in committed.items()}, wait_s, poll_s,
+                  f"the DR cluster to hold every record below consumer group {group!r}'s offsets", "move the group again",
+                  retry=False)
         on_dr = dr_admin.live_members(group)
         if on_dr:
             raise GroupActive(f"consumer group {group!r} has members on the DR cluster already ({', '.join(on_dr)}): "
@@ -164,6 +148,39 @@ def _check_written(target: ClusterConfig, group: str, wanted: Mapping[Key, Commi
                                 + "; move it again")
 
 
+def _wait_no_members(admin: Any, group: str, where: str, wait_s: float, poll_s: float, more: str = "") -> None:
+    """Until `group` has no member on the cluster of `admin` (`where`); GroupActive naming its members
+    after `wait_s`, with `more` said of the way out."""
+    members: list[list[str] | None] = [None]
+
+    def stopped() -> bool:
+        members[0] = admin.live_members(group)
+        return members[0] is None
+
+    wait_for(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on {where}",
+             lambda: f"stop its application on {where} (members now: {', '.join(members[0] or [])}){more}",
+             lambda message: GroupActive(message, group=group))
+
+
+def wait_held(target: ClusterConfig, wanted: Mapping[Key, int], wait_s: float, poll_s: float, what: str, again: str,
+              *, retry: bool = True) -> None:
+    """Until the DR cluster `target` holds every record below each offset of `wanted` (the mirror's
+    copies reach them); MirrorBehind after `wait_s`, naming `what` was waited for, how far behind the
+    mirror is, and that the move is done `again` once it caught up."""
+    behind: dict[Key, int] = {}
+
+    def held() -> bool:
+        if not wanted:
+            return True
+        (dr_ends,) = ends.read(target, list(wanted), (ends.HIGH,), READ_TIMEOUT_S, retry=retry)
+        behind.clear()
+        behind.update({k: v - dr_ends[k] for k, v in wanted.items() if dr_ends[k] < v})
+        return not behind
+
+    wait_for(held, wait_s, poll_s, what, lambda: f"the mirror is behind on {len(behind)} partitions "
+             f"({sum(behind.values())} records); see its status, and {again} once it caught up", MirrorBehind)
+
+
 def wait_for(done: Callable[[], bool], wait_s: float, poll_s: float, what: str, way_out: Callable[[], str],
           failure: Callable[[str], Exception]) -> None:
     """Poll `done` until it holds; after `wait_s`, `failure` naming `what` was waited for and the way out."""
@@ -196,15 +213,7 @@ def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterCo
                           "(a failback of the mirror moves it back with its topics)")
     identity.record(manifest, identity.observe(source, target), what=f"move back of consumer group {group!r}")
     with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
-        members: list[list[str] | None] = [None]
-
-        def stopped() -> bool:
-            members[0] = dr_admin.live_members(group)
-            return members[0] is None
-
-        wait_for(stopped, wait_s, poll_s, f"consumer group {group!r} to have no member on the DR cluster",
-                 lambda: f"stop its application on the DR cluster (members now: {', '.join(members[0] or [])})",
-                 lambda message: GroupActive(message, group=group))
+        _wait_no_members(dr_admin, group, "the DR cluster", wait_s, poll_s)
         gone = time.monotonic()
         committed = dr_admin.committed(group)
         (source_ends,) = ends.read(source, list(committed), (ends.HIGH,), READ_TIMEOUT_S, retry=True)

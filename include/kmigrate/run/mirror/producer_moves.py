@@ -41,7 +41,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
-from kmigrate.run.mirror.moves import READ_TIMEOUT_S, MirrorBehind, wait_for
+from kmigrate.run.mirror.moves import READ_TIMEOUT_S, wait_for, wait_held
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, topic_part
 from kmigrate.run.targets.prepare import restore_target_topic
@@ -65,7 +65,8 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     """Promote `topics` of the mirror run `manifest` on the DR cluster `target` (the steps above); a
     row: the topics, their partitions, how long the move waited for the writers to stop
     (`waited_s`), how long from the writers stopped to the producers free to start on the DR
-    cluster (`window_s`), and when each step of that ended (`steps_s`). Each wait gives up after `wait_s`, naming what it waited for and the way
+    cluster (`window_s`), and when each step of that ended (`steps_s`, seconds from the writers' stop: where
+    the window goes). Each wait gives up after `wait_s`, naming what it waited for and the way
     out; a move given up is tried again as it is. `connectors`: the application's source connectors,
     stopped on the source Connect cluster (`connect`: the source's, the DR cluster's) before the
     writers are waited for, placed on the DR Connect cluster with their offsets once the topics are
@@ -104,7 +105,8 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
         keys = [(t, p) for t in pending for p in range(counts[t])]
         last, stopped = _wait_stopped(source, keys, quiet_s, wait_s, poll_s)
         steps["still"] = time.monotonic()
-        _wait_drained(target, last, wait_s, poll_s)
+        wait_held(target, last, wait_s, poll_s, "the mirror to copy the topics to promote up to the source's ends",
+                  "move again")
         steps["drained"] = time.monotonic()
         verified = _verify(manifest, source, target, last)
         steps["verified"] = time.monotonic()
@@ -123,10 +125,11 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     if placed:
         steps["connectors"] = time.monotonic()
     window_s = time.monotonic() - stopped
+    steps_s = {step: round(at - stopped, 3) for step, at in steps.items()}  # when each step ended
     for topic in topics:
         manifest.replace(topic_part(topic), {**records[topic], "ended": timeline.iso(time.time()),
                                              "window_s": round(window_s, 3), "configs": configs[topic],
-                                             "steps_s": {k: round(v - stopped, 3) for k, v in steps.items()}})
+                                             "steps_s": steps_s})
     partitions = sum(len(records[t]["ends"]) for t in topics)
     say(f"{', '.join(topics)} promoted on the DR cluster: {partitions} partitions at the source's ends, verified "
         f"record by record ({verified} records past what the mirror had verified), copied no more "
@@ -135,8 +138,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     return {"topics": topics, "partitions": partitions, "verified_records": verified,
             "waited_s": round(stopped - began, 3), "window_s": round(window_s, 3), "promoted_before": False,
             "connectors": placed,
-            # when each step ended, in seconds from the writers' stop: where the window goes
-            "steps_s": {step: round(at - stopped, 3) for step, at in steps.items()}}
+            "steps_s": steps_s}
 
 
 def _wait_stopped(source: ClusterConfig, keys: Sequence[Key], quiet_s: float, wait_s: float,
@@ -170,20 +172,6 @@ def _wait_stopped(source: ClusterConfig, keys: Sequence[Key], quiet_s: float, wa
                                   + ". Stop their producers (and source connectors) on the source, then move again; "
                                   "the mirror goes on meanwhile")
         time.sleep(poll_s)
-
-
-def _wait_drained(target: ClusterConfig, last: Mapping[Key, int], wait_s: float, poll_s: float) -> None:
-    behind: dict[Key, int] = {}
-
-    def drained() -> bool:
-        (high,) = ends.read(target, list(last), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
-        behind.clear()
-        behind.update({k: e - high[k] for k, e in last.items() if high[k] < e})
-        return not behind
-
-    wait_for(drained, wait_s, poll_s, "the mirror to copy the topics to promote up to the source's ends",
-             lambda: f"it is behind on {len(behind)} partitions ({sum(behind.values())} records); see its status, and "
-             "move again once it caught up", MirrorBehind)
 
 
 def _verify(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, last: Mapping[Key, int]) -> int:

@@ -7,6 +7,7 @@ cluster already: the failover leaves the group as it is there)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from kmigrate.manifest import Manifest
@@ -18,6 +19,9 @@ BACK = "back"
 # a part a topic: {"topic", "state": "promoting" | "promoted", "began", "ends": {partition: end}, "ended"};
 # "promoted": the mirror copies it no more (an "ended" one: its producers may write on the DR cluster)
 PROMOTED = "promoted-topics"
+# a part a connector moved with its application (kmigrate.run.mirror.connector_moves):
+# {"connector", "type", "state_before", "state": "moving" | "moved", "began", "ended", "offsets"}
+CONNECTORS_MOVED = "moved-connectors"
 PROMOTING, IS_PROMOTED = "promoting", "promoted"
 
 
@@ -30,14 +34,22 @@ def part(group: str) -> str:
     return _part(MOVED, group)
 
 
+def connector_part(name: str) -> str:
+    """The part of the run manifest that records connector `name`'s move."""
+    return _part(CONNECTORS_MOVED, name)
+
+
 def topic_part(topic: str) -> str:
     """The part of the run manifest that records `topic`'s promotion."""
     return _part(PROMOTED, topic)
 
 
-def _records(manifest: Manifest, kind: str, field: str) -> dict[str, dict[str, Any]]:
+def records_of(manifest: Manifest, kind: str, field: str, parts: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The records of one kind of part (MOVED, PROMOTED, CONNECTORS_MOVED) by their `field` (the
+    group, topic or connector), whatever their state; among `parts` when given (the manifest's parts,
+    listed once for several readings), else the manifest's listed now."""
     out = {}
-    for name in manifest.parts():
+    for name in manifest.parts() if parts is None else parts:
         if name.startswith(f"{kind}/"):
             record = manifest.read(name) or {}
             if record.get(field) is not None:
@@ -45,16 +57,16 @@ def _records(manifest: Manifest, kind: str, field: str) -> dict[str, dict[str, A
     return out
 
 
-def moved_groups(manifest: Manifest) -> dict[str, dict[str, Any]]:
+def moved_groups(manifest: Manifest, parts: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """The groups whose move has begun or ended (and that were not moved back), by name."""
-    return {g: r for g, r in _records(manifest, MOVED, "group").items() if r.get("state") != BACK}
+    return {g: r for g, r in records_of(manifest, MOVED, "group", parts).items() if r.get("state") != BACK}
 
 
-def promotions(manifest: Manifest) -> dict[str, dict[str, Any]]:
+def promotions(manifest: Manifest, parts: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """The topics whose promotion has begun or ended, by name."""
-    return _records(manifest, PROMOTED, "topic")
+    return records_of(manifest, PROMOTED, "topic", parts)
 
 
-def promoted_topics(manifest: Manifest) -> dict[str, dict[str, Any]]:
+def promoted_topics(manifest: Manifest, parts: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """The topics the mirror copies no more (state "promoted"), by name."""
-    return {t: r for t, r in promotions(manifest).items() if r.get("state") == IS_PROMOTED}
+    return {t: r for t, r in promotions(manifest, parts).items() if r.get("state") == IS_PROMOTED}
