@@ -282,7 +282,7 @@ def caught_up(manifest: Manifest, apps: list[App], within: int = 5000) -> bool:
 
 def move_consumer(args: argparse.Namespace, manifest: Manifest, app: App) -> dict:
     if isinstance(app, ConnectApp):
-        return move_sink(args, manifest, app)
+        return move_connector(args, manifest, app, "consumer")
     run = local.trigger(args.airflow_url, "kafka_move_consumers", {
         "run_name": manifest.run_id, "state_location": str(STATE), "move_groups": [app.group], "move_wait_s": 300})
     poll(lambda: manifest.exists(group_part(app.group)), f"the move of {app.group} to begin", 300)
@@ -297,31 +297,28 @@ def move_consumer(args: argparse.Namespace, manifest: Manifest, app: App) -> dic
             "from": stopped, "to": started}
 
 
-def move_sink(args: argparse.Namespace, manifest: Manifest, app: ConnectApp) -> dict:
-    run = local.trigger(args.airflow_url, "kafka_move_consumers", {
-        "run_name": manifest.run_id, "state_location": str(STATE), "connectors": [app.sink_name],
-        "connector_overrides": {app.sink_name: {"file": str(app.on_dr)}}, "move_wait_s": 300})
-    state = local.wait_for_run(args.airflow_url, "kafka_move_consumers", run, 300)
-    window = app.window(manifest, app.sink_name)
-    say(f"  {app.name}'s sink connector moved: stopped {window:.2f} s (its DAG run: {state})")
+def move_connector(args: argparse.Namespace, manifest: Manifest, app: ConnectApp, what: str) -> dict:
+    """The pipeline's sink connector moved with the consumers (`what`: consumer) or its source connector
+    with the producers (producer) by the move's DAG, which stops and starts it; its window from its
+    move's record."""
+    if what == "consumer":
+        dag, connector, kind = "kafka_move_consumers", app.sink_name, "sink"
+        conf = {"connector_overrides": {app.sink_name: {"file": str(app.on_dr)}}}
+    else:
+        dag, connector, kind = "kafka_move_producers", app.source_name, "source"
+        conf = {"move_topics": [app.topic], "move_quiet_s": args.quiet_s}
+    run = local.trigger(args.airflow_url, dag, {"run_name": manifest.run_id, "state_location": str(STATE),
+                                                "connectors": [connector], "move_wait_s": 300, **conf})
+    state = local.wait_for_run(args.airflow_url, dag, run, 300)
+    window = app.window(manifest, connector)
+    say(f"  {app.name}'s {kind} connector moved: stopped {window:.2f} s (its DAG run: {state})")
     now = time.monotonic()
-    return {"app": app.name, "what": "consumer", "window_s": round(window, 3), "run": state, "from": now - window, "to": now}
-
-
-def move_source(args: argparse.Namespace, manifest: Manifest, app: ConnectApp) -> dict:
-    run = local.trigger(args.airflow_url, "kafka_move_producers", {
-        "run_name": manifest.run_id, "state_location": str(STATE), "move_topics": [app.topic],
-        "connectors": [app.source_name], "move_quiet_s": args.quiet_s, "move_wait_s": 300})
-    state = local.wait_for_run(args.airflow_url, "kafka_move_producers", run, 300)
-    window = app.window(manifest, app.source_name)
-    say(f"  {app.name}'s source connector moved: stopped {window:.2f} s (its DAG run: {state})")
-    now = time.monotonic()
-    return {"app": app.name, "what": "producer", "window_s": round(window, 3), "run": state, "from": now - window, "to": now}
+    return {"app": app.name, "what": what, "window_s": round(window, 3), "run": state, "from": now - window, "to": now}
 
 
 def move_producer(args: argparse.Namespace, manifest: Manifest, app: App) -> dict:
     if isinstance(app, ConnectApp):
-        return move_source(args, manifest, app)
+        return move_connector(args, manifest, app, "producer")
     run = local.trigger(args.airflow_url, "kafka_move_producers", {
         "run_name": manifest.run_id, "state_location": str(STATE), "move_topics": [app.topic],
         "move_quiet_s": args.quiet_s, "move_wait_s": 300})

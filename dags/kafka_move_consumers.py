@@ -14,40 +14,23 @@ to the source the same way (the only write on the source: the groups' own offset
 from __future__ import annotations
 
 from airflow.sdk import Param, dag
-from kmigrate.run.checks.request import MOVE_WAIT_S
 from kmigrate_airflow import moves
-from kmigrate_airflow.params import (
-    connect_params,
-    connectors_param,
-    dag_args,
-    kafka_params,
-    overrides_param,
-    run_name_param,
-    state_params,
-)
+from kmigrate_airflow.params import dag_args, move_params
 
 
 @dag(
     **dag_args("kafka_move_consumers", __doc__, ["kafka", "dr"]),
-    params={
-        "run_name": run_name_param(required=True, title="Mirror name",
-                                   description="The kafka_dr_mirror run whose DR cluster the groups move to"),
-        **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
-        "move_groups": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
-                             title="Consumer groups",
-                             description="The application's consumer group ids, one a line (or its sink "
-                                         "connectors below)"),
-        "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
-                             description="How long to wait for the application to stop on the source, and for "
-                                         "the mirror to hold its records"),
-        "move_back": Param(False, type="boolean", title="Move back",
-                           description="Move the groups back to the source instead (while none of their topics is "
-                                       "promoted): stop the application on the DR cluster first"),
-        **connect_params(),
-        "connectors": connectors_param("Names of the application's sink connectors on the source Connect cluster, moved with its consumers"),
-        "connector_overrides": overrides_param(),
-        **state_params(),
-    },
+    params=move_params(
+        "groups", "Names of the application's sink connectors on the source Connect cluster, moved with its consumers",
+        "How long to wait for the application to stop on the source, and for the mirror to hold its records",
+        move_groups=Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
+                          title="Consumer groups",
+                          description="The application's consumer group ids, one a line (or its sink connectors "
+                                      "below)"),
+        move_back=Param(False, type="boolean", title="Move back",
+                        description="Move the groups back to the source instead (while none of their topics is "
+                                    "promoted): stop the application on the DR cluster first"),
+    ),
 )
 def kafka_move_consumers():
     moves.move_consumers()

@@ -15,39 +15,23 @@ never copied. The source cluster is never written to.
 from __future__ import annotations
 
 from airflow.sdk import Param, dag
-from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
+from kmigrate.run.checks.request import MOVE_QUIET_S
 from kmigrate_airflow import moves
-from kmigrate_airflow.params import (
-    connect_params,
-    connectors_param,
-    dag_args,
-    kafka_params,
-    overrides_param,
-    run_name_param,
-    state_params,
-)
+from kmigrate_airflow.params import dag_args, move_params
 
 
 @dag(
     **dag_args("kafka_move_producers", __doc__, ["kafka", "dr"]),
-    params={
-        "run_name": run_name_param(required=True, title="Mirror name",
-                                   description="The kafka_dr_mirror run whose DR cluster the topics move to"),
-        **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
-        "move_topics": Param(type="array", items={"type": "string", "minLength": 1}, minItems=1,
-                             uniqueItems=True, title="Topics",
-                             description="The topics the application's producers write, one a line"),
-        "move_quiet_s": Param(MOVE_QUIET_S, type="number", minimum=0, maximum=3600, title="Still for (s)",
-                              description="How long the topics' ends stand still on the source before their "
-                                          "writers count as stopped"),
-        "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
-                             description="How long to wait for the writers to stop on the source, and for the "
-                                         "mirror to copy what they wrote"),
-        **connect_params(),
-        "connectors": connectors_param("Names of the application's source connectors on the source Connect cluster, stopped there by the move and started on the DR Connect cluster once its topics are promoted"),
-        "connector_overrides": overrides_param(),
-        **state_params(),
-    },
+    params=move_params(
+        "topics", "Names of the application's source connectors on the source Connect cluster, stopped there by the "
+                  "move and started on the DR Connect cluster once its topics are promoted",
+        "How long to wait for the writers to stop on the source, and for the mirror to copy what they wrote",
+        move_topics=Param(type="array", items={"type": "string", "minLength": 1}, minItems=1, uniqueItems=True,
+                          title="Topics", description="The topics the application's producers write, one a line"),
+        move_quiet_s=Param(MOVE_QUIET_S, type="number", minimum=0, maximum=3600, title="Still for (s)",
+                           description="How long the topics' ends stand still on the source before their writers "
+                                       "count as stopped"),
+    ),
 )
 def kafka_move_producers():
     moves.move_producers()

@@ -9,7 +9,15 @@ import os
 
 from airflow.sdk import Param
 from kmigrate.manifest import RUN_ID_PATTERN
-from kmigrate.run.checks.request import INTERVAL_S, MEMBER_TIMEOUT_S, QUIESCE_MAX_S, REFRESH_S, STALE_AFTER_S, run_name
+from kmigrate.run.checks.request import (
+    INTERVAL_S,
+    MEMBER_TIMEOUT_S,
+    MOVE_WAIT_S,
+    QUIESCE_MAX_S,
+    REFRESH_S,
+    STALE_AFTER_S,
+    run_name,
+)
 from kmigrate.run.mirror.timings import MAX_INTERVAL_S, MAX_PERIOD_S, MIN_INTERVAL_S, MIN_STALE_AFTER_S
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
@@ -206,4 +214,23 @@ def mirror_params() -> dict[str, Param]:
                                description="The mirror is started again when its heartbeat is this old: at least "
                                            "10 s plus twice the status interval or 4 s, whichever is longer "
                                            f"({MIN_STALE_AFTER_S:g} s at the shortest)"),
+    }
+
+
+def move_params(what: str, connectors: str, wait: str, **own: Param) -> dict[str, Param]:
+    """An application's move onto a mirror's DR cluster (kafka_move_consumers, kafka_move_producers): the
+    mirror's run name and clusters, what moves (`own`, the `what` of the run name's description), how
+    long the move waits (`wait`), the Connect clusters and the application's `connectors`, the state
+    location."""
+    return {
+        "run_name": run_name_param(required=True, title="Mirror name",
+                                   description=f"The kafka_dr_mirror run whose DR cluster the {what} move to"),
+        **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
+        **own,
+        "move_wait_s": Param(MOVE_WAIT_S, type="number", minimum=1, maximum=3600, title="Wait at most (s)",
+                             description=wait),
+        **connect_params(),
+        "connectors": connectors_param(connectors),
+        "connector_overrides": overrides_param(),
+        **state_params(),
     }
