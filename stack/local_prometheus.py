@@ -1,5 +1,5 @@
 """A Prometheus server beside the local stack, scraping kmigrate's exporter of a state location
-(`python -m kmigrate.run.mirror.metrics`) with the project's alert rules loaded: the server from Debian's
+(`python -m kmigrate.run.report.metrics`) with the project's alert rules loaded: the server from Debian's
 package that `make install` unpacks (stack/prometheus_install.py). `make airflow-up` starts both for
 the runs of its Airflow, a test starts its own on its own ports. Each is a process of its own
 session, stopped by the pid this module recorded. Standard library only, like stack.py."""
@@ -50,7 +50,7 @@ class Monitoring:
         config_file = self.home / "prometheus.yml"
         config_file.write_text(json.dumps(config(f"127.0.0.1:{self.exporter_port}", self.rules, self.scrape_s), indent=2))
         commands = {
-            "exporter": [sys.executable, "-m", "kmigrate.run.mirror.metrics", "--state-location", self.state_location,
+            "exporter": [sys.executable, "-m", "kmigrate.run.report.metrics", "--state-location", self.state_location,
                          "--port", str(self.exporter_port)],
             "prometheus": [str(prometheus_home() / "usr" / "bin" / "prometheus"), f"--config.file={config_file}",
                            f"--storage.tsdb.path={self.home / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",

@@ -60,6 +60,7 @@ class Part:
     CREATED_TOPICS = "created-topics"            # attempts: target topics the run created
     TOPIC_CHANGES = "topic-changes"              # attempts: source changes applied to those topics
     COPY_RESULTS = "copy-results"                # attempts: a copy job's result rows
+    COPY_PROGRESS = "copy-progress"              # replaced while a copy runs: partitions and offsets to go
     VERIFICATION = "verification"                # attempts: a verify job's table
     TOPIC_CONFIGS = "topic-configs"              # attempts: the copy's topic settings restored
     CONFIG_VERSIONS = "config-versions"          # attempts: source configs the target's Kafka removed, mapped
@@ -215,6 +216,13 @@ class Manifest:
             raise self._fail("listing", "*", exc) from exc
         prefix = self._root.rstrip("/") + "/"
         return sorted(f[len(prefix):-len(".json")] for f in files if f.endswith(".json") and ".tmp-" not in f)
+
+    def has_file(self, name: str) -> bool:
+        """Whether the derived file `name` (put_file's) is there."""
+        try:
+            return bool(self._fs.exists(f"{self._root}/{name}"))
+        except OSError as exc:
+            raise self._fail("looking up", name, exc) from exc
 
     def put_file(self, name: str, data: bytes) -> str:
         """A derived file next to the parts (the report), replaced atomically on every write;

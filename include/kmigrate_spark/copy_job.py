@@ -177,16 +177,21 @@ class _Copier:
             say(self.job, f"{len(rows)} partitions at their end on the target already (empty, or copied by this "
                           f"run): {len(units)} to copy")
         latest = latest_copy_rows(manifest)
+        progress = copy_progress(clients[1], units, manifest)
+        if units:
+            progress()  # the round's start in copy-progress: its offsets a second are counted from here
         copied, seconds, warm_up_s = run_on_spark(
             self.session, units,
             # a partial of a library function: executors import it by name, nothing from the driver's modules
             functools.partial(copy_task, clients=clients, run_id=self.args.run_id,
                               fetch_max_bytes=self.args.fetch_max_bytes, verify=self.digests, live=self.live),
             job=self.job, action="copy", describe=describe, parallelism=self.args.parallelism,
-            progress=copy_progress(clients[1], units),
+            progress=progress,
             settle=functools.partial(targets_settled, clients[1], units),
             extras=copy_extras(translate_maps(manifest, latest), copied_ends(manifest, latest))
         ) if units else ([], 0.0, 0.0)
+        if units:
+            progress()  # the round's end in copy-progress (the status lines read every 10 s)
         rows += copied
         self.records += sum(r["records"] for r in copied if r["ok"])
         self.seconds += seconds

@@ -23,6 +23,7 @@ from kmigrate.run.report.markdown import summarize
 from tests.support.airflow import run_dag, task_states
 from tests.support.connect import delete_connectors, file_source_config
 from tests.support.kafka import commit_offsets, create_topic, produce, seed_plain
+from tests.support.monitoring import run_panels_answered
 from tests.support.waiting import wait_until
 
 
@@ -47,6 +48,16 @@ def test_dr_drills_measure_rpo_and_rto_and_a_second_drill_copies_only_new_record
         assert "RTO" in (state / run.run_id / "report.md").read_text()
     with ClusterAdmin(stack.target) as target, ClusterAdmin(stack.source) as source:
         assert [target.watermarks(topic, p) for p in (0, 1)] == [source.watermarks(topic, p) for p in (0, 1)]
+
+    def recovery(read) -> None:  # noqa: ANN001 - the drill's RPO and RTO as a real Prometheus holds them
+        drill, r = Manifest(str(state), second.run_id).read("drill"), f'run="{second.run_id}"'
+        assert read(f"kmigrate_run_rpo_records{{{r}}}") == drill["rpo_records"]
+        assert read(f"kmigrate_run_rpo_seconds{{{r}}}") == drill["rpo_seconds"]
+        assert read(f"kmigrate_run_rto_seconds{{{r}}}") == drill["rto_seconds"]
+    queries, answered = run_panels_answered(tmp_path / "prometheus", str(state), second.run_id, port=17192,
+                                            exporter_port=17570, check=recovery)
+    recovered = [q for q in queries if "_rpo_" in q or "_rto_" in q]  # the panel a migration leaves empty
+    assert recovered and set(recovered) <= set(answered), sorted(set(recovered) - set(answered))
 
 
 def test_a_dr_drill_runs_its_spark_jobs_on_a_spark_connect_server(stack, dagbag, dag_spark_server, tmp_path, capfd):

@@ -21,6 +21,7 @@ from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
 
 from tests.support.airflow import run_dag, task_states, window_cells
+from tests.support.monitoring import run_panels_answered
 from tests.support.connect import delete_connectors
 from tests.support.kafka import create_topic, seed_plain, watermarks
 from tests.support.kill_hook import kill_hook_env
@@ -71,6 +72,19 @@ def test_migration_of_a_mixed_workload_then_a_rerun_is_a_noop(stack, dagbag, wor
     assert window["between steps"] < 1.0 and sum(window.values()) >= summary["downtime_s"] - 0.01, window
     assert window_cells(run) == dict.fromkeys(course.STEPS, "success")  # one grid cell per window step
     assert "## Cutover window" in (state / "mixed" / "report.md").read_text()
+
+    def metrics(read) -> None:  # noqa: ANN001 - the run's metrics as a real Prometheus holds them
+        r = 'run="mixed"'
+        assert read(f"kmigrate_run_copy_offsets_to_go{{{r}}}") == read(f"kmigrate_run_copy_partitions_to_go{{{r}}}") == 0
+        assert read(f"kmigrate_run_verified_partitions{{{r}}}") == summary["partitions"]
+        assert read(f"kmigrate_run_unequal_partitions{{{r}}}") == 0
+        assert read(f"kmigrate_run_downtime_seconds{{{r}}}") == summary["downtime_s"]
+        assert read(f'kmigrate_run_step_seconds{{{r},step="copy"}}') == window["copy"]
+        assert read(f'kmigrate_run_phase{{{r},phase="resume_connectors"}}') == 1
+    queries, answered = run_panels_answered(tmp_path / "prometheus", str(state), "mixed", port=17191,
+                                            exporter_port=17569, check=metrics)
+    recovery = [q for q in queries if "_rpo_" in q or "_rto_" in q]  # a drill's or failover's (test_dr_drill)
+    assert recovery and sorted(answered) == sorted(set(queries) - set(recovery)), sorted(set(queries) - set(answered))
     per_topic = [ti for ti in run.get_task_instances() if ti.task_id == "topic_result"]
     assert sorted(ti.rendered_map_index for ti in per_topic) == sorted(w.topics)  # one grid cell per topic
     assert {str(ti.state) for ti in per_topic} == {"success"}

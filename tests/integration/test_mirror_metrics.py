@@ -1,4 +1,4 @@
-"""The mirror's metrics scraped over HTTP while it runs (kmigrate.run.mirror.metrics), on the real stack,
+"""The mirror's metrics scraped over HTTP while it runs (kmigrate.run.report.metrics), on the real stack,
 the mirror's driver in this process: under a live producer the lag series follow the status file
 round by round, each partition's and topic's; once the producer stops and the mirror catches up
 they read 0; the copied-records counter only grows."""
@@ -9,7 +9,7 @@ import urllib.request
 
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.metrics import Exporter
+from kmigrate.run.report.metrics import Exporter
 from kmigrate.run.mirror.spec import MirrorSpec
 
 from tests.support.apps import Writer

@@ -5,10 +5,10 @@ otherwise as shipped), and the mirror's driver a process of its own, killed like
 Under a live producer the scraped lag is the status file's of the round Prometheus read; stopping
 the producer brings it to 0; killing the driver fires the heartbeat alert (read from Prometheus's
 alerts API), and a driver started again clears it; every query of the shipped Grafana dashboard
-returns data. `make test-metrics` sums what it recorded in one JSON line."""
+returns data (the mirrors' panels; the runs' are answered in the migration and drill DAG tests). `make
+test-metrics` sums what it recorded in one JSON line."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -25,6 +25,7 @@ from kmigrate.run.mirror import status as mirror_status
 from tests.support import results
 from tests.support.apps import Writer
 from tests.support.kafka import create_topic
+from tests.support.monitoring import dashboard_queries, value
 from tests.support.mirror import wait_caught_up, wait_for_round
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
@@ -56,11 +57,6 @@ def start_driver(stack, state: Path, run: str, pattern: str, log: Path) -> subpr
         return subprocess.Popen([sys.executable, "-m", "tests.support.mirror_driver", str(state), run,
                                  stack.source.bootstrap_servers, stack.target.bootstrap_servers, pattern],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=PROJECT_DIR, start_new_session=True)
-
-
-def value(url: str, expr: str) -> float | None:
-    found = local_prometheus.query(url, expr)
-    return float(found[0]["value"][1]) if found else None
 
 
 def firing(url: str, name: str, run: str) -> bool:
@@ -118,8 +114,7 @@ def test_a_real_prometheus_scrapes_the_mirror_tracks_its_lag_and_alerts_on_a_dea
             a["labels"].get("alertname") == "KmigrateMirrorHeartbeatStale" and a["labels"].get("run") == run
             for a in local_prometheus.alerts(url)), "the heartbeat alert resolved by a driver started again", 60))
 
-        dashboard = json.loads((PROJECT_DIR / "monitoring" / "grafana-dashboard.json").read_text())
-        queries = [t["expr"].replace("$run", run) for p in dashboard["panels"] for t in p["targets"]]
+        queries = dashboard_queries("run", run)  # the mirrors' panels (the runs' are answered in the DAG tests)
         wait_until(lambda: value(url, f"rate(kmigrate_mirror_offsets_mirrored_total{{{r}}}[1m])") is not None,
                    "a minute's rate to have two samples", 30)
         answered = [q for q in queries if local_prometheus.query(url, q)]

@@ -1,6 +1,6 @@
 """The alert rules shipped for the mirrors (monitoring/alerts.yml) checked and unit-tested by Prometheus's
 own promtool (monitoring/alerts_test.yml: each alert fires when it should and not before), and every
-metric they name one the exporter serves (kmigrate.run.mirror.metrics). promtool comes with
+metric they name one the exporter serves (kmigrate.run.report.metrics). promtool comes with
 `make install` (Debian's package, unpacked into .cache/)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from kmigrate.run.mirror.metrics import families
+from kmigrate.run.report.metrics import families, run_families
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 MONITORING = PROJECT_DIR / "monitoring"
@@ -36,6 +36,6 @@ def test_the_alert_rules_are_valid_and_their_tests_pass():
 
 
 def test_every_metric_the_rules_name_is_served():
-    served = {f.name for f in families([])}
+    served = {f.name for f in [*families([]), *run_families([])]}
     named = set(re.findall(r"\bkmigrate_[a-z_]+", (MONITORING / "alerts.yml").read_text()))
     assert named and named <= served, sorted(named - served)

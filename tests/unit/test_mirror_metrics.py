@@ -1,4 +1,4 @@
-"""The mirrors' metrics in Prometheus's text format (kmigrate.run.mirror.metrics), from mirror statuses:
+"""The mirrors' metrics in Prometheus's text format (kmigrate.run.report.metrics), from mirror statuses:
 the names, labels and values a Prometheus server scrapes, lag by topic always and by partition only
 for small mirrors, label values escaped, and the exporter's HTTP answer over a state location."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
-from kmigrate.run.mirror.metrics import Exporter, families, render
+from kmigrate.run.report.metrics import Exporter, families, render
 
 
 def _status(partitions=None, **more):
@@ -59,7 +59,7 @@ def test_the_exporter_serves_every_mirror_of_a_state_location_and_nothing_else(t
     b = Manifest(str(tmp_path), "dr-b")
     mirror_status.write(b, _status(stopped=True), stopped=True)
     b.replace(VERIFIED, {"rows": [{"topic": "orders", "partition": 0, "records": 5, "equal": True}]})
-    Manifest(str(tmp_path), "a-migration").replace("snapshot", {"topics": {}})  # no mirror: not exposed
+    Manifest(str(tmp_path), "a-migration").replace("snapshot", {"topics": {}})  # no mirror: a run's series only
     exporter = Exporter(str(tmp_path), port=0).start()
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=10) as resp:
@@ -71,4 +71,5 @@ def test_the_exporter_serves_every_mirror_of_a_state_location_and_nothing_else(t
         exporter.stop()
     assert s['kmigrate_mirror_stopped{run="dr-a"}'] == 0 and s['kmigrate_mirror_stopped{run="dr-b"}'] == 1
     assert s['kmigrate_mirror_verified_records{run="dr-b",topic="orders"}'] == 5
-    assert not any('run="a-migration"' in k for k in s)
+    assert not any('run="a-migration"' in k for k in s if k.startswith("kmigrate_mirror_"))
+    assert s['kmigrate_run_finished{run="a-migration"}'] == 0

@@ -94,10 +94,14 @@ def copied_ends(manifest: Manifest, latest: Latest | None = None) -> dict[tuple[
     return {key: row["target_end"] for key, row in rows.items() if row["mode"] != TRANSLATE}
 
 
-def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[[], str]:
+def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit],
+                  manifest: Manifest | None = None) -> Callable[[], str]:
     """A status line for the copy job's driver: how many partitions the target holds up to their
     snapshot end, and how many offsets are still to go (read from the target, so it counts every
-    task, retried ones too)."""
+    task, retried ones too). With `manifest`, each reading also replaces its part copy-progress
+    (what the run's metrics serve), with the offsets a second since the first reading."""
+    first: list[tuple[float, int]] = []
+
     def line() -> str:
         try:
             with ClusterAdmin(target, timeout_s=5) as admin:
@@ -105,6 +109,14 @@ def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit]) -> Callable[
         except KmigrateError as exc:
             return f"the target's end offsets are not available ({exc})"
         to_go = [max(0, u.end_offset - ends[(u.topic, u.partition)]) for u in units]
+        now = time.time()
+        first[:] = first or [(now, sum(to_go))]
+        if manifest is not None:
+            began, at_first = first[0]
+            manifest.replace(Part.COPY_PROGRESS, {
+                "at": now, "began": began, "partitions": len(units),
+                "partitions_to_go": sum(1 for n in to_go if n), "offsets_to_go": sum(to_go),
+                "offsets_per_s": round((at_first - sum(to_go)) / (now - began), 1) if now > began else 0.0})
         return (f"{sum(1 for n in to_go if n == 0)}/{len(units)} partitions at their snapshot end on the target, "
                 f"{sum(to_go):,} offsets to go")
     return line

@@ -1,7 +1,9 @@
-"""The mirrors of a state location in Prometheus's text exposition format (docs/DESIGN.md §12, metrics
-and alerts), served over HTTP for a Prometheus server to scrape:
+"""The runs of a state location in Prometheus's text exposition format (docs/DESIGN.md §12, metrics
+and alerts), served over HTTP for a Prometheus server to scrape: the mirrors while they run, and the
+migrations, drills and failovers (`kmigrate_run_*`: phase, copy to go, steps, verification, RPO and
+RTO) from their first step until a day (`run_retention_s`) after their last:
 
-    python -m kmigrate.run.mirror.metrics --state-location /srv/kmigrate-state --port 9468
+    python -m kmigrate.run.report.metrics --state-location /srv/kmigrate-state --port 9468
 
 The metrics are read from the run manifests (each mirror's status part, replaced every status round;
 its moves' records), not from the mirror's driver: the driver runs wherever its Spark job's client
@@ -23,13 +25,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
+from kmigrate.run.report import progress
 
 log = logging.getLogger(__name__)
 
 PER_PARTITION_MAX = 100  # a mirror of more partitions than this is exposed by topic only
+RUN_RETENTION_S = 86_400.0  # a run is served until this long after its last progress
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PORT = 9468
 
@@ -123,6 +128,51 @@ def families(runs: Iterable[tuple[str, Mapping[str, Any], Sequence[Mapping[str, 
     return list(f.values())
 
 
+def run_families(runs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Family]:
+    """The families of each (run, its progress: kmigrate.run.report.progress.of_run)."""
+    f = {name: Family(name, kind, text) for name, kind, text in [
+        ("kmigrate_run_finished", "gauge", "1 once the run wrote its report"),
+        ("kmigrate_run_progress_timestamp_seconds", "gauge",
+         "When the run last recorded a step, an event or its copy's progress (epoch seconds)"),
+        ("kmigrate_run_phase", "gauge", "1 for the step the run recorded last"),
+        ("kmigrate_run_cutover_timestamp_seconds", "gauge", "When the run's window is scheduled (its cutover_at)"),
+        ("kmigrate_run_step_seconds", "gauge", "How long each step took, its newest run"),
+        ("kmigrate_run_downtime_seconds", "gauge", "From the connectors stopped on the source to resumed on the target"),
+        ("kmigrate_run_copy_partitions", "gauge", "Partitions of the copy running or last run"),
+        ("kmigrate_run_copy_partitions_to_go", "gauge", "Of those, the partitions the target does not hold to their end"),
+        ("kmigrate_run_copy_offsets_to_go", "gauge", "Offsets the target still lacks of the copy's ends"),
+        ("kmigrate_run_copy_offsets_per_second", "gauge", "The copy's pace since it began, in offsets a second"),
+        ("kmigrate_run_verified_partitions", "gauge", "Partitions the run's last verification compared"),
+        ("kmigrate_run_unequal_partitions", "gauge", "Partitions the run's last verification found different"),
+        ("kmigrate_run_rpo_records", "gauge", "A drill's or failover's recovery point: records the target lacked"),
+        ("kmigrate_run_rpo_seconds", "gauge", "A drill's or failover's recovery point: how old the oldest lacked record was"),
+        ("kmigrate_run_rto_seconds", "gauge", "A drill's or unplanned failover's recovery time: trigger to verified or promoted"),
+    ]}
+    for run, p in runs:
+        r = {"run": run}
+        f["kmigrate_run_finished"].add(r, 1 if p["finished"] else 0)
+        if p["progress_at"] is not None:
+            f["kmigrate_run_progress_timestamp_seconds"].add(r, p["progress_at"])
+        if p["phase"]:
+            f["kmigrate_run_phase"].add({**r, "phase": p["phase"]}, 1)
+        if p["cutover_at"] is not None:
+            f["kmigrate_run_cutover_timestamp_seconds"].add(r, p["cutover_at"])
+        for step, seconds in sorted(p["steps"].items()):
+            f["kmigrate_run_step_seconds"].add({**r, "step": step}, seconds)
+        if p["downtime_s"] is not None:
+            f["kmigrate_run_downtime_seconds"].add(r, p["downtime_s"])
+        for name, key in (("partitions", "partitions"), ("partitions_to_go", "partitions_to_go"),
+                          ("offsets_to_go", "offsets_to_go"), ("offsets_per_second", "offsets_per_s")):
+            if p["copy"]:
+                f[f"kmigrate_run_copy_{name}"].add(r, p["copy"][key])
+        if p["verification"]:
+            f["kmigrate_run_verified_partitions"].add(r, p["verification"]["partitions"])
+            f["kmigrate_run_unequal_partitions"].add(r, p["verification"]["unequal"])
+        for name, value in (p["recovery"] or {}).items():
+            f[f"kmigrate_run_{name}"].add(r, value)
+    return list(f.values())
+
+
 def render(fams: Iterable[Family]) -> str:
     return "\n".join(fam.render() for fam in fams) + "\n"
 
@@ -146,11 +196,39 @@ def read_runs(state_location: str) -> list[tuple[str, dict[str, Any], list[dict[
     return out
 
 
+def read_progress(state_location: str, known: dict[str, dict[str, Any]], now: float | None = None,
+                  retention_s: float = RUN_RETENTION_S) -> list[tuple[str, dict[str, Any]]]:
+    """(run, progress) of every run at `state_location` that progressed within `retention_s`. A
+    finished run's progress is kept in `known` and not read again (its manifest no longer changes);
+    a run that cannot be read is left out and logged (one half-written part does not hide the rest)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(state_location)
+    if not fs.exists(root):
+        return []
+    now = time.time() if now is None else now
+    out = []
+    for entry in sorted(fs.ls(root, detail=False)):
+        run = entry.rstrip("/").rsplit("/", 1)[-1]
+        p = known.get(run)
+        if p is None:
+            try:
+                p = progress.of_run(Manifest(state_location, run))
+            except (KmigrateError, ValueError) as exc:  # not a run's folder, or a part not whole
+                log.warning("run %s at %s is left out of the metrics: %s", run, state_location, exc)
+                continue
+            if p is not None and p["finished"]:
+                known[run] = p
+        if p is not None and (p["progress_at"] is None or p["progress_at"] >= now - retention_s):
+            out.append((run, p))
+    return out
+
+
 class Exporter:
     """An HTTP server answering GET /metrics with the mirrors of `state_location`, read at each scrape."""
 
     def __init__(self, state_location: str, port: int = PORT, host: str = "127.0.0.1",
-                 per_partition_max: int = PER_PARTITION_MAX) -> None:
+                 per_partition_max: int = PER_PARTITION_MAX, run_retention_s: float = RUN_RETENTION_S) -> None:
         exporter = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -174,13 +252,16 @@ class Exporter:
                 pass
 
         self.state_location, self.per_partition_max = state_location, per_partition_max
+        self.run_retention_s = run_retention_s
+        self.finished_runs: dict[str, dict[str, Any]] = {}  # read once: a finished run no longer changes
         self.server = http.server.ThreadingHTTPServer((host, port), Handler)
         self.port = self.server.server_address[1]
         self.thread: threading.Thread | None = None
 
     def scrape(self) -> str:
         started = time.monotonic()
-        fams = families(read_runs(self.state_location), self.per_partition_max)
+        fams = [*families(read_runs(self.state_location), self.per_partition_max),
+                *run_families(read_progress(self.state_location, self.finished_runs, retention_s=self.run_retention_s))]
         scrape = Family("kmigrate_exporter_scrape_seconds", "gauge", "How long reading the run manifests took")
         scrape.add({}, round(time.monotonic() - started, 6))
         return render([*fams, scrape])
@@ -212,15 +293,17 @@ def _number(value: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m kmigrate.run.mirror.metrics", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m kmigrate.run.report.metrics", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-location", required=True, help="where the runs' manifests are")
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: this host only)")
     parser.add_argument("--per-partition-max", type=int, default=PER_PARTITION_MAX)
+    parser.add_argument("--run-retention-h", type=float, default=RUN_RETENTION_S / 3600,
+                        help="serve a run until this many hours after its last progress (default: %(default)g)")
     args = parser.parse_args(argv)
-    exporter = Exporter(args.state_location, args.port, args.host, args.per_partition_max)
-    print(f"serving http://{args.host}:{exporter.port}/metrics for the mirrors of {args.state_location}", flush=True)
+    exporter = Exporter(args.state_location, args.port, args.host, args.per_partition_max, args.run_retention_h * 3600)
+    print(f"serving http://{args.host}:{exporter.port}/metrics for the runs of {args.state_location}", flush=True)
     exporter.server.serve_forever()
 
 
