@@ -19,6 +19,11 @@ records a group would read twice on the DR cluster from the offsets MM2 synced. 
 an unplanned failover of a second mirror (bench/dr_unplanned.py): the source broker killed under the
 load, the DR cluster promoted through the scheduler, the broker started again.
 
+What watching the mirror costs: over the load, a Prometheus scraping the exporter of the
+benchmark's state location (every --scrape-s) runs in turns of --metrics-switch-s with both stopped
+(bench/metrics_ab.py); `metrics_on_p99_s` and `metrics_off_p99_s` are the mirror's p99 over the
+records acknowledged in each kind of window, `metrics_p99_ratio` the first over the second.
+
 The collection pauses of the source broker, the DR broker and MM2's worker over the load are read from
 their gc.log (`gc_paused_s`): both mirrors wait on the brokers', the tail of both lags with them.
 
@@ -54,6 +59,7 @@ import local_airflow as local  # noqa: E402
 from common import PROJECT_DIR, SOURCE, TARGET, delete_groups, delete_topics, gc_pauses, poll  # noqa: E402
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from dr_unplanned import unplanned_failover  # noqa: E402
+from metrics_ab import MetricsInTurns  # noqa: E402
 from mm2 import TARGET_CONNECT_URL, mm2_configs  # noqa: E402
 
 STATE = PROJECT_DIR / ".stack" / "bench-dr" / "state"
@@ -72,6 +78,8 @@ def main() -> int:
     parser.add_argument("--rate-mb", type=float, default=5.0)
     parser.add_argument("--value-bytes", type=int, default=1024)
     parser.add_argument("--airflow-url", default=f"http://127.0.0.1:{local.UI_PORT}")
+    parser.add_argument("--scrape-s", type=float, default=5.0, help="Prometheus's scrape interval when on")
+    parser.add_argument("--metrics-switch-s", type=float, default=30.0, help="each window of metrics on or off")
     args = parser.parse_args()
     prefix = f"drb{uuid.uuid4().hex[:6]}"
     load = Load(prefix, args.rate_mb, args.value_bytes)
@@ -93,13 +101,17 @@ def main() -> int:
         watcher.start()
         began = time.time()
         load.start()
-        say(f"load: {args.rate_mb} MB/s of {args.value_bytes} B values for {args.minutes} min, two groups consuming")
-        while time.time() - began < args.minutes * 60:
-            time.sleep(10)
-            status = mirror_status.read(manifest) or {}
-            say(f"  {time.time() - began:5.0f}s: {load.written:,} plain records written; mirror status "
-                f"{status.get('round')} (term {status.get('term')}), {status.get('behind_records')} offsets behind, "
-                f"the oldest missing record decided at most {status.get('behind_s_max')}s ago")
+        say(f"load: {args.rate_mb} MB/s of {args.value_bytes} B values for {args.minutes} min, two groups consuming; "
+            f"metrics off and on in turns of {args.metrics_switch_s:g} s (Prometheus scraping every "
+            f"{args.scrape_s:g} s when on)")
+        with MetricsInTurns(STATE.parent / "prometheus", str(STATE), prefix, port=17290, exporter_port=17668,
+                            scrape_s=args.scrape_s, switch_s=args.metrics_switch_s) as turns:
+            while time.time() - began < args.minutes * 60:
+                time.sleep(10)
+                status = mirror_status.read(manifest) or {}
+                say(f"  {time.time() - began:5.0f}s: {load.written:,} plain records written; mirror status "
+                    f"{status.get('round')} (term {status.get('term')}), {status.get('behind_records')} offsets "
+                    f"behind, the oldest missing record decided at most {status.get('behind_s_max')}s ago")
         load.stop()
         seconds = time.time() - began
         paused = {name: gc_pauses(PROJECT_DIR / ".stack" / service, began, began + seconds)
@@ -121,6 +133,18 @@ def main() -> int:
         settled = {name: percentile(latencies(load.acked, watcher.samples, name, began + SETTLED_S), 0.99)
                    for name in ("ours", "mm2")}
         say(f"past the first {SETTLED_S} s: ours p99 {settled['ours']} s; MM2 p99 {settled['mm2']} s")
+        by_window = turns.split(load.acked)
+        metered = {on: latencies(by_window[on], watcher.samples, "ours") for on in (True, False)}
+        metrics = {"metrics_on_p50_s": percentile(metered[True], 0.5), "metrics_on_p99_s": percentile(metered[True], 0.99),
+                   "metrics_off_p50_s": percentile(metered[False], 0.5),
+                   "metrics_off_p99_s": percentile(metered[False], 0.99),
+                   "metrics_samples": {"on": len(metered[True]), "off": len(metered[False])},
+                   "metrics_rounds_scraped": len(turns.scraped_rounds)}
+        off_p99 = metrics["metrics_off_p99_s"]
+        metrics["metrics_p99_ratio"] = round(metrics["metrics_on_p99_s"] / off_p99, 3) if off_p99 else None
+        say(f"metrics on: p50 {metrics['metrics_on_p50_s']} s p99 {metrics['metrics_on_p99_s']} s; off: p50 "
+            f"{metrics['metrics_off_p50_s']} s p99 {off_p99} s ({len(metered[True])} and "
+            f"{len(metered[False])} samples; {len(turns.scraped_rounds)} status rounds read back from Prometheus)")
         mm2_dups = mm2_switchover_duplicates(load)
         for name in configs:  # MM2 is measured: it would mirror the failback's writes to the original too
             connect.delete(name)
@@ -152,7 +176,7 @@ def main() -> int:
                "unplanned_behind_records": unplanned.get("behind_records"), "unplanned_run": unplanned.get("run"),
                "failover_run": failed_over, "mirror_run": mirror_state, "failback_runs": back.get("runs"),
                "gc_paused_s": {name: p and p["paused_s"] for name, p in paused.items()},
-               "report": summary.get("report")}
+               **metrics, "report": summary.get("report")}
         print(json.dumps(out))
         return 0 if (failed_over == "success" and lost == 0 and summary.get("groups_exact") == len(load.groups)
                      and unplanned.get("run") == "success") else 1
