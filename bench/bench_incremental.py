@@ -25,8 +25,9 @@ the DR cluster, the consumers read to its ends) `records_skipped` are the record
 cluster (read_committed) that it never read, `records_repeated` those it read twice; for the
 pipeline, the input file's lines missing from the two sink files, and those in them twice. Every partition
 is compared with the source record by record up to where its topic was promoted (content digests).
-Then a record is written on the source to a promoted topic on purpose: `split_brain_detected` when
-the mirror's status names it.
+Right after the first producer's move, a record is written on the source to its promoted topic on
+purpose: `split_brain_detected` when the mirror's status names it. The last move ends the mirror
+and releases its claims: `mirror_ended_by_last_move`, `claims_released`.
 
 The big-bang window for comparison (`--no-big-bang` skips it): the same workload under new names,
 mirrored, then every application stopped at once and moved by one planned failover
@@ -49,6 +50,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kmigrate.claims import claim_log
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.records import partition_digest
@@ -502,9 +504,18 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
         for app in consumers:
             moves.append(move_consumer(args, manifest, app))
             time.sleep(args.load_s)  # the others' running time between two moves
+        named = None
         for app in producers:
             moves.append(move_producer(args, manifest, app))
+            if named is None and isinstance(app, App):  # while the others still run on the source
+                named = split_brain(manifest, app)
+                say(f"split brain named: {named}")
             time.sleep(args.load_s)
+        # the last move ended the mirror and released its claims on the DR cluster
+        ended = (mirror_status.read(manifest) or {}).get("stopped", False)
+        claimed = any(r["run"] == manifest.run_id for r in claim_log(TARGET).current().runs.values())
+        say(f"after the last move: the mirror {'stopped' if ended else 'still runs'}, its claims "
+            f"{'still held' if claimed else 'released'}")
         seconds = time.monotonic() - began
         written = sum(a.written for a in apps if isinstance(a, App))
         plain = [a for a in apps if isinstance(a, App)]
@@ -526,8 +537,6 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
             app.stop_consumer()
         accounts = {a.name: account(a) for a in apps}
         equal = sum(equal_up_to_promotion(manifest, a) for a in apps)
-        named = split_brain(manifest, apps[0])
-        say(f"split brain named: {named}")
         windows = {kind: [m["window_s"] for m in moves if m["what"] == kind] for kind in ("consumer", "producer")}
         out = {"apps_moved": len(apps), "partitions": sum(a.partitions for a in apps),
                "mb_per_s": round(written * (args.value_bytes + 20) / seconds / 1e6, 2),
@@ -538,9 +547,10 @@ def incremental(args: argparse.Namespace) -> tuple[dict, bool]:
                   for kind, w in windows.items()},
                "others_paused_s": 0, "others_longest_gap_s": others_longest_gap(apps, moves),
                "partitions_equal": equal, "split_brain_detected": bool(named), "split_brain": named,
+               "mirror_ended_by_last_move": ended, "claims_released": not claimed,
                "move_runs": [m["run"] for m in moves], "quiet_s": args.quiet_s, "seed": args.seed}
         ok = (out["records_skipped"] == 0 and out["records_repeated"] == 0 and equal == out["partitions"]
-              and all(m["run"] == "success" for m in moves) and bool(named))
+              and all(m["run"] == "success" for m in moves) and bool(named) and ended and not claimed)
         return out, ok
     finally:
         cleanup(apps)

@@ -2,7 +2,8 @@
 onto the DR cluster of a running mirror (kmigrate.run.mirror.moves), one after another, or its topics
 promoted there (kmigrate.run.mirror.producer_moves); the rest of the workload keeps running on the
 source. A retry moves again what is not moved yet (a group moved already is read back and left, a
-topic promoted already is left)."""
+topic promoted already is left). The move that leaves nothing on the source ends the mirror and
+releases its claims (kmigrate.run.mirror.completion)."""
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.errors import ConfigError
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.board import write_board
+from kmigrate.run.mirror.completion import end_if_complete
 from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks
 from kmigrate.run.mirror.moves import move_group, move_group_back
 from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
@@ -47,7 +49,7 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
                                sinks, mirrored=lambda: mirrored_topics(mirror_status.read(run.manifest) or {}),
                                target_bootstrap=run.target.bootstrap_servers,
                                overrides=run.request.connector_overrides, wait_s=run.request.move_wait_s)
-    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
+    _board_and_end(run)
     return rows
 
 
@@ -64,5 +66,12 @@ def move_producers(params: dict[str, Any] | None = None, run_id: str | None = No
                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s,
                              connectors=sources, connect=connect, overrides=run.request.connector_overrides,
                              say=log.info)
-    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
+    _board_and_end(run)
     return row
+
+
+def _board_and_end(run: RunFrame) -> None:
+    """The board written; the mirror ended and its claims released when nothing is left on the source."""
+    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
+    if end_if_complete(run.manifest, run.target, wait_s=run.request.move_wait_s, say=log.info)["complete"]:
+        write_board(run.manifest)

@@ -1,20 +1,24 @@
 """The kafka_move_producers DAG (`dag.test()`, real stack; the mirror's driver in this process, its
 terms copied here): a topic whose producer stopped on the source is promoted on the mirror's DR
-cluster, every record equal, and the mirror copies it no more; a topic the mirror does not hold is
-refused by name, without retry, and nothing is recorded for it."""
+cluster, every record equal, and the mirror copies it no more; the mirror's only topic, its promotion
+leaves nothing on the source: the mirror ends and its claims are released; a topic the mirror does
+not hold is refused by name, without retry, and nothing is recorded for it."""
 from __future__ import annotations
 
 import re
 import uuid
 
+from kmigrate.claims import claim_log
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.completion import WHY
 from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records.moves import promotions
 
 from tests.support.airflow import run_dag, task_states
 from tests.support.kafka import create_topic, produce, records_of
-from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
+from tests.support.mirror import mirrored, wait_caught_up
 
 
 def test_the_producers_move_dag_promotes_a_stopped_topic_and_refuses_one_outside_the_mirror(stack, dagbag, tmp_path):
@@ -32,13 +36,17 @@ def test_the_producers_move_dag_promotes_a_stopped_topic_and_refuses_one_outside
         run = run_dag(dagbag, "kafka_move_producers", run_name=run_name, state_location=str(state),
                       move_topics=[topic], move_quiet_s=0.5, move_wait_s=60)
         assert task_states(run) == {"move_producers": "success"}, task_states(run)
+        # the mirror's one topic promoted, and it syncs no group: the move ended the mirror, released its claims
+        status = mirror_status.read(manifest)
+        assert status["stopped"] and manifest.read(STOP)["why"] == WHY
+        assert not [r for r in claim_log(stack.target).current().runs.values() if r["run"] == run_name]
         refused = run_dag(dagbag, "kafka_move_producers", run_name=run_name, state_location=str(state),
                           move_topics=[outside], move_wait_s=60)
         assert task_states(refused) == {"move_producers": "failed"}, task_states(refused)
-        status = wait_for_round(manifest, mirror_status.read(manifest)["round"] + 1, timeout_s=60)
     assert [r["topic"] for r in status["promoted"]] == [topic] and not status["partitions"]
     assert promotions(manifest)[topic]["ends"] == {"0": 50, "1": 50} and outside not in promotions(manifest)
     for partition in (0, 1):
         assert records_of(stack.target, topic, partition) == records_of(stack.source, topic, partition)
     # the move's task left the board of the run's moves next to its parts
-    assert f"| {topic} | 2 | promoted |" in (state / run_name / "board.md").read_text()
+    board = (state / run_name / "board.md").read_text()
+    assert f"| {topic} | 2 | promoted |" in board and "Nothing left on the source" in board and "(stopped)" in board

@@ -9,8 +9,10 @@ from __future__ import annotations
 import collections
 import os
 import random
+import re
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,9 +23,15 @@ from confluent_kafka.admin import AdminClient
 from kmigrate import claims
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range
+from kmigrate.manifest import Manifest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.completion import WHY
+from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.term import STOP
 
 from tests.support.airflow import run_dag, task_states
-from tests.support.kafka import create_topic
+from tests.support.kafka import create_topic, records_of
+from tests.support.mirror import mirrored, wait_caught_up
 from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
 
@@ -60,12 +68,12 @@ class WordCount:
     """WordCountDemo in its own JVM, exactly once, against one cluster; stopped with SIGTERM (its
     shutdown hook closes Kafka Streams, which does not leave the group)."""
 
-    def __init__(self, examples, cluster, app_id: str, workdir: Path) -> None:
+    def __init__(self, examples, cluster, app_id: str, workdir: Path, extra: str = "") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         props = workdir / "streams.properties"
         props.write_text(f"application.id={app_id}\nbootstrap.servers={cluster.bootstrap_servers}\n"
                          f"processing.guarantee=exactly_once_v2\nstate.dir={workdir / 'state'}\n"
-                         "replication.factor=1\n")
+                         "replication.factor=1\n" + extra)
         self.log = workdir / "wordcount.log"
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(examples.command(examples.WORDCOUNT, str(props)), stdout=out,
@@ -157,3 +165,106 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
         drop_topics(cluster, ours)
     assert os.path.exists(on_source.log)
+
+
+class LineWriter(threading.Thread):
+    """Lines of words written to the input topic on `cluster` until stopped, each word counted once
+    its line is acknowledged: the input's producer, which keeps running while the app moves."""
+
+    def __init__(self, cluster, rng: random.Random, counts: collections.Counter, per_s: float = 50.0) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.rng, self.counts, self.per_s = cluster, rng, counts, per_s
+        self.stopping, self.failures = threading.Event(), []
+
+    def run(self) -> None:
+        producer = Producer(self.cluster.producer(**{"enable.idempotence": True, "linger.ms": 5}))
+
+        def acked(err, msg) -> None:  # noqa: ANN001
+            if err is not None:
+                self.failures.append(err)
+            else:
+                self.counts.update(msg.value().decode().split())
+
+        while not self.stopping.wait(1 / self.per_s):
+            line = " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(3, 8)))
+            producer.produce(INPUT, value=line.encode(), on_delivery=acked)
+            producer.poll(0)
+        assert producer.flush(30) == 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(60)
+        assert not self.failures, self.failures
+
+
+def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactly(stack, dagbag, tmp_path, examples):
+    """WordCountDemo moved as one application onto the DR cluster of a running mirror while its input's
+    producer keeps writing on the source: stopped there, its output and internal topics (changelog,
+    repartition) promoted by kafka_move_producers, its group moved by kafka_move_consumers, then started
+    on the DR cluster with an empty state directory: it reads the input the mirror goes on copying, at
+    its group's offsets, and restores its counts from the promoted changelog. Then the input's producer
+    moves too, the last move: the mirror ends and its claims on the DR cluster are released. Every
+    count, on either cluster, is what one uninterrupted run gives."""
+    app = f"wordcount-{uuid.uuid4().hex[:6]}"
+    ours = lambda t: t in (INPUT, OUTPUT) or t.startswith("wordcount-")  # noqa: E731
+    for cluster in (stack.source, stack.target):
+        drop_topics(cluster, ours)
+    held = claims.claim_log(stack.target).current()
+    for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
+        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
+    create_topic(stack.source, INPUT, 2)
+    create_topic(stack.source, OUTPUT, 2)
+    state, rng, counts = tmp_path / "state", random.Random(11), collections.Counter()
+    manifest = Manifest(str(state), app)
+    spec = MirrorSpec(f"{INPUT}|{OUTPUT}|{re.escape(app)}-.*", groups=re.escape(app), interval_s=0.5, refresh_s=2.0,
+                      term_s=60.0)
+    writer = LineWriter(stack.source, rng, counts)
+    # a member that goes without leaving its group (Kafka Streams on close) is gone after 10 s, not 45
+    quick = "session.timeout.ms=10000\n"
+    apps = [WordCount(examples, stack.source, app, tmp_path / "source-app", quick)]
+    try:
+        with mirrored(stack, manifest, spec):
+            writer.start()
+            wait_until(lambda: sum(counts.values()) > 500 and consumed_all(stack.source, app),
+                       "WordCountDemo on the source to process the first lines", 180)
+            with ClusterAdmin(stack.source) as admin:
+                internal = sorted(t for t in admin.list_topics() if t.startswith(f"{app}-"))
+                partitions = admin.partition_counts([INPUT, OUTPUT, *internal])
+            assert len(internal) == 2, internal  # its changelog and its repartition topic
+            wait_caught_up(manifest, stack.source, partitions, timeout_s=120)  # the mirror copies them all
+
+            apps[0].stop()  # the application stops on the source; its input's producer goes on there
+            moved = run_dag(dagbag, "kafka_move_producers", run_name=app, state_location=str(state),
+                            move_topics=[OUTPUT, *internal], move_quiet_s=1.0, move_wait_s=120)
+            assert task_states(moved) == {"move_producers": "success"}, task_states(moved)
+            moved = run_dag(dagbag, "kafka_move_consumers", run_name=app, state_location=str(state),
+                            move_groups=[app], move_wait_s=120)
+            assert task_states(moved) == {"move_consumers": "success"}, task_states(moved)
+            assert not mirror_status.read(manifest)["stopped"]  # its input is still on the source
+            apps.append(WordCount(examples, stack.target, app, tmp_path / "target-app", quick))  # empty state
+
+            wait_until(lambda: sum(counts.values()) > 2 * 500, "more lines written on the source", 60)
+            writer.stop()  # the input's producer moves: it stops on the source...
+            last = run_dag(dagbag, "kafka_move_producers", run_name=app, state_location=str(state),
+                           move_topics=[INPUT], move_quiet_s=1.0, move_wait_s=120)
+            assert task_states(last) == {"move_producers": "success"}, task_states(last)
+            # ...the last move: nothing of the run is left on the source, the mirror ended, its claims released
+            assert mirror_status.read(manifest)["stopped"] and manifest.read(STOP)["why"] == WHY
+            assert not [r for r in claims.claim_log(stack.target).current().runs.values() if r["run"] == app]
+        produce_lines(stack.target, rng, 100, counts)  # ...and starts on the DR cluster
+        wait_until(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
+                   "WordCountDemo on the DR cluster to count every line", 180)
+    finally:
+        writer.stopping.set()
+        for process in apps:
+            process.stop()
+    output = counts_output(stack.target)
+    assert set(output) == set(counts)
+    wrong = {w: (seen[:3], seen[-3:], counts[w]) for w, seen in output.items() if seen != list(range(1, counts[w] + 1))}
+    assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
+    for topic in (INPUT, OUTPUT, *internal):  # what the source holds, the DR cluster holds at the same offsets
+        for partition in range(partitions[topic]):
+            on_source = records_of(stack.source, topic, partition)
+            assert records_of(stack.target, topic, partition)[:len(on_source)] == on_source, (topic, partition)
+    for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
+        drop_topics(cluster, ours)

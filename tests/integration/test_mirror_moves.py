@@ -11,7 +11,7 @@ import threading
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kmigrate.errors import ConfigError, GroupActive
+from kmigrate.errors import ClusterUnavailable, ConfigError, GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.cutover.snapshot import snapshot_groups
@@ -157,3 +157,53 @@ def _commit(cluster, group: str, topic: str, offset: int) -> None:  # noqa: ANN0
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
     finally:
         consumer.close()
+
+
+GROUP_STEPS = ["_check_inside", "wait_for", "_wait_no_members", "wait_held", "_check_written"]
+
+
+def test_a_group_move_failing_at_each_step_in_turn_ends_moved_and_its_consumer_reads_every_record_once(
+        stack, unique_name, tmp_path, monkeypatch):
+    """Each attempt fails at the next step (the last one after the offsets were written on the DR
+    cluster, before the move was recorded); the attempt after goes on from where it stood, and the
+    consumer started on the DR cluster reads on from exactly where it stopped on the source."""
+    topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    create_topic(stack.source, topic, PARTITIONS)
+    manifest = Manifest(str(tmp_path / "state"), "moves-retried")
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0)
+    writer = Writer(stack.source, topic, PARTITIONS)
+    with mirrored(stack, manifest, spec):
+        wait_for_round(manifest, 1, timeout_s=120)
+        writer.start()
+        on_source: dict = {}
+        read_as(stack.source, group, topic, on_source, lambda: sum(map(len, on_source.values())) >= 300)
+        failed = []
+        for step in GROUP_STEPS:
+            real = getattr(moves, step)
+
+            def failing(*args, _step=step, **kwargs):  # noqa: ANN002, ANN003
+                failed.append(_step)
+                raise ClusterUnavailable(f"injected before {_step}")
+
+            monkeypatch.setattr(moves, step, failing)
+            with pytest.raises(ClusterUnavailable, match=f"injected before {step}"):
+                moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+            monkeypatch.setattr(moves, step, real)
+            state = (manifest.read(part(group)) or {}).get("state")
+            assert state == (None if step == "_check_inside" else "moving"), (step, state)
+        row = moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+        assert not row["moved_before"] and failed == GROUP_STEPS, (row, failed)
+        assert moved_groups(manifest)[group]["state"] == "moved"
+        writer.stop()
+        wait_caught_up(manifest, stack.source, {topic: PARTITIONS}, timeout_s=120)
+        on_dr: dict = {}
+        with ClusterAdmin(stack.target) as admin:
+            ends = admin.end_offsets([(topic, p) for p in range(PARTITIONS)])
+        read_as(stack.target, group, topic, on_dr, lambda: all(
+            max([o for o, _ in on_source.get(p, []) + on_dr.get(p, [])], default=-1) + 1 >= ends[(topic, p)]
+            for p in range(PARTITIONS)), **{"auto.offset.reset": "error"})
+    for p in range(PARTITIONS):
+        offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
+        source = records_of(stack.source, topic, p)
+        assert offsets == list(range(len(source))), f"partition {p}: read {len(offsets)} of {len(source)}"
+        assert [v for _, v in on_source.get(p, [])] + [v for _, v in on_dr.get(p, [])] == [r[2] for r in source]

@@ -3,10 +3,12 @@ manifest's mirror status and move records: each topic mirrored, promoting or pro
 window and any split brain), each group synced, moved or moved back, each connector moved."""
 from __future__ import annotations
 
+import pytest
 from kmigrate.manifest import Manifest
-from kmigrate.run.mirror import connector_moves
+from kmigrate.run.mirror import completion, connector_moves
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.board import board, render, write_board
+from kmigrate.run.mirror.board import board, left, render, write_board
+from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records import moves
 
 
@@ -63,3 +65,41 @@ def test_the_board_renders_counts_and_a_row_each_and_is_written_next_to_the_part
     assert "| old-app | back |" in text and "| sink | sink | moved | RUNNING |" in text
     path = write_board(manifest)
     assert path.endswith("/board.md") and (tmp_path / "mirror" / "board.md").read_text() == text
+
+
+def test_what_is_left_on_the_source_is_named_and_a_moved_sinks_group_counts_as_moved():
+    b = {"topics": [{"topic": "a", "state": "promoted"}, {"topic": "b", "state": "mirrored"}],
+         "groups": [{"group": "g", "state": "moved"}, {"group": "h", "state": "back"},
+                    {"group": "connect-sink", "state": "synced"}, {"group": "connect-other", "state": "synced"}],
+         "connectors": [{"connector": "sink", "type": "sink", "state": "moved"},
+                        {"connector": "src", "type": "source", "state": "moving"}]}
+    assert left(b) == ["topic b (mirrored)", "group h (back)", "group connect-other (synced)", "connector src (moving)"]
+    done = {"topics": [{"topic": "a", "state": "promoted", "partitions": 1, "behind_records": 0}],
+            "groups": [{"group": "g", "state": "moved"}], "connectors": []}
+    assert left(done) == [] and "Nothing left on the source" in render({**done, "run": "r", "round": 1,
+                                                                         "heartbeat": "h", "stopped": True,
+                                                                         "behind_records": 0, "behind_s_max": 0})
+
+
+def test_the_last_move_asks_the_mirror_to_stop_waits_for_it_and_releases_the_claims(tmp_path, monkeypatch):
+    manifest = Manifest(str(tmp_path), "mirror")
+    status = {"round": 3, "heartbeat": "2026-12-07T01:00:00.000+00:00", "partitions": [], "groups": [],
+              "promoted": [{"topic": "payments", "split_brain": []}]}
+    mirror_status.write(manifest, {**status, "partitions": [_partition("clicks", 0, 0)]})
+    manifest.replace(moves.topic_part("payments"), {"topic": "payments", "state": "promoted", "ends": {}, "ended": "e"})
+    released = []
+    monkeypatch.setattr(completion, "release_topics", lambda target, run, deployment: released.append((run, deployment))
+                        or True)
+    said = []
+    assert completion.end_if_complete(manifest, None, say=said.append) == {"complete": False,
+                                                                            "left": ["topic clicks (mirrored)"]}
+    assert not manifest.exists(STOP) and not released and "the mirror goes on" in said[-1]
+
+    mirror_status.write(manifest, status)  # clicks promoted meanwhile, say: nothing left
+    manifest.replace(moves.topic_part("clicks"), {"topic": "clicks", "state": "promoted", "ends": {}, "ended": "e"})
+    with pytest.raises(completion.MirrorNotStopped, match="is its driver running"):
+        completion.end_if_complete(manifest, None, wait_s=0.3, poll_s=0.05)
+    assert manifest.read(STOP)["why"] == completion.WHY and not released  # asked; the claims kept until it stopped
+    mirror_status.write(manifest, status, stopped=True)  # the driver saw the request
+    assert completion.end_if_complete(manifest, None, wait_s=1) == {"complete": True, "left": [], "claims_released": True}
+    assert released == [("mirror", str(tmp_path))]

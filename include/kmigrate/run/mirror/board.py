@@ -52,17 +52,31 @@ def board(manifest: Manifest) -> dict[str, Any]:
             "connectors": [connectors[c] for c in sorted(connectors)]}
 
 
+def left(b: Mapping[str, Any]) -> list[str]:
+    """What still runs on the source, by the board `b`: topics not promoted, groups and connectors
+    not moved (a group moved back, or one the mirror skips, counts: its application is on the source;
+    a moved sink connector's group, `connect-<name>`, moved with it)."""
+    sinks = {f"connect-{c['connector']}" for c in b["connectors"] if c["type"] == "sink" and c["state"] == "moved"}
+    return ([f"topic {t['topic']} ({t['state']})" for t in b["topics"] if t["state"] != "promoted"]
+            + [f"group {g['group']} ({g['state']})" for g in b["groups"] if g["state"] != "moved"
+               and g["group"] not in sinks]
+            + [f"connector {c['connector']} ({c['state']})" for c in b["connectors"] if c["state"] != "moved"])
+
+
 def render(b: Mapping[str, Any]) -> str:
     """The board as Markdown."""
     moved_topics = sum(1 for t in b["topics"] if t["state"] == "promoted")
     moved_groups = sum(1 for g in b["groups"] if g["state"] == "moved")
+    rest = left(b)
     lines = [f"# Moves of run {b['run']}", "",
              f"- Topics promoted on the DR cluster: **{moved_topics} of {len(b['topics'])}**",
              f"- Consumer groups moved: **{moved_groups} of {len(b['groups'])}**",
              f"- Connectors moved: {sum(1 for c in b['connectors'] if c['state'] == 'moved')}",
              f"- The mirror: status {b['round']} at {b['heartbeat']}"
              + (" (stopped)" if b["stopped"] else "")
-             + f", {b['behind_records'] or 0} records behind, the oldest waiting at most {b['behind_s_max'] or 0} s", "",
+             + f", {b['behind_records'] or 0} records behind, the oldest waiting at most {b['behind_s_max'] or 0} s",
+             f"- Still on the source: {len(rest)}" if rest else
+             "- Nothing left on the source: the last move ends the mirror and releases its claims", "",
              "## Topics", "", "| topic | partitions | state | behind (records) | move window (s) | at | split brain |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {t['topic']} | {t['partitions']} | {t['state']} | {t['behind_records']} | {_or(t.get('window_s'))} "
