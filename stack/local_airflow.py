@@ -289,7 +289,7 @@ def up(home: Path = UI_HOME, port: int = UI_PORT, spark_connect: str | None = No
     pids.write_text(json.dumps(started))
     print(f"airflow: the UI is at {server.url} (no login: every visitor is an admin; keep it local)")
     if monitoring is not None:
-        print(f"airflow: Prometheus at {monitoring.url} (alerts: {monitoring.url}/alerts), scraping the mirrors' metrics "
+        print(f"airflow: Prometheus at {monitoring.url} (alerts: {monitoring.url}/alerts), scraping the mirrors' and runs' metrics "
               f"at http://127.0.0.1:{monitoring.exporter_port}/metrics")
     print("airflow: DAGs kafka_migration, kafka_migration_rollback, kafka_dr_drill, kafka_dr_mirror, kafka_dr_failover, kafka_move_consumers, kafka_move_producers; "
           "connections kafka_source, "

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 @task(retries=2)
-def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Each group of `move_groups` moved: waited for on the source, its offsets written on the DR
     cluster exactly; bad input (no mirror under that run name, a group reading topics the mirror
     does not hold, other clusters than the mirror's) fails at once, without retry."""
@@ -49,8 +49,7 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
                                sinks, mirrored=lambda: mirrored_topics(mirror_status.read(run.manifest) or {}),
                                target_bootstrap=run.target.bootstrap_servers,
                                overrides=run.request.connector_overrides, wait_s=run.request.move_wait_s)
-    _board_and_end(run)
-    return rows
+    return {"moved": rows, **_board_and_end(run)}
 
 
 @task(retries=2)
@@ -66,12 +65,16 @@ def move_producers(params: dict[str, Any] | None = None, run_id: str | None = No
                              quiet_s=run.request.move_quiet_s, wait_s=run.request.move_wait_s,
                              connectors=sources, connect=connect, overrides=run.request.connector_overrides,
                              say=log.info)
-    _board_and_end(run)
-    return row
+    return {"moved": row, **_board_and_end(run)}
 
 
-def _board_and_end(run: RunFrame) -> None:
-    """The board written; the mirror ended and its claims released when nothing is left on the source."""
-    log.info("where every topic, group and connector of the run stands: %s", write_board(run.manifest))
-    if end_if_complete(run.manifest, run.target, wait_s=run.request.move_wait_s, say=log.info)["complete"]:
+def _board_and_end(run: RunFrame) -> dict[str, Any]:
+    """The board written; the mirror ended and its claims released when nothing is left on the source.
+    What the task returns besides its moves (its XCom, in the task's XCom tab of the Airflow UI): the
+    board's file, what is left on the source, whether the migration is complete."""
+    path = write_board(run.manifest)
+    log.info("where every topic, group and connector of the run stands: %s", path)
+    ended = end_if_complete(run.manifest, run.target, wait_s=run.request.move_wait_s, say=log.info)
+    if ended["complete"]:
         write_board(run.manifest)
+    return {"board": path, **ended}

@@ -14,7 +14,7 @@ from kmigrate.manifest import Manifest
 from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.records.moves import moved_groups
 
-from tests.support.airflow import run_dag, task_states
+from tests.support.airflow import returned, run_dag, task_states
 from tests.support.kafka import create_topic, produce
 from tests.support.mirror import mirrored, wait_caught_up
 
@@ -64,6 +64,9 @@ def test_the_move_dag_moves_a_stopped_consumer_and_refuses_a_group_outside_the_m
         run = run_dag(dagbag, "kafka_move_consumers", run_name=run_name, state_location=str(state),
                       move_groups=[app], move_wait_s=60)
         assert task_states(run) == {"move_consumers": "success"}, task_states(run)
+        shown = returned(run, "move_consumers")  # the task's XCom in the Airflow UI: its topic is still mirrored
+        assert not shown["complete"] and f"topic {topic} (mirrored)" in shown["left"], shown
+        assert [r["group"] for r in shown["moved"]] == [app]
         refused = run_dag(dagbag, "kafka_move_consumers", run_name=run_name, state_location=str(state),
                           move_groups=[wide], move_wait_s=60)
         assert task_states(refused) == {"move_consumers": "failed"}, task_states(refused)

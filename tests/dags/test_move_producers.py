@@ -16,7 +16,7 @@ from kmigrate.run.mirror.spec import MirrorSpec
 from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records.moves import promotions
 
-from tests.support.airflow import run_dag, task_states
+from tests.support.airflow import returned, run_dag, task_states
 from tests.support.kafka import create_topic, produce, records_of
 from tests.support.mirror import mirrored, wait_caught_up
 
@@ -36,6 +36,8 @@ def test_the_producers_move_dag_promotes_a_stopped_topic_and_refuses_one_outside
         run = run_dag(dagbag, "kafka_move_producers", run_name=run_name, state_location=str(state),
                       move_topics=[topic], move_quiet_s=0.5, move_wait_s=60)
         assert task_states(run) == {"move_producers": "success"}, task_states(run)
+        shown = returned(run, "move_producers")  # the task's XCom in the Airflow UI: where the run stands
+        assert shown["complete"] and shown["left"] == [] and shown["board"].endswith("board.md"), shown
         # the mirror's one topic promoted, and it syncs no group: the move ended the mirror, released its claims
         status = mirror_status.read(manifest)
         assert status["stopped"] and manifest.read(STOP)["why"] == WHY

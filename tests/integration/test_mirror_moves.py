@@ -23,6 +23,7 @@ from kmigrate.run.records.moves import moved_groups, part
 from tests.support.apps import Writer, read_as
 from tests.support.kafka import create_topic, produce, records_of
 from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
+from tests.support.steps import failing_in_turn
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -177,21 +178,13 @@ def test_a_group_move_failing_at_each_step_in_turn_ends_moved_and_its_consumer_r
         writer.start()
         on_source: dict = {}
         read_as(stack.source, group, topic, on_source, lambda: sum(map(len, on_source.values())) >= 300)
-        failed = []
-        for step in GROUP_STEPS:
-            real = getattr(moves, step)
 
-            def failing(*args, _step=step, **kwargs):  # noqa: ANN002, ANN003
-                failed.append(_step)
-                raise ClusterUnavailable(f"injected before {_step}")
-
-            monkeypatch.setattr(moves, step, failing)
-            with pytest.raises(ClusterUnavailable, match=f"injected before {step}"):
-                moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
-            monkeypatch.setattr(moves, step, real)
+        def left_moving(step: str) -> None:  # refused before the record, at the first step; moving after
             state = (manifest.read(part(group)) or {}).get("state")
             assert state == (None if step == "_check_inside" else "moving"), (step, state)
-        row = moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
+
+        row, failed = failing_in_turn(monkeypatch, moves, GROUP_STEPS, ClusterUnavailable, lambda: moves.move_group(
+            manifest, stack.source, stack.target, group, wait_s=60), left_moving)
         assert not row["moved_before"] and failed == GROUP_STEPS, (row, failed)
         assert moved_groups(manifest)[group]["state"] == "moved"
         writer.stop()

@@ -24,6 +24,7 @@ from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, promotions, topic
 from tests.support.apps import Writer, read_as
 from tests.support.kafka import create_topic, produce, records_of
 from tests.support.mirror import mirrored, wait_caught_up, wait_for_round
+from tests.support.steps import failing_in_turn
 from tests.support.waiting import wait_until
 
 PARTITIONS = 3
@@ -161,19 +162,9 @@ def test_a_promotion_failing_at_each_step_in_turn_ends_promoted_with_every_recor
         writer.start()
         wait_until(lambda: writer.sent >= 500, "the producer writing", 60)
         writer.stop()
-        failed = []
-        for step in STEPS:  # each attempt fails at the next step; the one after goes on from where it stood
-            real = getattr(producer_moves, step)
-
-            def failing(*args, _real=real, _step=step, **kwargs):  # noqa: ANN002, ANN003
-                failed.append(_step)
-                raise ClusterUnavailable(f"injected before {_step}")
-
-            monkeypatch.setattr(producer_moves, step, failing)
-            with pytest.raises(ClusterUnavailable, match=f"injected before {step}"):
-                producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)
-            monkeypatch.setattr(producer_moves, step, real)
-        row = producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)
+        # each attempt fails at the next step; the one after goes on from where it stood
+        row, failed = failing_in_turn(monkeypatch, producer_moves, STEPS, ClusterUnavailable, lambda: (
+            producer_moves.promote_topics(manifest, stack.source, stack.target, [topic], quiet_s=0.2, wait_s=60)))
         assert not row["promoted_before"] and failed == STEPS, (row, failed)
         status = wait_for_round(manifest, mirror_status.read(manifest)["round"] + 1, timeout_s=60)
         assert all(p["topic"] != topic for p in status["partitions"])

@@ -44,6 +44,17 @@ def run_dag(dagbag, dag_id: str = "kafka_migration", **conf):
     return local.dag_test(dag, conf)
 
 
+def returned(run, task_id: str):
+    """What a task of a `dag.test()` run returned: its return_value XCom, as the Airflow UI's XCom tab shows it."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=run.run_id, key="return_value", task_ids=task_id,
+                                                 dag_ids=run.dag_id)).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
 def task_states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
