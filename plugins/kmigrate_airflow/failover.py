@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.run.cutover import course
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.failover import check_stale_after, stop_mirror, with_mirror_selection
+from kmigrate.run.mirror.failover import PLANNED, check_stale_after, stop_mirror, with_mirror_selection
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 
 from kmigrate_airflow import steps
@@ -64,6 +64,6 @@ def failover(params: dict[str, Any] | None = None, run_id: str | None = None) ->
 
     def stop() -> None:
         with run.timed("stop_mirror"):  # a row of the window's table
-            stop_mirror(run.manifest, "planned failover", stale_after_s=run.request.stale_after_s, say=log.info)
+            stop_mirror(run.manifest, PLANNED, stale_after_s=run.request.stale_after_s, say=log.info)
 
     return cutover_run(run, stop, course.FAILOVER_STEPS)

@@ -8,7 +8,11 @@ import time
 
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.report.metrics import read_progress, render, run_families
+from kmigrate.run.mirror import completion
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.failover import PLANNED
+from kmigrate.run.mirror.promote import UNPLANNED
+from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.records import events, timeline
 from kmigrate.run.report import progress
 
@@ -94,3 +98,15 @@ def test_the_runs_families_are_served_when_there_is_no_run():
     names = {f.name for f in run_families([])}
     assert {"kmigrate_run_finished", "kmigrate_run_progress_timestamp_seconds", "kmigrate_run_phase",
             "kmigrate_run_rpo_records"} <= names
+
+
+def test_a_mirror_stopped_by_its_last_move_or_a_user_is_finished_and_one_stopped_by_a_failover_is_not(tmp_path):
+    status = {"round": 1, "heartbeat": timeline.iso(time.time() - 3600), "partitions": []}
+    for run, why in (("ended", completion.WHY), ("by-hand", "the operator is done"), ("planned", PLANNED),
+                     ("unplanned", UNPLANNED)):
+        manifest = _run(tmp_path, run, at=time.time() - 3600)
+        mirror_status.write(manifest, status, stopped=True)
+        request_stop(manifest, why)
+    finished = {run: p["finished"] for run, p in read_progress(str(tmp_path), {})}
+    # a failover's run finishes with its report: until then, an hour without progress is a stuck run
+    assert finished == {"ended": True, "by-hand": True, "planned": False, "unplanned": False}

@@ -22,6 +22,9 @@ def with_mirror_selection(params: Mapping[str, Any], manifest: Manifest) -> dict
             "groups": spec.groups or None}
 
 
+PLANNED = "planned failover"  # why the mirror is asked to stop (its STOP part) by kafka_dr_failover
+
+
 def check_stale_after(manifest: Manifest, stale_after_s: Any) -> None:
     """A failover takes the run's mirror for stopped once its heartbeat is `stale_after_s` old; a limit
     below what a healthy mirror's heartbeat can reach (`timings.min_stale_after_s` of its interval)

@@ -1,5 +1,5 @@
 """A run's progress as its manifest tells it, for the run's metrics (kmigrate.run.report.metrics): whether it
-finished, when it last moved on, its phase (the last step it recorded), each step's seconds, the
+finished (its report written; a mirror, stopped other than by a failover), when it last moved on, its phase (the last step it recorded), each step's seconds, the
 copy's partitions and offsets to go and its pace, the verification's result, and the recovery
 figures of a drill or a failover. Read from the manifest alone: the exporter that serves it
 connects to no cluster."""
@@ -11,6 +11,9 @@ from typing import Any
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.drill import CUT as MIRROR_CUT  # a mirror drill's cut reached, with the mirror's lag then
+from kmigrate.run.mirror.failover import PLANNED
+from kmigrate.run.mirror.promote import UNPLANNED
+from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records import events, timeline
 
 REPORT = "report.md"  # every run's last task writes it: the run finished
@@ -40,7 +43,7 @@ def of_run(manifest: Manifest, parts: list[str] | None = None) -> dict[str, Any]
         seen.append(_epoch(status["heartbeat"]))
     cutover_at = (manifest.read(Part.PARAMS) or {}).get("params", {}).get("cutover_at")
     return {
-        "finished": manifest.has_file(REPORT),
+        "finished": manifest.has_file(REPORT) or _mirror_ended(manifest, status, parts),
         "progress_at": max(seen, default=None),
         "phase": steps[-1]["step"] if steps else None,
         "steps": {s["step"]: s["seconds"] for s in steps},  # the newest run of each
@@ -50,6 +53,15 @@ def of_run(manifest: Manifest, parts: list[str] | None = None) -> dict[str, Any]
         "recovery": _recovery(manifest, parts),
         "cutover_at": _epoch(cutover_at) if cutover_at else None,
     }
+
+
+def _mirror_ended(manifest: Manifest, status: dict[str, Any] | None, parts: list[str]) -> bool:
+    """A mirror stopped for good: asked to stop by its last move, by a user or a script, not by a
+    failover (a failover's run finishes with its report)."""
+    if status is None or not status.get("stopped"):
+        return False
+    why = (manifest.read(STOP) or {}).get("why") if STOP in parts else None
+    return why not in (PLANNED, UNPLANNED)
 
 
 def _verification(manifest: Manifest, parts: list[str]) -> dict[str, int] | None:
