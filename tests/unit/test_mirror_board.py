@@ -3,13 +3,17 @@ manifest's mirror status and move records: each topic mirrored, promoting or pro
 window and any split brain), each group synced, moved or moved back, each connector moved."""
 from __future__ import annotations
 
+import time
+
 import pytest
+from kmigrate.errors import MirrorStillRunning
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import completion, connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.board import board, left, render, write_board
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import STOP
-from kmigrate.run.records import moves
+from kmigrate.run.records import moves, timeline
 
 
 def _partition(topic, partition, behind):
@@ -83,8 +87,9 @@ def test_what_is_left_on_the_source_is_named_and_a_moved_sinks_group_counts_as_m
 
 def test_the_last_move_asks_the_mirror_to_stop_waits_for_it_and_releases_the_claims(tmp_path, monkeypatch):
     manifest = Manifest(str(tmp_path), "mirror")
-    status = {"round": 3, "heartbeat": "2026-12-07T01:00:00.000+00:00", "partitions": [], "groups": [],
-              "promoted": [{"topic": "payments", "split_brain": []}]}
+    write_spec(manifest, MirrorSpec("clicks|payments", interval_s=0.5))
+    status = {"round": 3, "heartbeat": timeline.iso(time.time()), "pid": 42, "host": "h", "partitions": [],
+              "groups": [], "promoted": [{"topic": "payments", "split_brain": []}]}
     mirror_status.write(manifest, {**status, "partitions": [_partition("clicks", 0, 0)]})
     manifest.replace(moves.topic_part("payments"), {"topic": "payments", "state": "promoted", "ends": {}, "ended": "e"})
     released = []
@@ -95,11 +100,12 @@ def test_the_last_move_asks_the_mirror_to_stop_waits_for_it_and_releases_the_cla
                                                                             "left": ["topic clicks (mirrored)"]}
     assert not manifest.exists(STOP) and not released and "the mirror goes on" in said[-1]
 
-    mirror_status.write(manifest, status)  # clicks promoted meanwhile, say: nothing left
+    mirror_status.write(manifest, status)  # clicks promoted meanwhile, say: nothing left; the mirror still beats
     manifest.replace(moves.topic_part("clicks"), {"topic": "clicks", "state": "promoted", "ends": {}, "ended": "e"})
-    with pytest.raises(completion.MirrorNotStopped, match="is its driver running"):
-        completion.end_if_complete(manifest, None, wait_s=0.3, poll_s=0.05)
+    with pytest.raises(MirrorStillRunning, match="process 42 on h.*move again: the moves are done"):
+        completion.end_if_complete(manifest, None, wait_s=0.3, say=said.append)
     assert manifest.read(STOP)["why"] == completion.WHY and not released  # asked; the claims kept until it stopped
     mirror_status.write(manifest, status, stopped=True)  # the driver saw the request
-    assert completion.end_if_complete(manifest, None, wait_s=1) == {"complete": True, "left": [], "claims_released": True}
+    assert completion.end_if_complete(manifest, None, wait_s=1, say=said.append) == {
+        "complete": True, "left": [], "claims_released": True}
     assert released == [("mirror", str(tmp_path))]

@@ -12,38 +12,29 @@ from typing import Any
 
 from kmigrate.claims import release_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import KmigrateError
 from kmigrate.manifest import Manifest
-from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.board import board, left
-from kmigrate.run.mirror.moves import wait_for
-from kmigrate.run.mirror.term import request_stop
+from kmigrate.run.mirror.failover import stop_mirror
 
 log = logging.getLogger(__name__)
 
 WHY = "the last application moved: every topic promoted, every group and connector moved"
 
 
-class MirrorNotStopped(KmigrateError):
-    """The mirror was asked to stop after the last move and has not (its driver is not running)."""
-
-
-def end_if_complete(manifest: Manifest, target: ClusterConfig, *, wait_s: float = 300.0, poll_s: float = 0.5,
-                    say: Callable[[str], None] = log.info) -> dict[str, Any]:
+def end_if_complete(manifest: Manifest, target: ClusterConfig, *, wait_s: float = 300.0,
+                    stale_after_s: float = 60.0, say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """After a move: when nothing is left on the source, the mirror asked to stop (once: a retry finds
-    the request) and waited for, then the run's claims on the DR cluster released. A row: complete or
-    not, what is left, whether claims were released."""
+    the request) and waited for, as a failover waits for it (stopped, or beating no more for
+    `stale_after_s`), then the run's claims on the DR cluster released. A row: complete or not, what
+    is left, whether claims were released."""
     b = board(manifest)
     rest = left(b)
     if rest or not b["topics"]:
         say(f"{len(rest)} still on the source ({', '.join(rest[:10])}{', ...' if len(rest) > 10 else ''}): "
             "the mirror goes on")
         return {"complete": False, "left": rest}
-    request_stop(manifest, WHY)
-    wait_for(lambda: bool((mirror_status.read(manifest) or {}).get("stopped")), wait_s, poll_s,
-             f"the mirror of run {manifest.run_id!r} to stop after the last move",
-             lambda: "is its driver running (the kafka_dr_mirror DAG run)? It stops at its next round; move again "
-                     "to release the claims once it has", MirrorNotStopped)
+    stop_mirror(manifest, WHY, stale_after_s=stale_after_s, timeout_s=wait_s, say=say,
+                again="move again: the moves are done, and this releases the run's claims")
     released = release_topics(target, manifest.run_id, deployment=manifest.state_location)
     say(f"every topic of run {manifest.run_id!r} is promoted and every group and connector moved: the mirror "
         f"stopped{', and its claims on the DR cluster are released' if released else ''}")

@@ -35,12 +35,14 @@ def check_stale_after(manifest: Manifest, stale_after_s: Any) -> None:
 
 
 def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, timeout_s: float = 120.0,
-                say: Callable[[str], None] = print) -> dict[str, Any] | None:
+                say: Callable[[str], None] = print, again: str = "retry the failover (the steps done are kept)"
+                ) -> dict[str, Any] | None:
     """Ask the run's mirror to stop and wait until it has (its status says so) or beats no more (its
     heartbeat older than `stale_after_s`: it died, and its process, if it lives, writes nothing
     until it beats again). Returns its last status (None: it never ran a round). Raises
-    MirrorStillRunning, naming its process, when it still beats after `timeout_s`; ConfigError, before
-    anything is asked, for a `stale_after_s` a running mirror's heartbeat can reach (`check_stale_after`)."""
+    MirrorStillRunning, naming its process and that the caller is done `again`, when it still beats
+    after `timeout_s`; ConfigError, before anything is asked, for a `stale_after_s` a running
+    mirror's heartbeat can reach (`check_stale_after`)."""
     check_stale_after(manifest, stale_after_s)
     request_stop(manifest, why)
     deadline = time.monotonic() + timeout_s
@@ -57,6 +59,5 @@ def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, ti
         if time.monotonic() > deadline:
             raise MirrorStillRunning(
                 f"the mirror of run {manifest.run_id} (process {status['pid']} on {status['host']}) still runs "
-                f"{timeout_s:.0f}s after it was asked to stop; stop that process, then retry the failover (the steps "
-                "done are kept)")
+                f"{timeout_s:.0f}s after it was asked to stop; stop that process, then {again}")
         time.sleep(0.2)
