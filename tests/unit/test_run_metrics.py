@@ -110,3 +110,18 @@ def test_a_mirror_stopped_by_its_last_move_or_a_user_is_finished_and_one_stopped
     finished = {run: p["finished"] for run, p in read_progress(str(tmp_path), {})}
     # a failover's run finishes with its report: until then, an hour without progress is a stuck run
     assert finished == {"ended": True, "by-hand": True, "planned": False, "unplanned": False}
+
+
+def test_an_abandoned_run_and_an_unreadable_folder_are_read_again_an_hour_later_only(tmp_path, monkeypatch):
+    now = time.time()
+    _run(tmp_path, "abandoned", at=now - 2 * 86_400)
+    (tmp_path / "not a run").mkdir()
+    reads = []
+    real = progress.of_run
+    monkeypatch.setattr(progress, "of_run", lambda manifest: reads.append(manifest.run_id) or real(manifest))
+    resting: dict = {}
+    assert read_progress(str(tmp_path), {}, now=now, resting=resting) == []
+    assert read_progress(str(tmp_path), {}, now=now + 60, resting=resting) == []
+    assert reads == ["abandoned"] and set(resting) == {"abandoned", "not a run"}  # read once in the minute
+    assert read_progress(str(tmp_path), {}, now=now + 3_601, resting=resting) == []
+    assert reads == ["abandoned", "abandoned"]

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PER_PARTITION_MAX = 100  # a mirror of more partitions than this is exposed by topic only
 RUN_RETENTION_S = 86_400.0  # a run is served until this long after its last progress
+RESTING_S = 3_600.0  # an abandoned run, or a folder that cannot be read, is read again this much later
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PORT = 9468
 
@@ -197,30 +198,41 @@ def read_runs(state_location: str) -> list[tuple[str, dict[str, Any], list[dict[
 
 
 def read_progress(state_location: str, known: dict[str, dict[str, Any]], now: float | None = None,
-                  retention_s: float = RUN_RETENTION_S) -> list[tuple[str, dict[str, Any]]]:
+                  retention_s: float = RUN_RETENTION_S, resting: dict[str, float] | None = None
+                  ) -> list[tuple[str, dict[str, Any]]]:
     """(run, progress) of every run at `state_location` that progressed within `retention_s`. A
     finished run's progress is kept in `known` and not read again (its manifest no longer changes);
-    a run that cannot be read is left out and logged (one half-written part does not hide the rest)."""
+    a run that cannot be read is left out and logged (one half-written part does not hide the rest).
+    With `resting`, a folder that is no run to serve (unreadable, or an unfinished run past the
+    retention: abandoned) is not read again for RESTING_S (run -> when to read it again), so that
+    many of them cost one listing a scrape."""
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(state_location)
     if not fs.exists(root):
         return []
     now = time.time() if now is None else now
+    resting = {} if resting is None else resting
     out = []
     for entry in sorted(fs.ls(root, detail=False)):
         run = entry.rstrip("/").rsplit("/", 1)[-1]
         p = known.get(run)
         if p is None:
+            if resting.get(run, 0.0) > now:
+                continue
             try:
                 p = progress.of_run(Manifest(state_location, run))
             except (KmigrateError, ValueError) as exc:  # not a run's folder, or a part not whole
-                log.warning("run %s at %s is left out of the metrics: %s", run, state_location, exc)
+                log.warning("run %s at %s is left out of the metrics for %.0f s: %s", run, state_location, RESTING_S,
+                            exc)
+                resting[run] = now + RESTING_S
                 continue
             if p is not None and p["finished"]:
                 known[run] = p
         if p is not None and (p["progress_at"] is None or p["progress_at"] >= now - retention_s):
             out.append((run, p))
+        elif p is not None and not p["finished"]:
+            resting[run] = now + RESTING_S
     return out
 
 
@@ -254,6 +266,7 @@ class Exporter:
         self.state_location, self.per_partition_max = state_location, per_partition_max
         self.run_retention_s = run_retention_s
         self.finished_runs: dict[str, dict[str, Any]] = {}  # read once: a finished run no longer changes
+        self.resting_runs: dict[str, float] = {}  # abandoned runs and unreadable folders, read again hourly
         self.server = http.server.ThreadingHTTPServer((host, port), Handler)
         self.port = self.server.server_address[1]
         self.thread: threading.Thread | None = None
@@ -261,7 +274,8 @@ class Exporter:
     def scrape(self) -> str:
         started = time.monotonic()
         fams = [*families(read_runs(self.state_location), self.per_partition_max),
-                *run_families(read_progress(self.state_location, self.finished_runs, retention_s=self.run_retention_s))]
+                *run_families(read_progress(self.state_location, self.finished_runs, retention_s=self.run_retention_s,
+                                            resting=self.resting_runs))]
         scrape = Family("kmigrate_exporter_scrape_seconds", "gauge", "How long reading the run manifests took")
         scrape.add({}, round(time.monotonic() - started, 6))
         return render([*fams, scrape])
