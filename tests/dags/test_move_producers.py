@@ -12,7 +12,7 @@ from kmigrate.claims import claim_log
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.completion import WHY
-from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import STOP
 from kmigrate.run.records.moves import promotions
 
@@ -30,7 +30,8 @@ def test_the_producers_move_dag_promotes_a_stopped_topic_and_refuses_one_outside
         produce(stack.source, topic, [(None, b"%d" % i) for i in range(50)], partition=partition)
     state, run_name = tmp_path / "state", f"promote-{uuid.uuid4().hex[:6]}"
     manifest = Manifest(str(state), run_name)
-    spec = MirrorSpec(re.escape(prefix) + r"\.orders", interval_s=0.5, term_s=60.0)
+    # written as kafka_dr_mirror's start task writes it
+    spec = write_spec(manifest, MirrorSpec(re.escape(prefix) + r"\.orders", interval_s=0.5, term_s=60.0))
     with mirrored(stack, manifest, spec):
         wait_caught_up(manifest, stack.source, {topic: 2}, timeout_s=120)
         run = run_dag(dagbag, "kafka_move_producers", run_name=run_name, state_location=str(state),

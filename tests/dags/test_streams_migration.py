@@ -26,7 +26,7 @@ from kmigrate.kafka.records import read_range
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.completion import WHY
-from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import STOP
 
 from tests.support.airflow import run_dag, task_states
@@ -216,8 +216,8 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
     create_topic(stack.source, OUTPUT, 2)
     state, rng, counts = tmp_path / "state", random.Random(11), collections.Counter()
     manifest = Manifest(str(state), app)
-    spec = MirrorSpec(f"{INPUT}|{OUTPUT}|{re.escape(app)}-.*", groups=re.escape(app), interval_s=0.5, refresh_s=2.0,
-                      term_s=60.0)
+    spec = write_spec(manifest, MirrorSpec(f"{INPUT}|{OUTPUT}|{re.escape(app)}-.*", groups=re.escape(app),
+                                           interval_s=0.5, refresh_s=2.0, term_s=60.0))  # as the start task writes it
     writer = LineWriter(stack.source, rng, counts)
     # a member that goes without leaving its group (Kafka Streams on close) is gone after 10 s, not 45
     quick = "session.timeout.ms=10000\n"
