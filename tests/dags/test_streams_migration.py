@@ -117,6 +117,31 @@ def counts_output(cluster) -> dict[str, list[int]]:
     return out
 
 
+def ours_topic(name: str) -> bool:
+    """WordCountDemo's fixed topics and the internal ones of this module's apps."""
+    return name in (INPUT, OUTPUT) or name.startswith("wordcount-")
+
+
+def fresh_topics(stack, app: str) -> None:  # noqa: ANN001
+    """The input and output topics new on the source, nothing of an earlier run left on either cluster
+    (its topics, or its claims of an app that did not finish)."""
+    for cluster in (stack.source, stack.target):
+        drop_topics(cluster, ours_topic)
+    held = claims.claim_log(stack.target).current()
+    for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
+        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
+    create_topic(stack.source, INPUT, 2)
+    create_topic(stack.source, OUTPUT, 2)
+
+
+def assert_counted_once(cluster, counts: collections.Counter) -> None:  # noqa: ANN001
+    """Every word's counts on `cluster` are 1, 2, ..., n in order, n its count in every line written."""
+    output = counts_output(cluster)
+    assert set(output) == set(counts)
+    wrong = {w: (seen[:3], seen[-3:], counts[w]) for w, seen in output.items() if seen != list(range(1, counts[w] + 1))}
+    assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
+
+
 @pytest.fixture
 def examples():
     return _streams_examples()
@@ -125,14 +150,7 @@ def examples():
 def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues_exactly(
         stack, dagbag, tmp_path, examples):
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
-    ours = lambda t: t in (INPUT, OUTPUT) or t.startswith("wordcount-")  # noqa: E731
-    for cluster in (stack.source, stack.target):
-        drop_topics(cluster, ours)
-    held = claims.claim_log(stack.target).current()
-    for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
-        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
-    create_topic(stack.source, INPUT, 2)
-    create_topic(stack.source, OUTPUT, 2)
+    fresh_topics(stack, app)
     rng, counts = random.Random(7), collections.Counter()
     produce_lines(stack.source, rng, 300, counts)
     on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
@@ -158,12 +176,9 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     finally:
         for process in apps:
             process.stop()
-    output = counts_output(stack.target)
-    assert set(output) == set(counts)
-    wrong = {w: (seen[:3], seen[-3:], counts[w]) for w, seen in output.items() if seen != list(range(1, counts[w] + 1))}
-    assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
+    assert_counted_once(stack.target, counts)
     for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
-        drop_topics(cluster, ours)
+        drop_topics(cluster, ours_topic)
     assert os.path.exists(on_source.log)
 
 
@@ -206,14 +221,7 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
     moves too, the last move: the mirror ends and its claims on the DR cluster are released. Every
     count, on either cluster, is what one uninterrupted run gives."""
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
-    ours = lambda t: t in (INPUT, OUTPUT) or t.startswith("wordcount-")  # noqa: E731
-    for cluster in (stack.source, stack.target):
-        drop_topics(cluster, ours)
-    held = claims.claim_log(stack.target).current()
-    for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
-        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
-    create_topic(stack.source, INPUT, 2)
-    create_topic(stack.source, OUTPUT, 2)
+    fresh_topics(stack, app)
     state, rng, counts = tmp_path / "state", random.Random(11), collections.Counter()
     manifest = Manifest(str(state), app)
     spec = write_spec(manifest, MirrorSpec(f"{INPUT}|{OUTPUT}|{re.escape(app)}-.*", groups=re.escape(app),
@@ -263,13 +271,10 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
         writer.stopping.set()
         for process in apps:
             process.stop()
-    output = counts_output(stack.target)
-    assert set(output) == set(counts)
-    wrong = {w: (seen[:3], seen[-3:], counts[w]) for w, seen in output.items() if seen != list(range(1, counts[w] + 1))}
-    assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
+    assert_counted_once(stack.target, counts)
     for topic in (INPUT, OUTPUT, *internal):  # what the source holds, the DR cluster holds at the same offsets
         for partition in range(partitions[topic]):
             on_source = records_of(stack.source, topic, partition)
             assert records_of(stack.target, topic, partition)[:len(on_source)] == on_source, (topic, partition)
     for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
-        drop_topics(cluster, ours)
+        drop_topics(cluster, ours_topic)

@@ -29,6 +29,17 @@ from tests.support.waiting import wait_until
 PARTITIONS = 3
 
 
+def read_once_each(stack, topic: str, on_source: dict, on_dr: dict) -> None:  # noqa: ANN001
+    """Each partition's reads on the source, then on the DR cluster, are every offset the source holds
+    once, in order, each record's value as the source holds it."""
+    for p in range(PARTITIONS):
+        offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
+        source = records_of(stack.source, topic, p)
+        assert offsets == list(range(len(source))), f"partition {p}: read {len(offsets)} of {len(source)}"
+        values = [v for _, v in on_source.get(p, [])] + [v for _, v in on_dr.get(p, [])]
+        assert values == [value for _, _, value, _, _ in source], f"partition {p}: values differ"
+
+
 def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stack, unique_name, tmp_path):
     topic, group = f"{unique_name}.orders", f"{unique_name}-app"
     create_topic(stack.source, topic, PARTITIONS)
@@ -76,12 +87,8 @@ def test_a_consumer_moved_while_its_producer_writes_reads_every_record_once(stac
         with ClusterAdmin(stack.source) as admin:
             assert group in snapshot_groups(admin, re.escape(group), [topic])
             assert snapshot_groups(admin, re.escape(group), [topic], leave=moved_groups(manifest)) == {}
+    read_once_each(stack, topic, on_source, on_dr)
     for p in range(PARTITIONS):
-        offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
-        source = records_of(stack.source, topic, p)
-        assert offsets == list(range(len(source))), f"partition {p}: read {len(offsets)} of {len(source)}"
-        values = [v for _, v in on_source.get(p, [])] + [v for _, v in on_dr.get(p, [])]
-        assert values == [value for _, _, value, _, _ in source], f"partition {p}: values differ"
         assert on_dr.get(p), f"partition {p}: nothing read on the DR cluster"
     assert sum(len(records_of(stack.target, topic, p)) for p in range(PARTITIONS)) == writer.sent
 
@@ -195,8 +202,4 @@ def test_a_group_move_failing_at_each_step_in_turn_ends_moved_and_its_consumer_r
         read_as(stack.target, group, topic, on_dr, lambda: all(
             max([o for o, _ in on_source.get(p, []) + on_dr.get(p, [])], default=-1) + 1 >= ends[(topic, p)]
             for p in range(PARTITIONS)), **{"auto.offset.reset": "error"})
-    for p in range(PARTITIONS):
-        offsets = [o for o, _ in on_source.get(p, [])] + [o for o, _ in on_dr.get(p, [])]
-        source = records_of(stack.source, topic, p)
-        assert offsets == list(range(len(source))), f"partition {p}: read {len(offsets)} of {len(source)}"
-        assert [v for _, v in on_source.get(p, [])] + [v for _, v in on_dr.get(p, [])] == [r[2] for r in source]
+    read_once_each(stack, topic, on_source, on_dr)
