@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,9 +38,11 @@ def timed(manifest: Manifest, step: str, **details: Any) -> Iterator[dict[str, A
     record(manifest, step, started, **details)
 
 
-def steps(manifest: Manifest) -> list[dict[str, Any]]:
-    """Every recorded step run, by start time."""
-    runs = [manifest.read(part) for part in manifest.parts() if part.startswith(f"{Part.TIMELINE}/")]
+def steps(manifest: Manifest, parts: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every recorded step run, by start time; among `parts` when given (the manifest's parts, listed
+    once for several readings), else the manifest's listed now."""
+    runs = [manifest.read(part) for part in (manifest.parts() if parts is None else parts)
+            if part.startswith(f"{Part.TIMELINE}/")]
     return sorted((r for r in runs if r), key=lambda r: r["started"])
 
 

@@ -178,17 +178,26 @@ def render(fams: Iterable[Family]) -> str:
     return "\n".join(fam.render() for fam in fams) + "\n"
 
 
-def read_runs(state_location: str) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
-    """(run, mirror status, live verification rows) of every run at `state_location` that has a mirror status."""
+def run_folders(state_location: str) -> list[str]:
+    """The names of the folders at `state_location` (each a run's, or something else), sorted."""
     import fsspec  # the manifest's own dependency: any location it takes
 
     fs, root = fsspec.core.url_to_fs(state_location)
     if not fs.exists(root):  # no run yet
         return []
+    return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(root, detail=False))
+
+
+def read_runs(state_location: str, folders: Sequence[str] | None = None
+              ) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """(run, mirror status, live verification rows) of every run at `state_location` that has a mirror
+    status; among `folders` when given (run_folders' listing, once for a scrape)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(state_location)
     out = []
-    for entry in sorted(fs.ls(root, detail=False)):
-        run = entry.rstrip("/").rsplit("/", 1)[-1]
-        if not fs.exists(f"{entry.rstrip('/')}/{mirror_status.PART}.json"):
+    for run in run_folders(state_location) if folders is None else folders:
+        if not fs.exists(f"{root.rstrip('/')}/{run}/{mirror_status.PART}.json"):
             continue
         manifest = Manifest(state_location, run)
         status = mirror_status.read(manifest)
@@ -198,24 +207,18 @@ def read_runs(state_location: str) -> list[tuple[str, dict[str, Any], list[dict[
 
 
 def read_progress(state_location: str, known: dict[str, dict[str, Any]], now: float | None = None,
-                  retention_s: float = RUN_RETENTION_S, resting: dict[str, float] | None = None
-                  ) -> list[tuple[str, dict[str, Any]]]:
+                  retention_s: float = RUN_RETENTION_S, resting: dict[str, float] | None = None,
+                  folders: Sequence[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(run, progress) of every run at `state_location` that progressed within `retention_s`. A
     finished run's progress is kept in `known` and not read again (its manifest no longer changes);
     a run that cannot be read is left out and logged (one half-written part does not hide the rest).
     With `resting`, a folder that is no run to serve (unreadable, or an unfinished run past the
     retention: abandoned) is not read again for RESTING_S (run -> when to read it again), so that
-    many of them cost one listing a scrape."""
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(state_location)
-    if not fs.exists(root):
-        return []
+    many of them cost one listing a scrape. Among `folders` when given (run_folders' listing)."""
     now = time.time() if now is None else now
     resting = {} if resting is None else resting
     out = []
-    for entry in sorted(fs.ls(root, detail=False)):
-        run = entry.rstrip("/").rsplit("/", 1)[-1]
+    for run in run_folders(state_location) if folders is None else folders:
         p = known.get(run)
         if p is None:
             if resting.get(run, 0.0) > now:
@@ -273,9 +276,10 @@ class Exporter:
 
     def scrape(self) -> str:
         started = time.monotonic()
-        fams = [*families(read_runs(self.state_location), self.per_partition_max),
+        folders = run_folders(self.state_location)  # listed once for the mirrors and the runs
+        fams = [*families(read_runs(self.state_location, folders), self.per_partition_max),
                 *run_families(read_progress(self.state_location, self.finished_runs, retention_s=self.run_retention_s,
-                                            resting=self.resting_runs))]
+                                            resting=self.resting_runs, folders=folders))]
         scrape = Family("kmigrate_exporter_scrape_seconds", "gauge", "How long reading the run manifests took")
         scrape.add({}, round(time.monotonic() - started, 6))
         return render([*fams, scrape])

@@ -30,8 +30,7 @@ def of_run(manifest: Manifest, parts: list[str] | None = None) -> dict[str, Any]
     begun = (Part.SNAPSHOT, Part.PRE_COPY_PLAN, Part.COPY_PROGRESS, mirror_status.PART)
     if not any(p in begun or p.startswith(f"{Part.TIMELINE}/") for p in parts):
         return None
-    steps = [manifest.read(p) for p in parts if p.startswith(f"{Part.TIMELINE}/")]
-    steps = sorted((s for s in steps if s), key=lambda s: s["ended"])
+    steps = sorted(timeline.steps(manifest, parts), key=lambda s: s["ended"])
     seen = [_epoch(s["ended"]) for s in steps]
     for name in (events.STOPPED, events.RESUMED):
         if Part.event(name) in parts:
