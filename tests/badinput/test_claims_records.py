@@ -152,7 +152,10 @@ def test_a_snapshot_in_chunks_trims_the_log_and_a_new_reader_starts_from_its_fir
         assert record["of"] > 1
         chunks = records_of(stack.target, CLAIMS_TOPIC, 0, low, low + record["of"])
         assert [json.loads(value)["chunk"] for _, _, value, _, _ in chunks] == list(range(record["of"]))
-        assert all(len(value) <= 6_000 for _, _, value, _, _ in chunks)
+        def entries(chunk: dict) -> int:
+            return len(chunk["runs"]) + len(chunk["parts"]) + len(chunk["leased"]) + len(chunk["sources"])
+        # at most the bound, unless one entry alone is larger (a long-lived stack's claims of big runs)
+        assert all(len(value) <= 6_000 or entries(json.loads(value)) == 1 for _, _, value, _, _ in chunks)
         fresh = ClaimLog(stack.target, timeout_s=10)
         try:
             fresh.current()
