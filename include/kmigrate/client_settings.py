@@ -81,7 +81,12 @@ def listening(name: str, servers: Any, timeout_s: float) -> bool | None:
                     refused.append(code == errno.ECONNREFUSED)
         deadline = time.monotonic() + timeout_s
         while waiting and time.monotonic() < deadline:
-            _, ready, _ = select.select([], waiting, [], max(0.0, deadline - time.monotonic()))
+            poller = select.poll()  # not select: it refuses descriptors numbered 1024 or more
+            for sock in waiting:
+                poller.register(sock, select.POLLOUT)
+            timeout_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            events = {fd for fd, _ in poller.poll(timeout_ms)}
+            ready = [sock for sock in waiting if sock.fileno() in events]
             for sock in ready:
                 code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code == 0:

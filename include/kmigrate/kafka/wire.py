@@ -181,6 +181,15 @@ def parse_batches(records: bytes | memoryview) -> list[Batch]:
     return out
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether `sock` has something to read, or was closed (asked without waiting). poll, not select:
+    select refuses a descriptor numbered 1024 or more, which a worker holding thousands of
+    connections (a mirror task's partitions) reaches."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 class BrokerConnection:
     """One connection to a broker (TCP, TLS when the transport has it, authenticated with SASL when
     it asks for it), requests pipelined, responses read in order."""
@@ -242,7 +251,7 @@ class BrokerConnection:
     def quiet(self) -> bool:
         """Whether this idle connection has nothing to read, as it must (a broker sends nothing
         unasked): one readable was closed by its broker (restarted since it was last used)."""
-        return not select.select([self._sock], [], [], 0)[0]
+        return not _readable(self._sock)
 
     def __enter__(self) -> BrokerConnection:
         return self
@@ -272,7 +281,7 @@ class BrokerConnection:
         """Whether a response has begun to arrive (asked without waiting)."""
         if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
             return True
-        return bool(select.select([self._sock], [], [], 0)[0])
+        return _readable(self._sock)
 
     def _recv(self, size: int) -> memoryview:
         view, got = memoryview(bytearray(size)), 0
