@@ -87,3 +87,40 @@ def test_an_idle_connection_its_broker_closed_is_not_handed_out_again():
             assert after is not first and len(made) == 2
         accepted, _ = server.accept()
         accepted.close()
+
+
+def test_a_broker_connection_serves_every_timeout_it_is_asked_with(monkeypatch):
+    """A reading's retries ask with what is left of its deadline, a new number each time: they share one
+    pooled connection (each timeout set at its use), not a connection a number; and an admin likewise."""
+    from kmigrate.config import ClusterConfig
+    from kmigrate.kafka import leaders, pool as pool_module
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        cluster = ClusterConfig("source", {"bootstrap.servers": f"127.0.0.1:{port}"})
+        monkeypatch.setattr(leaders, "connections", Pool(BrokerConnection.close, usable=BrokerConnection.quiet))
+        seen = []
+        for timeout_s in (2.9871, 2.4, 60.0):
+            with leaders.connection(cluster, ("127.0.0.1", port), "kmigrate-ends", timeout_s) as conn:
+                seen.append(conn)
+                assert conn._sock.gettimeout() == timeout_s
+        assert seen[0] is seen[1] is seen[2] and leaders.connections.idle() == 1
+        leaders.connections.close_all()
+
+    class Admin:
+        def __init__(self, cluster, timeout_s):
+            self.timeout_s = timeout_s
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pool_module, "ClusterAdmin", Admin)
+    monkeypatch.setattr(pool_module, "admins", Pool(Admin.close))
+    admins = []
+    for timeout_s in (3.0, 10.0):
+        with pool_module.shared_admin(cluster, timeout_s) as admin:
+            admins.append(admin)
+            assert admin.timeout_s == timeout_s
+    assert admins[0] is admins[1]

@@ -104,6 +104,10 @@ def identity(cluster: ClusterConfig) -> tuple:
 admins: Pool[ClusterAdmin] = Pool(ClusterAdmin.close)
 
 
-def shared_admin(cluster: ClusterConfig, timeout_s: float = 30.0) -> contextlib.AbstractContextManager[ClusterAdmin]:
-    """A ClusterAdmin (admin client and offsets reader) from this process's pool."""
-    return admins.use((timeout_s, identity(cluster)), lambda: ClusterAdmin(cluster, timeout_s))
+@contextlib.contextmanager
+def shared_admin(cluster: ClusterConfig, timeout_s: float = 30.0) -> Iterator[ClusterAdmin]:
+    """A ClusterAdmin (admin client and offsets reader) from this process's pool, its calls timed out
+    after `timeout_s` (set at each use: one pooled client serves every timeout)."""
+    with admins.use(identity(cluster), lambda: ClusterAdmin(cluster, timeout_s)) as admin:
+        admin.timeout_s = timeout_s
+        yield admin

@@ -248,6 +248,10 @@ class BrokerConnection:
     def close(self) -> None:
         self._sock.close()
 
+    def set_timeout(self, timeout_s: float) -> None:
+        """Requests from now on fail once an answer is `timeout_s` late."""
+        self._sock.settimeout(timeout_s)
+
     def quiet(self) -> bool:
         """Whether this idle connection has nothing to read, as it must (a broker sends nothing
         unasked): one readable was closed by its broker (restarted since it was last used)."""
