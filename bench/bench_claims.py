@@ -23,7 +23,8 @@ import uuid
 
 from common import SOURCE, TARGET, delete_topics, median_interval
 from confluent_kafka import Producer
-from kmigrate import claims, leases
+from kmigrate import leases
+from kmigrate.claims import log as claims_log
 from kmigrate.copy import partition as partition_module
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
@@ -73,12 +74,12 @@ def per_partition_ms(topic: str, partitions: int, leased: bool) -> float:
 
 COLD_READ = """
 import sys, time
-from kmigrate import claims
+from kmigrate.claims import log as claims_log
 from kmigrate.config import ClusterConfig
 if sys.argv[2] == "whole":  # as before the log was kept short: no snapshot written, the whole log read
-    claims.SNAPSHOT_AFTER = 1 << 62
+    claims_log.SNAPSHOT_AFTER = 1 << 62
 began = time.monotonic()
-log = claims.claim_log(ClusterConfig.from_bootstrap("target", sys.argv[1]))
+log = claims_log.claim_log(ClusterConfig.from_bootstrap("target", sys.argv[1]))
 log.current()
 print(time.monotonic() - began)
 """
@@ -91,19 +92,19 @@ def grow_log(records: int) -> None:
     producer = Producer(TARGET.producer(**{"linger.ms": 20, "compression.type": "lz4"}))
     for i in range(records):
         record = {"kind": "lease", "scope": f"{FILL}:{i % 100}", "holder": FILL, "run": FILL, "lease_ms": 30_000}
-        producer.produce(claims.CLAIMS_TOPIC, key=record["scope"].encode(), value=json.dumps(record).encode(),
+        producer.produce(claims_log.CLAIMS_TOPIC, key=record["scope"].encode(), value=json.dumps(record).encode(),
                          partition=0)
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
-    claims.claim_log(TARGET).submit_all([{"kind": "lease-release", "scope": f"{FILL}:{p}", "holder": FILL}
+    claims_log.claim_log(TARGET).submit_all([{"kind": "lease-release", "scope": f"{FILL}:{p}", "holder": FILL}
                                          for p in range(100)])
 
 
 def cold_reads(how: str) -> tuple[float, int]:
     """The median of three new processes' reads of the claims log, and the records it holds."""
     with ClusterAdmin(TARGET) as admin:
-        low, high = admin.watermarks(claims.CLAIMS_TOPIC, 0)
+        low, high = admin.watermarks(claims_log.CLAIMS_TOPIC, 0)
     times = [float(subprocess.run([sys.executable, "-c", COLD_READ, TARGET.bootstrap_servers, how], check=True,
                                   capture_output=True, text=True).stdout) for _ in range(3)]
     return statistics.median(times), high - low
@@ -133,9 +134,9 @@ def main() -> None:
         grow_log(args.log_records)
         whole_s, whole_records = cold_reads("whole")
         print(f"a new process reads the whole claims log ({whole_records:,} records) in {whole_s:.3f} s", flush=True)
-        claims.claim_log(TARGET).current()  # the first reader past the mark: a snapshot
-        grow_log(claims.SNAPSHOT_AFTER)
-        claims.claim_log(TARGET).current()  # the second: a snapshot, and the records below the first deleted
+        claims_log.claim_log(TARGET).current()  # the first reader past the mark: a snapshot
+        grow_log(claims_log.SNAPSHOT_AFTER)
+        claims_log.claim_log(TARGET).current()  # the second: a snapshot, and the records below the first deleted
         trimmed_s, trimmed_records = cold_reads("trimmed")
         print(f"trimmed: {trimmed_records:,} records from its snapshot on, read in {trimmed_s:.3f} s", flush=True)
     finally:

@@ -46,7 +46,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kmigrate.claims import CLAIMS_TOPIC
+from kmigrate.claims.log import CLAIMS_TOPIC
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest

@@ -50,7 +50,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kmigrate.claims import claim_log
+from kmigrate.claims.log import claim_log
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.records import partition_digest

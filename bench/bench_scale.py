@@ -55,7 +55,7 @@ from common import (
     write_docs,
 )
 from confluent_kafka import Producer
-from kmigrate.claims import release_topics
+from kmigrate.claims.runs import release_topics
 from kmigrate.kafka.admin import ClusterAdmin
 from mm2 import reset_target, run_mm2
 from ours import RUN_ID, run_ours, spark_cluster, spark_connect_up

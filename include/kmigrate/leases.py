@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from kmigrate.claims import claim_log
+from kmigrate.claims.log import claim_log
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import CopyInterrupted, PartitionHeld
 from kmigrate.kafka.pool import shared_admin

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmigrate.claims import claim_topics
+from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.sdk import get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
-from kmigrate.claims import check_topics_free
+from kmigrate.claims.runs import check_topics_free
 from kmigrate.run.cutover import course
 from kmigrate.run.window.steps import Window, run_window
 from kmigrate.run.records import timeline

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from airflow.sdk import get_current_context, task
-from kmigrate.claims import check_topics_free, claim_topics, release_topics
+from kmigrate.claims.runs import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 from confluent_kafka import Producer
-from kmigrate import claims
-from kmigrate.claims import (CLAIMS_TOPIC, ClaimLog, check_topics_free, claim_log, claim_topics, received_from,
-                             release_topics)
+from kmigrate.claims import log as claims_log
+from kmigrate.claims.log import CLAIMS_TOPIC, ClaimLog, claim_log, received_from
 from kmigrate.claims.records import run_key
+from kmigrate.claims.runs import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import TopicsHeld
 from kmigrate.kafka.admin import ClusterAdmin
 
@@ -71,7 +71,7 @@ def test_a_malformed_record_in_the_claims_topic_stops_no_claim_and_no_lease(stac
     run, topic, deployment = unique_name, f"{unique_name}.orders", "records-test@/state/a"
     fresh = ClaimLog(stack.target, timeout_s=10)  # a new process's reader: from the log start, past the record
     try:
-        with caplog.at_level(logging.WARNING, logger="kmigrate.claims"):
+        with caplog.at_level(logging.WARNING, logger="kmigrate.claims.log"):
             survived(f"claims record: {kind}", fresh.current)
         assert fresh._next > offset and "z" not in fresh.state.runs
         warned = [r.getMessage() for r in caplog.records if f"offset {offset} of {CLAIMS_TOPIC}" in r.getMessage()]
@@ -119,7 +119,7 @@ def test_two_deployments_of_one_run_name_do_not_share_a_claim(stack, unique_name
 
 
 def test_received_from_writes_nothing_and_creates_no_claims_topic(stack, monkeypatch):
-    monkeypatch.setattr(claims, "SNAPSHOT_AFTER", 1)  # a reader that trims would write a snapshot now
+    monkeypatch.setattr(claims_log, "SNAPSHOT_AFTER", 1)  # a reader that trims would write a snapshot now
     monkeypatch.setattr(ClaimLog, "_append", lambda self, records: pytest.fail(f"received_from wrote {records}"))
     assert isinstance(received_from(stack.target), dict)
     with ClusterAdmin(stack.source) as admin:
@@ -132,8 +132,8 @@ def test_received_from_writes_nothing_and_creates_no_claims_topic(stack, monkeyp
 
 def test_a_snapshot_in_chunks_trims_the_log_and_a_new_reader_starts_from_its_first_chunk(
         stack, unique_name, monkeypatch):
-    monkeypatch.setattr(claims, "SNAPSHOT_AFTER", 40)
-    monkeypatch.setattr(claims, "SNAPSHOT_CHUNK_BYTES", 6_000)  # the suite's claims state: some chunks
+    monkeypatch.setattr(claims_log, "SNAPSHOT_AFTER", 40)
+    monkeypatch.setattr(claims_log, "SNAPSHOT_CHUNK_BYTES", 6_000)  # the suite's claims state: some chunks
     writer = ClaimLog(stack.target, timeout_s=10)
     try:
         assert all(writer.submit_all([lease("h1", f"{unique_name}:{n}") for n in range(40)]))

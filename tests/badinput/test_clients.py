@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 
-from kmigrate.claims import CLAIMS_TOPIC
+from kmigrate.claims.log import CLAIMS_TOPIC
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient

@@ -13,7 +13,8 @@ import re
 import threading
 
 import pytest
-from kmigrate.claims import CLAIMS_TOPIC, claim_topics, release_topics
+from kmigrate.claims.log import CLAIMS_TOPIC
+from kmigrate.claims.runs import claim_topics, release_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin

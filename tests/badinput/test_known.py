@@ -8,7 +8,7 @@ import os
 import uuid
 
 import pytest
-from kmigrate.claims import check_topics_free, claim_topics, release_topics
+from kmigrate.claims.runs import check_topics_free, claim_topics, release_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kmigrate.claims import CLAIMS_TOPIC, ClaimLog, check_topics_free, claim_log, claim_topics, release_topics
+from kmigrate.claims.log import CLAIMS_TOPIC, ClaimLog, claim_log
+from kmigrate.claims.runs import check_topics_free, claim_topics, release_topics
 from kmigrate.errors import TopicsHeld
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.records import events
@@ -151,7 +152,7 @@ def test_records_in_the_claims_topic_that_are_not_claims(stack, caplog, kind, va
         assert release_topics(stack.target, run)
         check_topics_free(stack.target, f"other-{run}", [topic])
 
-    with caplog.at_level(logging.WARNING, logger="kmigrate.claims"):
+    with caplog.at_level(logging.WARNING, logger="kmigrate.claims.log"):
         survived(kind, claims_go_on)
     warned = [r.getMessage() for r in caplog.records if f"offset {offsets[0]} of {CLAIMS_TOPIC}" in r.getMessage()]
     assert warned and all("is not a claim" in text and "skipped" in text for text in warned), caplog.text

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from kmigrate.claims import claim_log
+from kmigrate.claims.log import claim_log
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.completion import WHY

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
-from kmigrate import claims
+from kmigrate.claims.log import claim_log
+from kmigrate.claims.runs import release_topics
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.records import read_range
 from kmigrate.manifest import Manifest
@@ -127,9 +128,9 @@ def fresh_topics(stack, app: str) -> None:  # noqa: ANN001
     (its topics, or its claims of an app that did not finish)."""
     for cluster in (stack.source, stack.target):
         drop_topics(cluster, ours_topic)
-    held = claims.claim_log(stack.target).current()
+    held = claim_log(stack.target).current()
     for key in held.conflicts(app, [INPUT, OUTPUT]):  # an earlier run of this test that did not finish
-        claims.release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
+        release_topics(stack.target, held.runs[key]["run"], deployment=held.runs[key]["deployment"], force=True)
     create_topic(stack.source, INPUT, 2)
     create_topic(stack.source, OUTPUT, 2)
 
@@ -263,7 +264,7 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
             assert task_states(last) == {"move_producers": "success"}, task_states(last)
             # ...the last move: nothing of the run is left on the source, the mirror ended, its claims released
             assert mirror_status.read(manifest)["stopped"] and manifest.read(STOP)["why"] == WHY
-            assert not [r for r in claims.claim_log(stack.target).current().runs.values() if r["run"] == app]
+            assert not [r for r in claim_log(stack.target).current().runs.values() if r["run"] == app]
         produce_lines(stack.target, rng, 100, counts)  # ...and starts on the DR cluster
         wait_until(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
                    "WordCountDemo on the DR cluster to count every line", 180)

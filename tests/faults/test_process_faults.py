@@ -16,7 +16,9 @@ import time
 import uuid
 
 from confluent_kafka.admin import AdminClient
-from kmigrate import claims
+from kmigrate.claims.log import CLAIMS_TOPIC, close_all
+from kmigrate.claims.runs import claim_topics, release_topics
+from kmigrate.claims.state import Claims
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import ForeignTarget, KmigrateError, OffsetMismatch
@@ -193,8 +195,8 @@ def test_task_killed_while_its_spark_job_copies_on_and_the_retry_copies_the_same
 def lease_contention(stack, topic: str) -> tuple[int, int]:
     """The claims log read as every copier reads it: (lease claims on the topic's partitions that did
     not take effect because another copier held the partition, processes that claimed them)."""
-    state, refused, pids = claims.Claims(), 0, set()
-    for _offset, _key, value, _headers, ts in records_of(stack.target, claims.CLAIMS_TOPIC, 0):
+    state, refused, pids = Claims(), 0, set()
+    for _offset, _key, value, _headers, ts in records_of(stack.target, CLAIMS_TOPIC, 0):
         record = json.loads(value) if value else {}
         took = state.apply(ts, record)
         if record.get("kind") == "lease" and str(record.get("scope", "")).startswith(f"{topic}:"):
@@ -205,14 +207,14 @@ def lease_contention(stack, topic: str) -> tuple[int, int]:
 
 SECOND_RUN = """
 import json, sys, time
-from kmigrate import claims
+from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.model import WorkUnit
 source, target, topic, end, run, action = sys.argv[1:7]
 source, target = ClusterConfig.from_bootstrap("source", source), ClusterConfig.from_bootstrap("target", target)
-claims.claim_topics(target, run, [topic])
+claim_topics(target, run, [topic])
 if action == "copy":
     began = time.monotonic()
     result = copy_partition(source, target, WorkUnit(topic, 0, int(end)),
@@ -240,7 +242,7 @@ def test_claims_topic_deleted_while_a_run_copies_and_a_second_run_claims_its_top
     first, second = f"first-{uuid.uuid4().hex[:6]}", f"second-{uuid.uuid4().hex[:6]}"
     units = work_units(build_plan(faulty.source, [topic]))
     prepare_targets(faulty.source, faulty.target, units)
-    claims.claim_topics(faulty.target, first, [topic])
+    claim_topics(faulty.target, first, [topic])
     outcome: dict = {}
 
     def copy() -> None:
@@ -260,9 +262,9 @@ def test_claims_topic_deleted_while_a_run_copies_and_a_second_run_claims_its_top
                 return target.watermarks(topic, 0)[1]
         wait_until(lambda: copied() > per_partition // 10, "run A to copy", 120, ignore=MID_FAULT)
         admin = AdminClient(faulty.target.admin())
-        admin.delete_topics([claims.CLAIMS_TOPIC], operation_timeout=30)[claims.CLAIMS_TOPIC].result(60)
+        admin.delete_topics([CLAIMS_TOPIC], operation_timeout=30)[CLAIMS_TOPIC].result(60)
         deleted_at, at_delete = time.monotonic(), copied()
-        wait_until(lambda: claims.CLAIMS_TOPIC not in admin.list_topics(timeout=10).topics, "the claims topic gone", 60,
+        wait_until(lambda: CLAIMS_TOPIC not in admin.list_topics(timeout=10).topics, "the claims topic gone", 60,
                    ignore=MID_FAULT)
         b = second_run(faulty, topic, per_partition, second, "copy")  # claims anew, then waits for the lease
         b_done = time.monotonic()
@@ -281,8 +283,8 @@ def test_claims_topic_deleted_while_a_run_copies_and_a_second_run_claims_its_top
     # A's retry (a process of its own, as a retried task): refused, naming B, before it writes
     again = second_run(faulty, topic, per_partition, first, "claim")
     assert again.returncode != 0 and f"run {second!r}" in again.stderr and "holds" in again.stderr, again.stderr[-3000:]
-    claims.close_all()  # this process's claim log read the deleted topic: read the new one from its start
-    assert claims.release_topics(faulty.target, second)
+    close_all()  # this process's claim log read the deleted topic: read the new one from its start
+    assert release_topics(faulty.target, second)
     compare(faulty, topic, 1, "kmigrate-claims deleted while a run copies; a second run claims its topic and copies "
                               f"only after a lease (run A {'failed clearly' if a_error else 'completed'}, B resumed "
                               f"at {b_row['target_start']})")
@@ -292,7 +294,7 @@ def test_a_claims_log_younger_than_a_lease_grants_none():
     """The rule behind the test above, as every reader folds it: from the log's first record (offset
     0) on, for a lease's length, a lease takes effect only on a target partition its claimant found
     empty or one already leased in this log; then the usual rule."""
-    state = claims.Claims()
+    state = Claims()
     state.born = 1_000
     lease = {"kind": "lease", "scope": "t:0", "run": "b", "lease_ms": 30_000}
     assert state.apply(1_000, {"kind": "run", "run": "b", "topics": ["t"]})  # runs' claims are not held back

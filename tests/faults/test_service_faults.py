@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from kmigrate import claims
+from kmigrate.claims import log as claims_log
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
@@ -231,11 +231,11 @@ def tiny_target(faulty, tmp_path):
         config = ClusterConfig.from_bootstrap("target", cluster.bootstrap)
         # this cluster's claims log answers within 5 s (not 30): the broker dies of its full disk, and
         # every lease renewal and claim of a copy's retries would wait the full timeout
-        claims._logs[identity(config)] = claims.ClaimLog(config, timeout_s=5)
+        claims_log._logs[identity(config)] = claims_log.ClaimLog(config, timeout_s=5)
         yield types.SimpleNamespace(config=config, data=data, start=start, launched=launched, module=module,
                                     service=service)
     finally:
-        tiny_log = claims._logs.pop(identity(ClusterConfig.from_bootstrap("target", cluster.bootstrap)), None)
+        tiny_log = claims_log._logs.pop(identity(ClusterConfig.from_bootstrap("target", cluster.bootstrap)), None)
         if tiny_log is not None:
             tiny_log.close()
         close_pooled_clients()  # the pooled clients of this cluster would otherwise call it for the rest of the session

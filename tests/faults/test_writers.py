@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from kmigrate import claims
+from kmigrate.claims.runs import claim_topics, release_topics
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import PartitionHeld
@@ -120,7 +120,7 @@ def test_a_second_run_over_the_same_topics_is_refused_before_it_writes(faulty, t
     faulty.create_topic(topic)
     plain_workload(faulty, topic)
     first, second = f"first-{uuid.uuid4().hex[:6]}", f"second-{uuid.uuid4().hex[:6]}"
-    claims.claim_topics(faulty.target, first, [topic], dag="kafka_migration")  # what the first run's DAG does
+    claim_topics(faulty.target, first, [topic], dag="kafka_migration")  # what the first run's DAG does
     _, clients = make_run(faulty, tmp_path, [topic], run_id=second)
     refused = spark_submit("copy_partitions", tmp_path / "state", second, clients)
     assert refused.returncode == 2, output(refused)[-3000:]
@@ -129,7 +129,7 @@ def test_a_second_run_over_the_same_topics_is_refused_before_it_writes(faulty, t
     assert f"python -m kmigrate.claims release {first}" in text
     with ClusterAdmin(faulty.target) as target:
         assert topic not in target.list_topics()  # refused before it wrote anything
-    assert claims.release_topics(faulty.target, first)  # the first run ends (its report releases them)
+    assert release_topics(faulty.target, first)  # the first run ends (its report releases them)
     copied = spark_submit("copy_partitions", tmp_path / "state", second, clients)
     assert copied.returncode == 0, output(copied)[-3000:]
     compare(faulty, topic, 1, "a second run over the same topics (refused, then run once the first ended)")

@@ -1,4 +1,4 @@
-"""The claims log kept short (kmigrate/claims.py) on the real target broker: a reader past
+"""The claims log kept short (kmigrate/claims/log.py) on the real target broker: a reader past
 SNAPSHOT_AFTER records writes a snapshot and deletes below the snapshot before it; a process that
 starts afterwards reads from a snapshot on and decides every later claim as one that read the whole
 history, and a reader that was reading when the records below it went on with the same state."""
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from kmigrate import claims
-from kmigrate.claims import CLAIMS_TOPIC, ClaimLog
+from kmigrate.claims import log as claims_log
+from kmigrate.claims.log import CLAIMS_TOPIC, ClaimLog
+from kmigrate.claims.state import Claims
 from kmigrate.kafka.admin import ClusterAdmin
 
 from tests.support.kafka import records_of
@@ -19,13 +20,13 @@ def lease(holder: str, scope: str) -> dict:
     return {"kind": "lease", "scope": scope, "holder": holder, "run": "trim-test", "lease_ms": 30_000}
 
 
-def ours(state: claims.Claims, prefix: str) -> dict:
+def ours(state: Claims, prefix: str) -> dict:
     return {scope: part["holder"] for scope, part in state.parts.items() if scope.startswith(prefix)}
 
 
 def test_a_trimmed_claims_log_gives_a_new_reader_and_a_lagging_one_the_state_of_the_whole_history(
         stack, unique_name, monkeypatch):
-    monkeypatch.setattr(claims, "SNAPSHOT_AFTER", EVERY)
+    monkeypatch.setattr(claims_log, "SNAPSHOT_AFTER", EVERY)
     writer, lagging = ClaimLog(stack.target), ClaimLog(stack.target)
     try:
         assert writer.submit(lease("h1", f"{unique_name}:0"))  # held through every trim below

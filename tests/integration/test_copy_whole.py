@@ -2,7 +2,8 @@
 requests, each other partition by the per-partition copier, every offset and record kept."""
 from __future__ import annotations
 
-from kmigrate import claims, leases
+from kmigrate import leases
+from kmigrate.claims.log import claim_log
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.whole import copy_whole
 from kmigrate.copy.writer import CopyOptions
@@ -99,7 +100,7 @@ def test_a_tasks_leases_are_taken_renewed_and_released_together(stack, unique_na
     finally:
         leases.release_all(held)
     assert not any(lease.held() for lease in held)
-    state = claims.claim_log(stack.target).current()
+    state = claim_log(stack.target).current()
     assert not any(f"{unique_name}:{p}" in state.parts for p in range(3))
     rival.acquire(wait_s=5)  # free at once after the release
     rival.release()

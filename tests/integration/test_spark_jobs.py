@@ -241,7 +241,7 @@ def test_jobs_whose_target_is_the_source_refuse_before_writing(stack, unique_nam
     """Run by hand with a clients file whose target is the source (here under another address, so
     that only the cluster ids tell): both jobs refuse before writing; the source gets no claims
     topic and its topic's configs stay as they were."""
-    from kmigrate.claims import CLAIMS_TOPIC
+    from kmigrate.claims.log import CLAIMS_TOPIC
 
     topics = seed_workload(stack, unique_name, topics=1, partitions=1, per_partition=10)
     Manifest(str(tmp_path / "state"), "run-1").write_once("plan", build_plan(stack.source, topics))

@@ -17,7 +17,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kmigrate import claims
+from kmigrate.claims.log import CLAIMS_TOPIC
+from kmigrate.claims.runs import release_topics
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions, marker_transactional_id
 from kmigrate.errors import MissingAcls
@@ -82,9 +83,9 @@ def test_preflight_names_the_missing_acl_and_writes_nothing(secure_stack, unique
 def test_preflight_names_a_missing_right_on_the_claims_topic(secure_stack, unique_name):
     seed_plain(secure_stack.source, unique_name, 1, 50)
     target = secure_stack.cluster("target")
-    claims.release_topics(target, unique_name)  # a record on the claims topic: it exists from here on
-    with denied(secure_stack.target, claims.CLAIMS_TOPIC, AclOperation.WRITE):
-        with pytest.raises(MissingAcls, match=re.escape(f"target: WRITE on topic {claims.CLAIMS_TOPIC!r}")):
+    release_topics(target, unique_name)  # a record on the claims topic: it exists from here on
+    with denied(secure_stack.target, CLAIMS_TOPIC, AclOperation.WRITE):
+        with pytest.raises(MissingAcls, match=re.escape(f"target: WRITE on topic {CLAIMS_TOPIC!r}")):
             preflight(secure_stack, unique_name)
     assert not target_has(secure_stack, unique_name)
     record(SECURE_RESULTS_ENV, missing_acl_named=True)

@@ -12,7 +12,7 @@ import os
 import time
 
 from confluent_kafka import Producer
-from kmigrate import claims
+from kmigrate.claims import log as claims_log
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka import pool, records
@@ -55,7 +55,7 @@ def leaves_no_client_running():
     does not count."""
     pool.admins.close_all()
     records.readers.close_all()
-    claims.close_all()
+    claims_log.close_all()
     gc.collect()
     before = rdkafka_clients()
     gc.disable()
@@ -64,7 +64,7 @@ def leaves_no_client_running():
         pooled, readers = pool.admins.idle(), records.readers.idle()
         pool.admins.close_all()
         records.readers.close_all()
-        claims.close_all()  # the claims log's reader and writer, kept per process like the pool
+        claims_log.close_all()  # the claims log's reader and writer, kept per process like the pool
         left = rdkafka_clients() - before
     finally:
         gc.enable()

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kmigrate import claims
+from kmigrate.claims import log as claims_log
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import leaders, pool, records
 from kmigrate.kafka.connect import ConnectClient
@@ -47,7 +47,7 @@ def close_pooled_clients() -> None:
     pool.admins.close_all()
     records.readers.close_all()
     leaders.connections.close_all()
-    claims.close_all()
+    claims_log.close_all()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The rule every reader of the claims log applies (kmigrate.claims.Claims): which appended claim
+"""The rule every reader of the claims log applies (kmigrate.claims.state.Claims): which appended claim
 takes effect, in log order."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import os
 import random
 
 import pytest
-from kmigrate import claims, leases
-from kmigrate.claims import Claims
+from kmigrate import leases
+from kmigrate.claims import log as claims_log
+from kmigrate.claims import runs as claims_runs
+from kmigrate.claims.state import Claims
 
 
 def run_claim(run: str, *topics: str, dag: str = "kafka_migration") -> dict:
@@ -84,17 +86,17 @@ def test_records_of_unknown_kinds_or_shapes_change_nothing():
 
 
 def test_a_record_value_is_a_claim_only_when_it_is_a_json_object():
-    assert claims._claim_of(b'{"kind": "run"}') == {"kind": "run"}
+    assert claims_log._claim_of(b'{"kind": "run"}') == {"kind": "run"}
     for value in (None, b"", b"not json", b"\xff\xfe", b"[1, 2]", b"null", b'"text"', b"42"):
-        assert claims._claim_of(value) is None, value
-    assert claims._what(None) == "no value: a tombstone"
-    assert claims._what(b"x" * 100).endswith("...")
+        assert claims_log._claim_of(value) is None, value
+    assert claims_log._what(None) == "no value: a tombstone"
+    assert claims_log._what(b"x" * 100).endswith("...")
 
 
 def test_the_refusal_names_the_holding_run_its_dag_and_the_way_out():
     state = Claims()
     state.apply(1_700_000_000_000, run_claim("nightly-move", "orders", dag="kafka_dr_drill"))
-    exc = claims._held_error("second", state.conflicts("second", ["orders", "audit"]), state)
+    exc = claims_runs._held_error("second", state.conflicts("second", ["orders", "audit"]), state)
     text = str(exc)
     assert "run 'nightly-move' of DAG 'kafka_dr_drill'" in text and "holds orders" in text
     assert "python -m kmigrate.claims release nightly-move" in text

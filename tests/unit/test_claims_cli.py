@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from kmigrate.claims import Claims, cli
+from kmigrate.claims import cli
+from kmigrate.claims.state import Claims
 from kmigrate.errors import ClusterUnavailable, ConfigError
 
 TARGET = ["--bootstrap-servers", "localhost:1"]

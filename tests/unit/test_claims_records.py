@@ -11,9 +11,10 @@ import random
 import time
 
 import pytest
-from kmigrate import claims
-from kmigrate.claims import Claims
+from kmigrate.claims import log as claims_log
+from kmigrate.claims import runs as claims_runs
 from kmigrate.claims.records import problem, run_key
+from kmigrate.claims.state import Claims
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 
@@ -39,7 +40,7 @@ def fold(values: list[tuple[int, bytes | None]], state: Claims | None = None) ->
     state = state or Claims()
     outcomes = []
     for offset, (ts, value) in enumerate(values):
-        record = claims._claim_of(value)
+        record = claims_log._claim_of(value)
         outcomes.append(False if record is None else state.apply(ts, record, offset))
     return state, outcomes
 
@@ -137,7 +138,7 @@ def test_a_malformed_record_in_the_middle_of_a_history_changes_nothing(kind):
 def test_a_malformed_record_is_unreadable_with_a_reason_and_never_raises():
     state, _ = fold(valid_history())
     for kind, value in BAD_RECORDS.items():
-        record = claims._claim_of(value)
+        record = claims_log._claim_of(value)
         if record is not None:
             assert not state.apply(3_500, record, 3) and state.unreadable, kind
     snapshot = bad_snapshots(3)["snapshot missing leased"]
@@ -286,14 +287,14 @@ def test_a_run_is_released_by_its_own_deployment_or_by_force():
 def test_the_refusal_names_the_holders_deployment_and_the_forced_release():
     state = Claims()
     state.apply(1_700_000_000_000, run_claim("nightly", "orders", deployment="kafka_dr_drill@/state/a"))
-    exc = claims._held_error("nightly", state.conflicts("nightly", ["orders"], "kafka_dr_drill@/state/b"), state,
+    exc = claims_runs._held_error("nightly", state.conflicts("nightly", ["orders"], "kafka_dr_drill@/state/b"), state,
                              "kafka_dr_drill@/state/b")
     text = str(exc)
     assert "run 'nightly' (deployment 'kafka_dr_drill@/state/b') is refused" in text
     assert "run 'nightly' of DAG 'kafka_migration' (deployment 'kafka_dr_drill@/state/a')" in text
     assert "python -m kmigrate.claims release nightly --force --deployment kafka_dr_drill@/state/a" in text
     assert "--config-file" in text and exc.holders == ["nightly"]
-    assert "refused" in str(claims._held_error("x", {}, state))  # its holder released them since: no IndexError
+    assert "refused" in str(claims_runs._held_error("x", {}, state))  # its holder released them since: no IndexError
 
 
 def test_records_of_older_versions_are_read_as_of_no_deployment():
@@ -332,9 +333,9 @@ NOWHERE = ClusterConfig.from_bootstrap("target", "localhost:1")  # refused befor
 
 def test_claim_topics_refuses_a_claim_no_reader_could_fold():
     with pytest.raises(ConfigError, match="deployment"):
-        claims.claim_topics(NOWHERE, "r", ["t"], deployment=None)
+        claims_runs.claim_topics(NOWHERE, "r", ["t"], deployment=None)
     with pytest.raises(ConfigError, match="every deployment needs force"):
-        claims.release_topics(NOWHERE, "r", deployment=None)
+        claims_runs.release_topics(NOWHERE, "r", deployment=None)
 
 
 def leased_state(partitions: int) -> Claims:
@@ -356,10 +357,11 @@ def test_a_snapshot_of_100000_leased_partitions_is_written_in_records_under_the_
     began = time.monotonic()
     state = leased_state(100_000)
     through = 250_000
-    chunks = state.snapshot_chunks(through, claims.SNAPSHOT_CHUNK_BYTES)
+    chunks = state.snapshot_chunks(through, claims_log.SNAPSHOT_CHUNK_BYTES)
     sizes = [len(json.dumps(chunk, sort_keys=True).encode()) for chunk in chunks]  # as ClaimLog._append writes them
-    assert len(chunks) > 1 and max(sizes) <= claims.SNAPSHOT_CHUNK_BYTES < 1_000_000  # the producer's message.max.bytes
-    assert len(chunks) <= claims.SNAPSHOT_MAX_CHUNKS
+    # under the producer's message.max.bytes
+    assert len(chunks) > 1 and max(sizes) <= claims_log.SNAPSHOT_CHUNK_BYTES < 1_000_000
+    assert len(chunks) <= claims_log.SNAPSHOT_MAX_CHUNKS
     fresh = Claims()
     read = [json.loads(json.dumps(chunk)) for chunk in chunks]
     outcomes = [fresh.apply(300_000, chunk, through + i) for i, chunk in enumerate(read)]

@@ -13,7 +13,7 @@ NAMES = ["orders", "connect-orders", "kmigrate-claims", "connect-offsets", "conn
 
 
 def test_the_claims_topic_is_the_claims_modules():
-    from kmigrate.claims import CLAIMS_TOPIC as claims
+    from kmigrate.claims.log import CLAIMS_TOPIC as claims
 
     assert CLAIMS_TOPIC == claims
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from kmigrate.claims import claim_log, close_all, release_topics
+from kmigrate.claims.log import claim_log, close_all
+from kmigrate.claims.runs import release_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError
 

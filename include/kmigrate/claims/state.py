@@ -1,7 +1,7 @@
 """The state the claims log describes and the rule that folds it (`Claims.apply`), the same in every
 reader: which run holds which topics (a run is its name and its deployment), which copier holds
 which partition, which source clusters ever claimed runs here, and the snapshots that carry all of
-it past a trim (docs/DESIGN.md §4.7). Pure logic: no Kafka here (the log is `kmigrate.claims`)."""
+it past a trim (docs/DESIGN.md §4.7). Pure logic: no Kafka here (the log is `kmigrate.claims.log`)."""
 from __future__ import annotations
 
 import json

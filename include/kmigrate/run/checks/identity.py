@@ -13,7 +13,7 @@ types the wrong one, or forgets to swap two of them, and only the cluster's own 
 - `check_same_source` holds an unplanned failover's source, which cannot be asked its id, against
   the addresses the mirror read.
 - `check_direction` refuses a new run whose source once received a migration or a mirror from its
-  target (their claims logs say so: `kmigrate.claims.received_from`): source and target swapped.
+  target (their claims logs say so: `kmigrate.claims.log.received_from`): source and target swapped.
   A failback reverses a recorded failover on purpose and is held to `check_failback` instead."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kmigrate.claims import CLAIMS_TOPIC, received_from
+from kmigrate.claims.log import CLAIMS_TOPIC, received_from
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import NewTopic
 
-from kmigrate.claims import CLAIMS_TOPIC
+from kmigrate.claims.log import CLAIMS_TOPIC
 from kmigrate.errors import MissingAcls
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.topic_batches import create_topics

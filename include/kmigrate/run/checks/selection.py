@@ -71,7 +71,7 @@ def compile_pattern(pattern: str, what: str) -> Any:
                       f"(RE2: linear-time, so that no pattern can hang a run) does not support; {rewrite}")
 
 
-# kmigrate's own topic on a target (kmigrate.claims.CLAIMS_TOPIC: the runs' claims of their topics), named
+# kmigrate's own topic on a target (kmigrate.claims.log.CLAIMS_TOPIC: the runs' claims of their topics), named
 # here so that the selection does not import the claims module
 CLAIMS_TOPIC = "kmigrate-claims"
 # Kafka Connect's storage topics (a worker's offset.storage.topic, config.storage.topic and

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kmigrate.claims import release_topics
+from kmigrate.claims.runs import release_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror.board import board, left

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kmigrate.claims import claim_topics
+from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import KmigrateError, WrongCluster
 from kmigrate.kafka import ends as kafka_ends
