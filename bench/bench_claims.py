@@ -23,7 +23,7 @@ import uuid
 
 from common import SOURCE, TARGET, delete_topics, median_interval
 from confluent_kafka import Producer
-from kmigrate import leases
+from kmigrate.claims import leases
 from kmigrate.claims import log as claims_log
 from kmigrate.copy import partition as partition_module
 from kmigrate.copy.partition import copy_partition

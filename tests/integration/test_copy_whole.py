@@ -2,13 +2,13 @@
 requests, each other partition by the per-partition copier, every offset and record kept."""
 from __future__ import annotations
 
-from kmigrate import leases
+from kmigrate.claims import leases
+from kmigrate.claims.leases import PartitionLease
 from kmigrate.claims.log import claim_log
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.whole import copy_whole
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.leases import PartitionLease
 from kmigrate.model import WorkUnit
 from kmigrate.run.copying import tasks
 from kmigrate.run.targets.prepare import prepare_target_topic

@@ -8,7 +8,7 @@ import os
 import random
 
 import pytest
-from kmigrate import leases
+from kmigrate.claims import leases
 from kmigrate.claims import log as claims_log
 from kmigrate.claims import runs as claims_runs
 from kmigrate.claims.state import Claims

@@ -1,7 +1,7 @@
 """Claims kept on the target cluster: which run holds which topics, and which copier writes which
 partition (docs/DESIGN.md §4.7). A module a concept: the records' shapes (`records`), the fold
-(`state`), the log (`log`), runs' claims on their topics (`runs`) and the CLI (`cli`); copiers'
-leases on partitions are `kmigrate.leases`.
+(`state`), the log (`log`), runs' claims on their topics (`runs`), copiers' leases on partitions
+(`leases`) and the CLI (`cli`).
 
 The claims are records of one single-partition topic on the target, `kmigrate-claims`, stamped by
 the broker (LogAppendTime). Every claim is appended first and decided after: each reader folds the
@@ -16,7 +16,7 @@ took effect, with no coordinator and no clock but the partition leader's.
   run ends (the report, by its own deployment) or by hand (`python -m kmigrate.claims release RUN`,
   `--force` for a run of a deployment: `kmigrate.claims.cli`). The log also keeps which source
   clusters ever claimed runs on it (`received_from`), through releases.
-- A copier leases the partition it writes (`kmigrate.leases`). A lease takes effect when the
+- A copier leases the partition it writes (`kmigrate.claims.leases`). A lease takes effect when the
   partition is free, its lease ran out (no renewal for `lease_s` by the broker's clock), or its
   holder's process is gone (seen by a claimant on the same host). The holder renews it every
   `lease_s / 5` and stops writing when no renewal has been confirmed for `lease_s / 2`, well before

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
 
+from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy import repeats
 from kmigrate.copy.preserve import copy_preserve
@@ -18,7 +19,6 @@ from kmigrate.errors import ClusterUnavailable, CopyError, CopyInterrupted, Kmig
 from kmigrate.kafka import ends, leaders, txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.pool import shared_admin
-from kmigrate.leases import PartitionLease
 from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from kmigrate import leases
+from kmigrate.claims import leases
+from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.preserve import verify_into
@@ -23,7 +24,6 @@ from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka import leaders, transport
 from kmigrate.kafka.pool import shared_admin
-from kmigrate.leases import PartitionLease
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 from kmigrate.run.verify import batches as batch_verify
 from kmigrate.run.verify.partition import verify_live, verify_partition

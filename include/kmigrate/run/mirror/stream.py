@@ -35,12 +35,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition, plain, produce_requests, producer_for, stamped, take_answers
 from kmigrate.errors import ClusterUnavailable, CopyInterrupted
 from kmigrate.kafka import leaders, merge, multi, wire
 from kmigrate.kafka.pool import shared_admin
-from kmigrate.leases import PartitionLease
 
 log = logging.getLogger(__name__)
 

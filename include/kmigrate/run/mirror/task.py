@@ -28,14 +28,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kmigrate import leases
+from kmigrate.claims import leases
+from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError, PartitionHeld
 from kmigrate.kafka import ends, leaders
 from kmigrate.kafka.pool import shared_admin
-from kmigrate.leases import PartitionLease
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror.reports import reporter
 from kmigrate.run.mirror.stream import Streams

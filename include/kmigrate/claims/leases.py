@@ -1,6 +1,6 @@
 """Leases on target partitions (docs/DESIGN.md §4.7): one copier writes a partition at a time.
 
-A lease is a record in the claims log (`kmigrate.claims`). It takes effect when the partition is
+A lease is a record in the claims log (`kmigrate.claims.log`). It takes effect when the partition is
 free, its lease ran out (no renewal for `lease_s` by the broker's clock), or its holder's process
 is gone (seen by a claimant on the same host). The holder renews it every `lease_s / 5` and stops
 writing when no renewal has been confirmed for `lease_s / 2`, well before anyone may take it over.
