@@ -122,10 +122,13 @@ def random_claims(rng: random.Random, count: int) -> list[tuple[int, dict]]:
             record = run_claim(rng.choice("abc"), *rng.sample(["o", "p", "q", "r"], rng.randint(1, 2)))
         elif kind < 0.35:
             record = {"kind": "run-release", "run": rng.choice("abc")}
-        elif kind < 0.85:
+        elif kind < 0.75:
             extra = {"breaks": rng.choice("xyz")} if rng.random() < 0.1 else {}
             extra.update({"target_empty": True} if rng.random() < 0.1 else {})
             record = lease(rng.choice("xyz"), scope=f"t:{rng.randint(0, 2)}", **extra)
+        elif kind < 0.85:
+            record = {"kind": "lease-renewal", "lease_ms": 30_000,
+                      "holders": {f"t:{p}": rng.choice("xyz") for p in rng.sample(range(3), rng.randint(1, 3))}}
         else:
             record = {"kind": "lease-release", "scope": f"t:{rng.randint(0, 2)}", "holder": rng.choice("xyz")}
         out.append((ts, record))
@@ -152,7 +155,8 @@ def test_a_reader_starting_at_a_snapshot_decides_every_later_claim_as_one_that_r
     later = [(whole.apply(ts, r, cut + 1 + i), fresh.apply(ts, r, cut + 1 + i)) for i, (ts, r) in enumerate(history[cut:])]
     assert [a for a, _ in later] == [b for _, b in later]
     assert (fresh.runs, fresh.parts, fresh.born, fresh.leased) == (whole.runs, whole.parts, whole.born, whole.leased)
-    assert any(outcomes) and not all(outcomes)  # the history holds both outcomes
+    every = outcomes + [a for a, _ in later]
+    assert any(every) and not all(every)  # the history holds both outcomes
 
 
 def test_a_snapshot_that_another_claim_came_before_is_void_for_every_reader():
@@ -174,3 +178,46 @@ def test_the_outcome_of_a_claim_a_snapshot_took_in_is_read_from_the_state():
     assert state.holds({"kind": "lease-release", "scope": "t:0", "holder": "y"})
     assert not state.holds({"kind": "lease-release", "scope": "t:0", "holder": "x"})
     assert state.holds({"kind": "run-release", "run": "b"}) and not state.holds({"kind": "run-release", "run": "a"})
+
+
+def test_a_renewal_of_many_leases_renews_each_as_its_holders_lease_record_would_and_takes_none():
+    """A record renewing many leases folds, scope by scope, as the lease records of their holders would
+    where those hold the lease, and changes nothing elsewhere: a lease taken over, released or never
+    held is not taken by a renewal. Its outcome is whether it renewed every scope."""
+    def renewal(holders: dict[str, str]) -> dict:
+        return {"kind": "lease-renewal", "holders": holders, "run": "r", "host": "h", "pid": 1, "lease_ms": 30_000}
+
+    state = Claims()
+    for offset, (holder, scope) in enumerate([("x", "t:0"), ("y", "t:1"), ("x", "t:2")]):
+        assert state.apply(1_000, lease(holder, scope=scope), offset)
+    by_records = copy.deepcopy(state)
+    assert state.apply(20_000, renewal({"t:0": "x", "t:2": "x"}), 3)
+    assert by_records.apply(20_000, lease("x", scope="t:0", run="r", host="h", pid=1), 3)
+    assert by_records.apply(20_000, lease("x", scope="t:2", run="r", host="h", pid=1), 4)
+    assert state.parts == by_records.parts
+    assert state.holds(renewal({"t:0": "x", "t:2": "x"})) and not state.holds(renewal({"t:0": "x", "t:1": "x"}))
+    # t:1 is y's, t:3 was never held, t:2 released: nothing taken; t:0 still renewed, the outcome False
+    assert state.apply(21_000, {"kind": "lease-release", "scope": "t:2", "holder": "x"}, 5)
+    assert not state.apply(40_000, renewal({"t:0": "x", "t:1": "x", "t:2": "x", "t:3": "x"}), 6)
+    assert state.parts["t:0"]["ts"] == 40_000 and state.parts["t:1"]["holder"] == "y"
+    assert "t:2" not in state.parts and "t:3" not in state.parts
+    # a renewal does not hold off another holder once the lease ran out, as a late lease record does not
+    assert state.apply(71_000, lease("z", scope="t:0"), 7)
+    assert not state.apply(71_001, renewal({"t:0": "x"}), 8) and state.parts["t:0"]["holder"] == "z"
+
+
+def test_the_renewals_of_a_task_of_10000_partitions_are_a_few_records_under_the_topic_size(monkeypatch):
+    monkeypatch.setattr(leases, "claim_log", lambda cluster: None)
+    held = [leases.PartitionLease(None, "mirror-run", f"topic{n // 100:03d}", n % 100) for n in range(10_024)]
+    other = leases.PartitionLease(None, "another-run", "topic999", 0)
+    records = leases.renewals([*held, other])
+    assert [len(leases_of) for _, leases_of in records] == [2_000] * 5 + [24, 1]
+    assert all(len(json.dumps(record, sort_keys=True)) < 300_000 for record, _ in records)
+    folded = Claims()
+    for offset, lease_of in enumerate([*held, other]):
+        assert folded.apply(1_000, {**lease_of._base, "kind": "lease"}, offset)
+    for offset, (record, leases_of) in enumerate(records, 10_025):
+        assert folded.apply(2_000, json.loads(json.dumps(record)), offset)
+        assert all(folded.parts[lease_of.scope]["holder"] == lease_of.holder for lease_of in leases_of)
+    assert {part["ts"] for part in folded.parts.values()} == {2_000}
+    assert folded.parts["topic000:0"]["run"] == "mirror-run" and folded.parts["topic999:0"]["run"] == "another-run"

@@ -31,6 +31,11 @@ def lease(holder: str, scope: str = "t:0", lease_ms=30_000, **extra) -> dict:
             "lease_ms": lease_ms, **extra}
 
 
+def renewal(holders: dict[str, str], lease_ms=30_000, **extra) -> dict:
+    return {"kind": "lease-renewal", "holders": holders, "run": "r", "host": "h", "pid": 1, "lease_ms": lease_ms,
+            **extra}
+
+
 def encode(record) -> bytes:
     return json.dumps(record).encode()  # allow_nan: Infinity and NaN as another writer may send them
 
@@ -78,6 +83,9 @@ BAD_RECORDS = {
     "lease scope not a string": encode({**lease("w"), "scope": 3}),
     "lease pid text": encode(lease("w", "orders:2", pid="self")),
     "lease breaks not a string": encode(lease("w", "orders:0", breaks=["x"])),
+    "lease-renewal holders a list": encode(renewal({}) | {"holders": [["orders:0", "x"]]}),
+    "lease-renewal holder a number": encode(renewal({"orders:0": 7})),
+    "lease-renewal lease_ms Infinity": encode(renewal({"orders:0": "x"}, float("inf"))),
     "lease-release holder not a string": encode({"kind": "lease-release", "scope": "orders:0", "holder": None}),
     "run topics a string": encode(run_claim("w", "orders") | {"topics": "orders"}),
     "run topics not strings": encode(run_claim("w") | {"topics": ["ok", 3]}),
@@ -166,6 +174,7 @@ GARBAGE_VALUES = {  # by field: values no record of that field may hold
     "force": ["yes", 1, None, []],
     "source_id": [1, [], {}, True],
     "pid": ["self", 1.5, [], True],
+    "holders": [None, "x", [], ["t:0"], {"t:0": 1}, {"t:0": None}, {"t:0": ["x"]}],
 }
 BROKEN_SNAPSHOT = [("runs", ["x", [], {"k": 1}, {"k": {"run": "k", "topics": "o", "ts": 1}}]),
                    ("parts", ["x", [], {"t:0": 1}, {"t:0": {"holder": 1, "lease_ms": 1, "ts": 1}}]),
@@ -185,10 +194,13 @@ def random_record(rng: random.Random) -> dict:
         if rng.random() < 0.7:
             record["deployment"] = rng.choice(deployments)
         return record | ({"force": True} if rng.random() < 0.3 else {})
-    if kind < 0.85:
+    if kind < 0.75:
         extra = {"breaks": rng.choice("xyz")} if rng.random() < 0.1 else {}
         extra.update({"target_empty": True} if rng.random() < 0.1 else {})
         return lease(rng.choice("xyz"), f"t:{rng.randint(0, 2)}", rng.choice([30_000, 29_999.5]), **extra)
+    if kind < 0.85:
+        return renewal({f"t:{p}": rng.choice("xyz") for p in rng.sample(range(3), rng.randint(1, 3))},
+                       rng.choice([30_000, 29_999.5]))
     return {"kind": "lease-release", "scope": f"t:{rng.randint(0, 2)}", "holder": rng.choice("xyz")}
 
 
@@ -209,8 +221,9 @@ def garbage(rng: random.Random, valid: dict, state: Claims, offset: int) -> byte
 
 
 KIND_FIELDS = {"run": {"run", "run-release"}, "topics": {"run"}, "deployment": {"run", "run-release"},
-               "holder": {"lease", "lease-release"}, "scope": {"lease", "lease-release"}, "lease_ms": {"lease"},
-               "force": {"run-release"}, "source_id": {"run"}, "pid": {"lease"}}
+               "holder": {"lease", "lease-release"}, "scope": {"lease", "lease-release"},
+               "lease_ms": {"lease", "lease-renewal"}, "force": {"run-release"}, "source_id": {"run"},
+               "pid": {"lease", "lease-renewal"}, "holders": {"lease-renewal"}}
 
 
 @pytest.mark.parametrize("seed", range(30))

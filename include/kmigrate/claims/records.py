@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-KINDS = ("snapshot", "run", "run-release", "lease", "lease-release")
+KINDS = ("snapshot", "run", "run-release", "lease", "lease-release", "lease-renewal")
 
 
 def run_key(run: str, deployment: str) -> str:
@@ -127,6 +127,11 @@ def problem(record: Any) -> str | None:
         if not _run_name(record.get("run")) or not isinstance(record.get("deployment", ""), str):
             return "its run or deployment is not a string"
         return None if isinstance(record.get("force", False), bool) else "its force is not true or false"
+    if kind == "lease-renewal":  # many leases of one process renewed in one record: {scope: holder}
+        holders = record.get("holders")
+        if not isinstance(holders, dict) or not all(isinstance(h, str) for h in holders.values()):
+            return "its holders are not an object of scopes and holders"
+        return _lease_fields_problem({**record, "holder": ""})
     if not isinstance(record.get("scope"), str):
         return "its scope is not a string"
     if kind == "lease":

@@ -90,6 +90,8 @@ class Claims:
             return set(record["topics"]) <= set(self.runs.get(key, {}).get("topics", ()))
         if kind == "run-release":
             return not self._released(record)
+        if kind == "lease-renewal":
+            return all(self.parts.get(scope, {}).get("holder") == h for scope, h in record["holders"].items())
         return (holder == record.get("holder")) == (kind == "lease")
 
     def _released(self, record: dict[str, Any]) -> list[str]:
@@ -119,6 +121,8 @@ class Claims:
             for key in released:
                 del self.runs[key]
             return bool(released)
+        if kind == "lease-renewal":
+            return self._renew(ts_ms, record)
         held = self.parts.get(record["scope"])
         if kind == "lease":
             lease_ms = lease_entry(record, ts_ms)["lease_ms"]  # a whole number: a later record is compared with it
@@ -135,6 +139,19 @@ class Claims:
             del self.parts[record["scope"]]
             return True
         return False
+
+    def _renew(self, ts_ms: int, record: dict[str, Any]) -> bool:
+        """A renewal of many leases: each scope still held by the holder the record names for it is
+        renewed (from `ts_ms`, as a lease record of that holder would), any other left as it is (a
+        renewal never takes a lease: one lost, released or never held stays so). True when every
+        scope was renewed."""
+        renewed = 0
+        for scope, holder in record["holders"].items():
+            held = self.parts.get(scope)
+            if held is not None and held["holder"] == holder:
+                self.parts[scope] = lease_entry({**record, "holder": holder}, ts_ms)
+                renewed += 1
+        return renewed == len(record["holders"])
 
     def _apply_chunk(self, record: dict[str, Any], offset: int) -> bool:
         """A snapshot is in effect only at the offsets it was taken for: its chunks at `through`,
