@@ -176,6 +176,9 @@ def main() -> None:
         watcher.join()
         busy_cpu = {"mirror": 100 * ours.cpu_s / args.seconds, "source_brokers": 100 * brokers.cpu_s / args.seconds}
         waits = latencies(load.acked, watcher.samples, "ours", after=load_began + WARM_S)
+        windows = [percentile(latencies([a for a in load.acked if at <= a[2] < at + 10], watcher.samples, "ours"), 0.99)
+                   for at in range(int(load_began + WARM_S), int(load_began + args.seconds), 10)]
+        print(f"busy p99 by 10 s window: {windows}", flush=True)
         fetches, in_full = fetch_counts(manifest)
         request_stop(manifest, "the benchmark is done")
         mirror.wait(120)
@@ -193,7 +196,7 @@ def main() -> None:
         "idle_partitions": args.idle_partitions, "busy_partitions": len(load.partitions()), "rate_mb": args.rate_mb,
         "in_step_s": round(in_step_s, 1),
         "rpo_p50_s": percentile(waits, 0.5), "rpo_p99_s": percentile(waits, 0.99), "rpo_max_s": percentile(waits, 1.0),
-        "records_timed": len(waits),
+        "records_timed": len(waits), "rpo_p99_by_10s": windows,
         "idle_cpu_pct": round(idle_cpu["mirror"]), "idle_source_brokers_cpu_pct": round(idle_cpu["source_brokers"]),
         "busy_cpu_pct": round(busy_cpu["mirror"]), "busy_source_brokers_cpu_pct": round(busy_cpu["source_brokers"]),
         "idle_status_every_s": round(args.idle_s / max(1, idle_rounds), 2),
