@@ -76,7 +76,7 @@ def test_target_producer_quota_is_honoured_and_the_copy_completes(faulty):
     try:
         throttle.reset()
         began = time.monotonic()
-        rows = copy_bin([(u, {}) for u in units[1:]], clients, run)  # whole partitions, one Produce a leader
+        rows = copy_bin([(u, {}) for u in units[1:]], clients, run)  # copied together, one Produce a leader
         rows.append(copy_partition(*clients, units[0], CopyOptions(run_id=run, fetch_max_bytes=16 << 10)).as_row())
         took = time.monotonic() - began
         seen = throttle.reset()

@@ -7,7 +7,7 @@ server: PySpark puts the JVM's PYTHONPATH on its workers' (tests/support/kill_ho
 It wraps kmigrate.run.copying.tasks and kmigrate.run.mirror.task (the mirror's long-running
 tasks) once each is imported: `copy_partition` gets a progress hook
 that kills (and whole batches are fetched 16 KiB at a time unless a fetch size is given, so that the
-hook sees progress before the end), and `copy_whole` copies nothing (every partition takes the
+hook sees progress before the end), and `copy_together` copies nothing (every partition takes the
 record-by-record copier, which reports progress)."""
 from __future__ import annotations
 
@@ -50,8 +50,8 @@ def _patch(tasks) -> None:  # noqa: ANN001 - one of MODULES
         return copy_partition(source, target, unit, dataclasses.replace(options, **changes), *args, **kwargs)
 
     tasks.copy_partition = killing_copy_partition
-    if hasattr(tasks, "copy_whole"):
-        tasks.copy_whole = lambda *args, **kwargs: {}
+    if hasattr(tasks, "copy_together"):
+        tasks.copy_together = lambda *args, **kwargs: {}
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from kmigrate.copy import fastfill
-from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition
+from kmigrate.copy.together import MAX_IN_FLIGHT, PartitionBatches
 from kmigrate.kafka import wire
 from kmigrate.model import WorkUnit
 from kmigrate.run.mirror import stream, task
@@ -79,12 +79,12 @@ def streamed(partition: int, committed: int = 0) -> stream._Streamed:
     return stream._Streamed(f, SimpleNamespace(check=lambda: None), Future(), DR, committed)
 
 
-def part(s: stream._Streamed, base: int, *sizes: int) -> WholePartition:
+def part(s: stream._Streamed, base: int, *sizes: int) -> PartitionBatches:
     blob, offset = b"", base
     for size in sizes:
         blob += as_fetched(fastfill.filler_batch(size), offset, 0, 42)
         offset += size
-    return WholePartition(s.f.unit, DR, wire.parse_batches(memoryview(bytearray(blob))), s.f.producer[0])
+    return PartitionBatches(s.f.unit, DR, wire.parse_batches(memoryview(bytearray(blob))), s.f.producer[0])
 
 
 def test_a_turn_is_taken_in_once_answered_and_the_last_ones_wait(leader):

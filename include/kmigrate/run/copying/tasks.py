@@ -19,7 +19,7 @@ from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.partition import copy_partition
 from kmigrate.copy.preserve import verify_into
-from kmigrate.copy.whole import copy_whole
+from kmigrate.copy.together import copy_together
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka import leaders, transport
@@ -98,11 +98,11 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
                 leaders.remember(cluster, tps)
         except (KmigrateError, KafkaException) as exc:
             log.info("copy: preparing the task's partitions at once failed (%s); each copy does it on its own", exc)
-        whole = {}
+        together = {}
         if configs is not None and transport.raw_capable(source) and transport.raw_capable(target):
-            whole = copy_whole(source, target, [u for u, _ in items if held[key(u)].held()],
-                               {tp: lease.check for tp, lease in held.items()})
-        return [_whole_row(whole[key(u)], clients, options.get("verify", True)) if key(u) in whole else
+            together = copy_together(source, target, [u for u, _ in items if held[key(u)].held()],
+                                     {tp: lease.check for tp, lease in held.items()})
+        return [_together_row(together[key(u)], clients, options.get("verify", True)) if key(u) in together else
                 copy_task(u, clients, run_id, **extras, **options, lease=held[key(u)], target_configs=configs)
                 for u, extras in items]
     finally:
@@ -111,11 +111,12 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
             leaders.forget(cluster, tps)
 
 
-def _whole_row(result: PartitionResult, clients: tuple[ClusterConfig, ClusterConfig], verify: bool) -> dict[str, Any]:
-    """The row of a partition copied by copy_whole, its digests compared when the copy verifies."""
+def _together_row(result: PartitionResult, clients: tuple[ClusterConfig, ClusterConfig], verify: bool
+                  ) -> dict[str, Any]:
+    """The row of a partition copied by copy_together, its digests compared when the copy verifies."""
     if verify:
         verify_into(*clients, result, 0)
-    log.info("copy %s[%d]: done with the task's other whole partitions, %d records in %d batches, digests equal: %s",
+    log.info("copy %s[%d]: done together with the task's other partitions, %d records in %d batches, digests equal: %s",
              result.topic, result.partition, result.records, result.whole_batches, result.digests_equal)
     return {"ok": True, **result.as_row()}
 

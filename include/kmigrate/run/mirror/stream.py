@@ -37,7 +37,8 @@ from typing import Any
 
 from kmigrate.claims.leases import PartitionLease
 from kmigrate.config import ClusterConfig
-from kmigrate.copy.whole import MAX_IN_FLIGHT, WholePartition, plain, produce_requests, producer_for, stamped, take_answers
+from kmigrate.copy.together import (MAX_IN_FLIGHT, PartitionBatches, plain, produce_requests, producer_for, stamped,
+                                    take_answers)
 from kmigrate.errors import ClusterUnavailable, CopyInterrupted
 from kmigrate.kafka import leaders, merge, multi, wire
 from kmigrate.kafka.pool import shared_admin
@@ -142,7 +143,7 @@ class Streams:
         broke = None
         try:
             with leaders.connection(self.source, address) as conn, writer:
-                held: dict[Key, tuple[_Streamed, WholePartition]] = {}  # fetched, not sent yet
+                held: dict[Key, tuple[_Streamed, PartitionBatches]] = {}  # fetched, not sent yet
                 session = multi.FetchSession()
                 while True:
                     asked, leaving = self._asked(where)
@@ -191,7 +192,7 @@ class Streams:
             return dict(streamed), leaving
 
     def _take(self, where: Thread, asked: dict[Key, _Streamed], fetched: dict, writer: _Writer,
-              held: dict[Key, tuple[_Streamed, WholePartition]]) -> None:
+              held: dict[Key, tuple[_Streamed, PartitionBatches]]) -> None:
         """What a Fetch brought that goes whole added to what each partition holds, its position moved
         past it; a partition whose answer does not qualify is handed back once the writes sent are
         answered, what it held dropped."""
@@ -216,13 +217,14 @@ class Streams:
                     joined = merge.join(batches, min(JOIN_BYTES, s.f.batch_limit))
                     s.f.joined += len(batches) - len(joined)
                     batches = joined
-                held[key] = (s, WholePartition(s.f.unit, s.target_leader, batches, s.f.producer[0] if s.f.producer else None))
+                held[key] = (s, PartitionBatches(s.f.unit, s.target_leader, batches,
+                                                 s.f.producer[0] if s.f.producer else None))
                 s.next = held[key][1].end
 
 
 @dataclasses.dataclass
 class _Turn:
-    writes: dict[Key, tuple[_Streamed, WholePartition]]
+    writes: dict[Key, tuple[_Streamed, PartitionBatches]]
     unanswered: int = 0  # its Produce requests not answered yet
 
 
@@ -253,8 +255,8 @@ class _Writer:
             exc = (type(unread), unread, None)
         self._held.__exit__(*exc)
 
-    def send(self, writes: dict[Key, tuple[_Streamed, WholePartition]], in_flight: int | None = None
-             ) -> dict[Key, tuple[_Streamed, WholePartition]]:
+    def send(self, writes: dict[Key, tuple[_Streamed, PartitionBatches]], in_flight: int | None = None
+             ) -> dict[Key, tuple[_Streamed, PartitionBatches]]:
         """A turn's writes sent, but those of a partition that failed (dropped) and, with `in_flight`,
         those for a leader with that many requests unanswered: returned, held for a later turn."""
         def check(s: _Streamed) -> Callable[[], None]:
@@ -290,7 +292,7 @@ class _Writer:
                 turn.unanswered += 1
         return held
 
-    def _lane(self, key: Key, part: WholePartition) -> tuple[tuple[str, int], int]:
+    def _lane(self, key: Key, part: PartitionBatches) -> tuple[tuple[str, int], int]:
         """The lane a partition's writes go on: the one it was given first, else its leader's next in turn."""
         lane = self.lanes.get(key)
         if lane is None:
@@ -370,7 +372,7 @@ def quiet(f: Any) -> bool:
     return time.monotonic() - f.wrote_at >= QUIET_AFTER_S
 
 
-def _bytes(writes: dict[Key, tuple[_Streamed, WholePartition]]) -> int:
+def _bytes(writes: dict[Key, tuple[_Streamed, PartitionBatches]]) -> int:
     return sum(len(batch.data) for _, part in writes.values() for batch in part.batches)
 
 

@@ -1,12 +1,12 @@
-"""A task's partitions copied together (copy_bin): the whole partitions of plain batches in shared
-requests, each other partition by the per-partition copier, every offset and record kept."""
+"""A task's partitions copied together (copy_bin): the partitions of plain batches copied entirely in
+shared requests, each other partition by the per-partition copier, every offset and record kept."""
 from __future__ import annotations
 
 from kmigrate.claims import leases
 from kmigrate.claims.leases import PartitionLease
 from kmigrate.claims.log import claim_log
 from kmigrate.copy.partition import copy_partition
-from kmigrate.copy.whole import copy_whole
+from kmigrate.copy.together import copy_together
 from kmigrate.copy.writer import CopyOptions
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.model import WorkUnit
@@ -51,7 +51,7 @@ def test_a_task_copies_plain_partitions_together_and_the_others_one_by_one(stack
         return copy_partition(source, target, unit, *args, **kwargs)
 
     monkeypatch.setattr(tasks, "copy_partition", copy_one)
-    rows = copy_bin([(u, {}) for u in units], (stack.source, stack.target), "run-whole", verify=True)
+    rows = copy_bin([(u, {}) for u in units], (stack.source, stack.target), "run-together", verify=True)
 
     assert all(r["ok"] and r["digests_equal"] for r in rows), rows
     assert one_by_one == [(plain, 2), (plain, 3), (mixed, 0)]  # resumed, empty, with a transaction
@@ -72,7 +72,7 @@ def test_partitions_that_do_not_qualify_are_left_untouched(stack, unique_name, s
     produce(stack.target, unique_name, [(b"stray", b"not a copy")], partition=1)  # a target not empty
     units = [WorkUnit(unique_name, 0, 30), WorkUnit(unique_name, 1, 30), WorkUnit(unique_name, 2, 20)]
 
-    copied = copy_whole(stack.source, stack.target, units, {(unique_name, p): lambda: None for p in range(3)})
+    copied = copy_together(stack.source, stack.target, units, {(unique_name, p): lambda: None for p in range(3)})
 
     assert set(copied) == {(unique_name, 0)}  # 1: the target holds a record; 2: the source ends past the snapshot
     assert_same_partition(stack, unique_name, 0)

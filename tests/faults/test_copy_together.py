@@ -1,4 +1,4 @@
-"""A task of many partitions copying whole partitions together (copy_bin) on 3-broker clusters: a
+"""A task of many partitions copying partitions together (copy_bin) on 3-broker clusters: a
 target leader SIGKILLed between two of its shared Produce requests ends in a finished copy of every
 partition with every offset preserved, shown record by record."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from tests.support.faults import compare, prepared
 PARTITIONS = 6
 
 
-def test_target_leader_killed_while_a_task_copies_whole_partitions(faulty, monkeypatch):
-    topic = f"fault-whole-{uuid.uuid4().hex[:6]}"
+def test_target_leader_killed_while_a_task_copies_partitions_together(faulty, monkeypatch):
+    topic = f"fault-together-{uuid.uuid4().hex[:6]}"
     faulty.create_topic(topic, partitions=PARTITIONS)
     producer = Producer(faulty.source.producer(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5}))
     for batch in range(4):  # several batches a partition: more than one shared Produce round
@@ -48,4 +48,4 @@ def test_target_leader_killed_while_a_task_copies_whole_partitions(faulty, monke
     assert len(sent) >= 2 and all(r["ok"] for r in rows), rows
     assert faulty.leader("target", topic, 0) != victim
     faulty.restart_killed()
-    compare(faulty, topic, PARTITIONS, "target leader killed while a task copies whole partitions together")
+    compare(faulty, topic, PARTITIONS, "target leader killed while a task copies partitions together")

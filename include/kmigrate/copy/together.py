@@ -1,4 +1,5 @@
-"""Whole partitions of plain batches, many at once: the copy of a task's small partitions.
+"""Partitions copied together (docs/DESIGN.md §4.6.1): a task's small partitions of plain batches,
+each copied entirely, in Fetch and Produce requests shared by all of them.
 
 A partition qualifies when the per-partition copier would copy all of it byte for byte and do
 nothing else (docs/DESIGN.md §4): its log starts at 0 on the source and ends at the snapshot end,
@@ -37,7 +38,10 @@ MAX_IN_FLIGHT = 5
 
 
 @dataclasses.dataclass
-class WholePartition:
+class PartitionBatches:
+    """One partition's batches written in shared Produce requests (here, and by the mirror's streams):
+    the target leader they go to, its producer, how many were written at their offsets, why it failed."""
+
     unit: WorkUnit
     target_leader: tuple[str, int]  # where it was found settled, and is written
     batches: list[wire.Batch] = dataclasses.field(default_factory=list)
@@ -55,7 +59,7 @@ def plain(batch: wire.Batch) -> bool:
                 or batch.delete_horizon)
 
 
-def copy_whole(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit],
+def copy_together(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit],
                check_lease: Mapping[TopicPartition, object]) -> dict[TopicPartition, PartitionResult]:
     """The results of the units copied here, by (topic, partition); `check_lease`: each unit's
     lease check (raises when the lease is not known to be held). The others are not touched, or
@@ -67,7 +71,7 @@ def copy_whole(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wor
             _read(source, parts)
             write_all(target, parts, check_lease)
     except Exception as exc:  # noqa: BLE001 - the per-partition path copies, with its checks, what is left
-        log.warning("copying whole partitions together stopped (%s: %s); each partition left is copied on its own",
+        log.warning("copying partitions together stopped (%s: %s); each partition left is copied on its own",
                     type(exc).__name__, exc)
         return {}
     copied = [p for p in parts.values() if not p.failed and p.written == len(p.batches) and p.batches]
@@ -93,7 +97,8 @@ def _key(unit: WorkUnit) -> TopicPartition:
     return unit.topic, unit.partition
 
 
-def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit]) -> dict[TopicPartition, WholePartition]:
+def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit]
+                ) -> dict[TopicPartition, PartitionBatches]:
     """The units whose source log is [0, end) and whose target partition is empty and settled."""
     wanted = [_key(u) for u in units if u.mode == PRESERVE and u.end_offset > 0]
     if not wanted:
@@ -116,10 +121,10 @@ def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wo
             settled |= {tp: address for tp, (error, offset) in multi.receive_list_offsets(conn).items()
                         if not error and offset == 0}
     by_key = {_key(u): u for u in units}
-    return {tp: WholePartition(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
+    return {tp: PartitionBatches(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
 
 
-def _read(source: ClusterConfig, parts: dict[TopicPartition, WholePartition]) -> None:
+def _read(source: ClusterConfig, parts: dict[TopicPartition, PartitionBatches]) -> None:
     """Each partition's batches up to its end, or `failed` saying why not."""
     places = leaders.look_up(source, parts)
     reading = {tp for tp in parts if tp in places}
@@ -159,7 +164,7 @@ def _read(source: ClusterConfig, parts: dict[TopicPartition, WholePartition]) ->
         parts[tp].failed = f"not read whole in {FETCH_ROUNDS} fetches"
 
 
-def write_all(target: ClusterConfig, parts: dict[TopicPartition, WholePartition],
+def write_all(target: ClusterConfig, parts: dict[TopicPartition, PartitionBatches],
               check_lease: Mapping[TopicPartition, object]) -> None:
     """The batches of every partition read whole, in order, at their offsets, to the leader its
     settled end was read from (a leader moved since refuses the writes: the partition falls back),
@@ -170,7 +175,7 @@ def write_all(target: ClusterConfig, parts: dict[TopicPartition, WholePartition]
             _write_to(conn, {tp: ready[tp] for tp in tps}, check_lease)
 
 
-def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, WholePartition],
+def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, PartitionBatches],
               check_lease: Mapping[TopicPartition, object]) -> None:
     producer_for(conn, parts)
     pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {tp: expected base offset}
@@ -185,7 +190,7 @@ def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, WholePart
         take_answers(parts, pending.pop(correlation_id), answers)
 
 
-def producer_for(conn: wire.BrokerConnection, parts: Mapping[TopicPartition, WholePartition]) -> None:
+def producer_for(conn: wire.BrokerConnection, parts: Mapping[TopicPartition, PartitionBatches]) -> None:
     """One new producer id on this leader for the partitions without one (sequences count per partition)."""
     if any(part.producer is None for part in parts.values()):
         producer = _producer_id(conn)
@@ -193,14 +198,14 @@ def producer_for(conn: wire.BrokerConnection, parts: Mapping[TopicPartition, Who
             part.producer = part.producer or wire.Idempotence(producer.producer_id, producer.epoch)
 
 
-def stamped(parts: Mapping[TopicPartition, WholePartition], request: Mapping[TopicPartition, wire.Batch]
+def stamped(parts: Mapping[TopicPartition, PartitionBatches], request: Mapping[TopicPartition, wire.Batch]
             ) -> tuple[dict[TopicPartition, memoryview], dict[TopicPartition, int]]:
     """A request's batches stamped with their partitions' producers, and the base offset each must get."""
     return ({tp: parts[tp].producer.stamp(b.for_produce()) for tp, b in request.items()},  # type: ignore[union-attr]
             {tp: b.base_offset for tp, b in request.items()})
 
 
-def take_answers(parts: Mapping[TopicPartition, WholePartition], expected: Mapping[TopicPartition, int],
+def take_answers(parts: Mapping[TopicPartition, PartitionBatches], expected: Mapping[TopicPartition, int],
                  answers: Mapping[TopicPartition, tuple[int, int]]) -> None:
     """A Produce answer: each batch written at its expected offset counts, anything else fails its partition."""
     for tp, base in expected.items():
@@ -225,7 +230,7 @@ def _producer_id(conn: wire.BrokerConnection, timeout_s: float = 30.0) -> wire.I
             time.sleep(0.2)
 
 
-def produce_requests(parts: Mapping[TopicPartition, WholePartition], check_lease: Mapping[TopicPartition, object]):
+def produce_requests(parts: Mapping[TopicPartition, PartitionBatches], check_lease: Mapping[TopicPartition, object]):
     """The Produce requests in order: round k holds the k-th batch of each partition (none of a
     partition that failed since, or whose lease is not held), cut at REQUEST_BYTES."""
     rounds = max(len(p.batches) for p in parts.values())
