@@ -223,10 +223,10 @@ class RunRequest:
             connector_overrides=p.get("connector_overrides"),
             pre_copy=bool(p.get("pre_copy")),
             cutover_at=cutover_time(p.get("cutover_at")),
-            quiesce_seconds=_whole(p, "quiesce_seconds", None, most=QUIESCE_MAX_S),
-            member_session_timeout_s=_whole(p, "member_session_timeout_s", MEMBER_TIMEOUT_S, most=QUIESCE_MAX_S),
+            quiesce_seconds=_integer(p, "quiesce_seconds", None, most=QUIESCE_MAX_S),
+            member_session_timeout_s=_integer(p, "member_session_timeout_s", MEMBER_TIMEOUT_S, most=QUIESCE_MAX_S),
             dry_run=bool(p.get("dry_run")),
-            spark=SparkSettings(_whole(p, "spark_parallelism", 0), p.get("spark_connect_conn_id") or ""),
+            spark=SparkSettings(_integer(p, "spark_parallelism", 0), p.get("spark_connect_conn_id") or ""),
             mirror_run=p.get("mirror_run") or "",
             failback_of=p.get("failback_of") or "",
             rebuild_diverged=bool(p.get("rebuild_diverged")),
@@ -252,7 +252,7 @@ class RunRequest:
         return RunRequest.from_params({**self.params, **changed}, self.name)
 
 
-def _whole(params: Mapping[str, Any], name: str, default: int | None, *, most: int | None = None) -> int | None:
+def _integer(params: Mapping[str, Any], name: str, default: int | None, *, most: int | None = None) -> int | None:
     """The param `name`, a whole number from 0 up to `most`; `default` when it is absent or empty."""
     value = params.get(name)
     if value is None or value == "":
