@@ -41,6 +41,7 @@ from common import PROJECT_DIR, SOURCE, TARGET, broker_pids, delete_groups, dele
 from dr_load import Load, Watcher, latencies, percentile  # noqa: E402
 from kmigrate.kafka.admin import ClusterAdmin  # noqa: E402
 from kmigrate.model import WorkUnit  # noqa: E402
+from kmigrate.run.mirror.timings import VERIFY_EVERY_S  # noqa: E402
 
 STALL_EVERY_S = 6.0
 
@@ -140,7 +141,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--rate-mb", type=float, default=5.0)
     parser.add_argument("--settings", default="8:10:0,8:10:1:0,8:10:1:1")
-    parser.add_argument("--verify-every-s", type=float, default=30.0, help="as the mirror's (MirrorSpec)")
+    parser.add_argument("--verify-every-s", type=float, default=VERIFY_EVERY_S, help="as the mirror's (MirrorSpec)")
     parser.add_argument("--read-every-s", type=float, default=0.1, help="the DR cluster's ends read this often")
     parser.add_argument("--stall-s", type=float, default=0.0,
                         help=f"stop the first task's process this long every {STALL_EVERY_S:.0f} s (SIGSTOP)")

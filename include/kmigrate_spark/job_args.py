@@ -11,6 +11,7 @@ import argparse
 import os
 
 from kmigrate.run.checks.request import INTERVAL_S, REFRESH_S
+from kmigrate.run.mirror.timings import TERM_S, VERIFY_EVERY_S
 
 from kmigrate_spark.conf import REMOTE_ENV
 
@@ -77,9 +78,9 @@ def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--interval-s", type=float, default=INTERVAL_S,
                         help="the status (lag, heartbeat) and the groups' offsets this often")
     parser.add_argument("--refresh-s", type=float, default=REFRESH_S, help="the topic selection read again this often")
-    parser.add_argument("--verify-every-s", type=float, default=30.0,
+    parser.add_argument("--verify-every-s", type=float, default=VERIFY_EVERY_S,
                         help="what was mirrored is verified while live this often (a failover then reads the rest)")
-    parser.add_argument("--term-s", type=float, default=3600.0,
+    parser.add_argument("--term-s", type=float, default=TERM_S,
                         help="the copy's long-running tasks start again this often (they report as they go)")
     parser.add_argument("--max-seconds", type=float, help="stop after this long (default: until asked to stop)")
     return parser

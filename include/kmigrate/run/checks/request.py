@@ -133,9 +133,10 @@ def record_request(manifest: Manifest, params: Mapping[str, Any]) -> dict[str, A
 # leaving (Kafka Streams closes so; the broker expires it after the group's session.timeout.ms, 45 s by default)
 MEMBER_TIMEOUT_S = 45
 QUIESCE_MAX_S = 3600  # quiesce_seconds (and member_session_timeout_s) at most
-# a mirror's timings (kmigrate.run.mirror.timings checks them): its status interval, how often it reads its
-# selection again, and when its follower takes it for gone; of a mirror's spec, its job's arguments and
-# the DR DAGs' params alike
+# a mirror's timings (kmigrate.run.mirror.timings checks them, and holds its verification and term periods): its
+# status interval, how often it reads its selection again, and the age of its heartbeat past which it is taken
+# for gone (by its follower, which restarts it; by a failover, a drill and the last move, which take it for
+# stopped); of a mirror's spec, its job's arguments, the DR DAGs' params and the library's defaults alike
 INTERVAL_S = 1.0
 REFRESH_S = 10.0
 STALE_AFTER_S = 60.0

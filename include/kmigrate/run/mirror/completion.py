@@ -13,6 +13,7 @@ from typing import Any
 from kmigrate.claims.runs import release_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.mirror.board import board, left
 from kmigrate.run.mirror.failover import stop_mirror
 
@@ -22,7 +23,7 @@ WHY = "the last application moved: every topic promoted, every group and connect
 
 
 def end_if_complete(manifest: Manifest, target: ClusterConfig, *, wait_s: float = 300.0,
-                    stale_after_s: float = 60.0, say: Callable[[str], None] = log.info) -> dict[str, Any]:
+                    stale_after_s: float = STALE_AFTER_S, say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """After a move: when nothing is left on the source, the mirror asked to stop (once: a retry finds
     the request) and waited for, as a failover waits for it (stopped, or beating no more for
     `stale_after_s`), then the run's claims on the DR cluster released. A row: complete or not, what

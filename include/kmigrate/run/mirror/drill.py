@@ -24,6 +24,7 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.connectors.migrate import place_stopped
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
@@ -71,7 +72,7 @@ def check_slots_left(mirror: Manifest, remote: str | None, param: str = "spark_c
 
 
 def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, timeout_s: float = 600.0,
-              stale_after_s: float = 60.0, say: Callable[[str], None] = print) -> dict[str, Any]:
+              stale_after_s: float = STALE_AFTER_S, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Wait until the DR cluster holds the drill's cut (its snapshot's ends, committed; its groups'
     offsets at least the cut's); the part CUT (again for a retry). ConfigError when the mirror does
     not run (its heartbeat older than `stale_after_s`) or the DR cluster stays short of the cut for

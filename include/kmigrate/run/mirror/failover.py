@@ -9,6 +9,7 @@ from typing import Any
 
 from kmigrate.errors import MirrorStillRunning
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.spec import read_spec
@@ -34,7 +35,7 @@ def check_stale_after(manifest: Manifest, stale_after_s: Any) -> None:
                               f"a failover of run {manifest.run_id} would take it for stopped and write beside it")
 
 
-def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = 60.0, timeout_s: float = 120.0,
+def stop_mirror(manifest: Manifest, why: str, *, stale_after_s: float = STALE_AFTER_S, timeout_s: float = 120.0,
                 say: Callable[[str], None] = print, again: str = "retry the failover (the steps done are kept)"
                 ) -> dict[str, Any] | None:
     """Ask the run's mirror to stop and wait until it has (its status says so) or beats no more (its

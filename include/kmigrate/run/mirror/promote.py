@@ -34,6 +34,7 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
+from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import promote_connectors
 from kmigrate.run.mirror.failover import stop_mirror
@@ -60,7 +61,7 @@ def source_answers(source: ClusterConfig, timeout_s: float = 3.0) -> bool:
 
 
 def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
-                    stale_after_s: float = 60.0, wait_s: float | None = None) -> None:
+                    stale_after_s: float = STALE_AFTER_S, wait_s: float | None = None) -> None:
     """What an unplanned failover needs, read-only: the run's mirror; a DR cluster that answers and is
     the one the mirror writes (its id as recorded when the mirror began); a source connection that is
     the one the mirror reads (its addresses as recorded: a silent cluster cannot be asked its id, and a
@@ -78,7 +79,8 @@ def check_unplanned(manifest: Manifest, source: ClusterConfig, target: ClusterCo
     mirror_sees_source_gone(manifest, stale_after_s=stale_after_s, wait_s=wait_s)
 
 
-def mirror_sees_source_gone(manifest: Manifest, *, stale_after_s: float = 60.0, wait_s: float | None = None) -> None:
+def mirror_sees_source_gone(manifest: Manifest, *, stale_after_s: float = STALE_AFTER_S,
+                            wait_s: float | None = None) -> None:
     """The mirror's status must say that it cannot read the source either: its last reading failed
     (the status's error), it beats no more (its heartbeat older than `stale_after_s`: gone with the
     source's region, maybe), or an unplanned failover asked it to stop already (a retry). A mirror
@@ -104,7 +106,7 @@ def mirror_sees_source_gone(manifest: Manifest, *, stale_after_s: float = 60.0, 
 
 
 def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, *,
-                       stale_after_s: float = 60.0, dr_connect: ConnectClient | None = None,
+                       stale_after_s: float = STALE_AFTER_S, dr_connect: ConnectClient | None = None,
                        overrides: Mapping[str, Mapping[str, Any]] | None = None,
                        say: Callable[[str], None] = print) -> dict[str, Any]:
     """Promote the DR cluster of the run's mirror with what it holds, and the connectors it kept on

@@ -30,8 +30,8 @@ class MirrorSpec:
     groups: str = ""
     interval_s: float = request.INTERVAL_S
     refresh_s: float = request.REFRESH_S
-    verify_every_s: float = 30.0
-    term_s: float = 3600.0
+    verify_every_s: float = timings.VERIFY_EVERY_S
+    term_s: float = timings.TERM_S
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
 
     def check(self) -> None:

@@ -24,6 +24,11 @@ from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 3600.0
 MAX_PERIOD_S = 86400.0  # the refresh, verification and term periods: at most a day
+# a mirror's verification and term periods by default: of its spec (MirrorSpec) and its job's arguments alike. Its
+# status interval, selection refresh and stale-after limit are params of the DR DAGs too: their defaults are the
+# run request's (kmigrate.run.checks.request: INTERVAL_S, REFRESH_S, STALE_AFTER_S), which sits below the mirror
+VERIFY_EVERY_S = 30.0
+TERM_S = 3600.0
 BACKOFF_MAX_S = 4.0  # the driver's longest pause between failed terms (driver.Mirror.BACKOFF_MAX_S)
 
 
@@ -45,7 +50,7 @@ def seconds(value: Any, what: str) -> float:
     return float(value)
 
 
-def check_timings(interval_s: Any, refresh_s: Any, verify_every_s: Any = 30.0, term_s: Any = 3600.0,
+def check_timings(interval_s: Any, refresh_s: Any, verify_every_s: Any = VERIFY_EVERY_S, term_s: Any = TERM_S,
                   stale_after_s: Any = None) -> None:
     """ConfigError naming the timing out of its range, or the pair that does not fit (see the module)."""
     interval = seconds(interval_s, "status interval (interval_s)")

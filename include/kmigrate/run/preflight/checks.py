@@ -15,7 +15,7 @@ from kmigrate.run.checks import schedule
 from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions
-from kmigrate.run.checks.request import check_request
+from kmigrate.run.checks.request import REFRESH_S, check_request
 from kmigrate.run.checks.rights import check_rights
 from kmigrate.run.checks.selection import Selection, select
 from kmigrate.run.mirror import drill, timings
@@ -34,7 +34,7 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
     connectors, said = drill.overridable(params)  # a drill of a mirror: the mirror's connectors
     check_overrides(params.get("connector_overrides"), connectors, **said)
     if "interval_s" in params:  # the mirror DAG: its timings, the follower's stale_after_s against its interval
-        timings.check_timings(params["interval_s"], params.get("refresh_s", 10.0),
+        timings.check_timings(params["interval_s"], params.get("refresh_s", REFRESH_S),
                               stale_after_s=params.get("stale_after_s"))
     schedule.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
     started = check_request(manifest, params)
