@@ -25,13 +25,14 @@ def job_command(state_location: str, run_id: str, tasks_at_once: int | str, *mor
 
 def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:
     """The arguments every job takes: where the run manifest is, which run, the clients, parallelism.
-    `doc` (the script's docstring) is the help's description; `action` says what the partitions are
-    ("copied", "verified")."""
+    `doc` (the script's docstring) is the help's description; `action` says what is done to the
+    partitions ("copied", "verified")."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
-    parser.add_argument("--parallelism", type=int, help=f"partitions {action} at once (default: the task slots)")
+    parser.add_argument("--parallelism", type=int, help=f"Spark tasks run at once over the partitions {action} "
+                        "(default: the task slots)")
     parser.add_argument("--remote", default=os.environ.get(REMOTE_ENV) or None,
                         help=f"run on a running Spark Connect server, sc://HOST:PORT (default: ${REMOTE_ENV}); "
                              "run the job with python, not spark-submit")

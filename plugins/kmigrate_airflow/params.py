@@ -107,8 +107,11 @@ def acls_param() -> Param:
 def spark_params() -> dict[str, Param]:
     """Where and how wide the Spark jobs run."""
     return {
-        "spark_parallelism": Param(0, type="integer", minimum=0, title="Partitions copied at once",
-                                   description="0: the Spark application's task slots (kafka_dr_mirror's tasks, "
+        "spark_parallelism": Param(0, type="integer", minimum=0, title="Spark tasks at once",
+                                   description="The Spark tasks a job runs at once: a copy's or a verification's "
+                                               "task takes its partitions one after another, a mirror's long-running "
+                                               "task follows several together. "
+                                               "0: the Spark application's task slots (kafka_dr_mirror's tasks, "
                                                "which run for hours: half a Spark Connect server's, the other "
                                                "half left to the jobs of drills and migrations there)"),
         # the URL is resolved when a job launches (kmigrate_airflow.hooks.spark_connect_url): a token

@@ -152,9 +152,10 @@ def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:
 @dataclasses.dataclass(frozen=True)
 class SparkSettings:
     """Where and how wide a run's Spark jobs run: `tasks_at_once`, the Spark tasks a job runs at once
-    (the `spark_parallelism` param, a job's --parallelism; 0: the application's task slots): a copy
-    or a verification runs a partition a task, so partitions at once, the mirror's long-running tasks
-    follow several each; and the Airflow connection of a Spark Connect server ("": none)."""
+    (the `spark_parallelism` param, a job's --parallelism; 0: the application's task slots): a task
+    of a copy or a verification takes its partitions one after another, the mirror's long-running
+    tasks follow several each together; and the Airflow connection of a Spark Connect server ("":
+    none)."""
 
     tasks_at_once: int = 0
     connect_conn_id: str = ""
