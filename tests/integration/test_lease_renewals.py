@@ -10,7 +10,7 @@ from kmigrate.claims.leases import RENEWAL_LEASES, PartitionLease
 from kmigrate.claims.log import CLAIMS_TOPIC, claim_log
 from kmigrate.kafka.admin import ClusterAdmin
 
-from tests.support.kafka import records_of
+from tests.support.kafka import create_topic, records_of
 from tests.support.waiting import wait_until
 
 LEASES = 3_000  # two records a round: 2,000 and 1,000
@@ -19,7 +19,8 @@ LEASES = 3_000  # two records a round: 2,000 and 1,000
 def test_three_thousand_leases_are_renewed_in_two_records_a_round_and_stay_held(stack, unique_name):
     held = [PartitionLease(stack.target, "run-renewals", unique_name, p, lease_s=2.0) for p in range(LEASES)]
     # a claims log younger than two leases grants a lease only on a target partition found empty: these
-    # partitions do not exist, so the log is let age first (a fresh stack's)
+    # partitions do not exist, so the log (a fresh stack's) gets a first record on a real one, and ages
+    create_topic(stack.target, f"{unique_name}-warm")
     warm = PartitionLease(stack.target, "run-renewals", f"{unique_name}-warm", 0, lease_s=2.0)
     warm.acquire()
     warm.release()
@@ -51,4 +52,5 @@ def test_three_thousand_leases_are_renewed_in_two_records_a_round_and_stay_held(
     assert min(renewed[f"{unique_name}:{p}"] for p in range(LEASES)) >= 3
     assert len(renewals) <= 2 * (max(renewed.values()) + 1)  # two records a round, not 3,000
     assert {record["kind"] for record in mine} == {"lease", "lease-renewal"}  # no lease record a renewal
-    assert not any(f"{unique_name}:{p}" in claim_log(stack.target).current().parts for p in range(LEASES))
+    parts = claim_log(stack.target).current().parts
+    assert not any(f"{unique_name}:{p}" in parts for p in range(LEASES))
