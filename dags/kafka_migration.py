@@ -41,6 +41,7 @@ from kmigrate_airflow.params import (
     dag_args,
     kafka_params,
     pattern_param,
+    pre_copy_params,
     quiesce_params,
     run_name_param,
     selection_params,
@@ -60,12 +61,7 @@ from kmigrate_airflow.params import (
         "translate_topics": pattern_param("Topics copied in translate mode",
                                           "Regular expression; these get an offset map instead of preserved offsets "
                                           "(for a target that already holds data)"),
-        "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
-        "pre_copy_max_rounds": Param(5, type="integer", minimum=1, maximum=100, title="Pre-copy rounds at most",
-                                     description="Each round copies up to the source's end when it begins"),
-        "pre_copy_converged_records": Param(10000, type="integer", minimum=0, title="Pre-copy converged at",
-                                            description="No further round once the source wrote at most this many "
-                                                        "records during one: what is left is copied in the window"),
+        **pre_copy_params(),
         "cutover_at": cutover_param(),
         **quiesce_params(10, "A selected group whose offsets stand still may keep members this long after its "
                              "consumer stopped (Kafka Streams does not leave its group on close): its group's "

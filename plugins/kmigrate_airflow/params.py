@@ -13,6 +13,9 @@ from kmigrate.run.checks.request import (
     INTERVAL_S,
     MEMBER_TIMEOUT_S,
     MOVE_WAIT_S,
+    PRE_COPY_CONVERGED_RECORDS,
+    PRE_COPY_MAX_ROUNDS,
+    PRE_COPY_ROUNDS_MOST,
     QUIESCE_MAX_S,
     REFRESH_S,
     STALE_AFTER_S,
@@ -185,6 +188,21 @@ def quiesce_params(quiesce_s: int, member_description: str | None = None) -> dic
         "member_session_timeout_s": Param(MEMBER_TIMEOUT_S, type="integer", minimum=0, maximum=QUIESCE_MAX_S,
                                           title="Wait for members that stopped without leaving",
                                           **({"description": member_description} if member_description else {})),
+    }
+
+
+def pre_copy_params() -> dict[str, Param]:
+    """Whether a migration copies while the source is live, and when its rounds stop
+    (kmigrate.run.copying.precopy)."""
+    return {
+        "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
+        "pre_copy_max_rounds": Param(PRE_COPY_MAX_ROUNDS, type="integer", minimum=1, maximum=PRE_COPY_ROUNDS_MOST,
+                                     title="Pre-copy rounds at most",
+                                     description="Each round copies up to the source's end when it begins"),
+        "pre_copy_converged_records": Param(PRE_COPY_CONVERGED_RECORDS, type="integer", minimum=0,
+                                            title="Pre-copy converged at",
+                                            description="No further round once the source wrote at most this many "
+                                                        "records during one: what is left is copied in the window"),
     }
 
 

@@ -12,6 +12,7 @@ import pytest
 from kmigrate.errors import KmigrateError
 from kmigrate.kafka.connect import check_connector_name
 from kmigrate.manifest import Manifest
+from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import compile_pattern
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.mirror.timings import check_timings
@@ -39,6 +40,10 @@ def _names(value):
 
 def _overrides(value):
     return lambda: (check_overrides(value, list(value)), [check_connector_name(n) for n in value])
+
+
+def _request(**given):
+    return lambda: RunRequest.from_params({"run_name": "r", **given})
 
 
 def _timings(**given):
@@ -81,6 +86,9 @@ HOSTILE = [
     ("refresh_s", 86401, _timings(refresh_s=86401)),
     ("stale_after_s", 5, _timings(stale_after_s=5)),
     ("stale_after_s", 13.9, _timings(stale_after_s=13.9)),
+    ("pre_copy_max_rounds", 0, _request(pre_copy_max_rounds=0)),
+    ("pre_copy_max_rounds", 101, _request(pre_copy_max_rounds=101)),
+    ("pre_copy_converged_records", -1, _request(pre_copy_converged_records=-1)),
 ]
 
 

@@ -9,7 +9,16 @@ import datetime
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import ManifestError
-from kmigrate.run.checks.request import MEMBER_TIMEOUT_S, MOVE_QUIET_S, MOVE_WAIT_S, STALE_AFTER_S, RunRequest, run_name
+from kmigrate.run.checks.request import (
+    MEMBER_TIMEOUT_S,
+    MOVE_QUIET_S,
+    MOVE_WAIT_S,
+    PRE_COPY_CONVERGED_RECORDS,
+    PRE_COPY_MAX_ROUNDS,
+    STALE_AFTER_S,
+    RunRequest,
+    run_name,
+)
 from kmigrate.run.checks.selection import Selection
 
 
@@ -35,25 +44,32 @@ def test_optional_params_left_out_or_empty_take_their_defaults():
     assert (given.spark.tasks_at_once, given.spark.connect_conn_id, given.cutover_at) == (0, "", None)
     assert (given.pre_copy, given.dry_run, given.unplanned, given.mirror_run, given.connectors) == (False, False, False,
                                                                                                   "", None)
+    assert (given.pre_copy_max_rounds, given.pre_copy_converged_records) == (PRE_COPY_MAX_ROUNDS,
+                                                                              PRE_COPY_CONVERGED_RECORDS)
     assert given.selection == Selection("t.*")
     form = {"state_location": "/s", "topics_include": "t.*", "topics_exclude": None, "groups": "g.*",
             "connectors": ["a", "b"], "translate_topics": None, "acls": None, "spark_parallelism": "",
-            "cutover_at": "", "quiesce_seconds": "", "spark_connect_conn_id": None}
+            "cutover_at": "", "quiesce_seconds": "", "spark_connect_conn_id": None, "pre_copy_max_rounds": None,
+            "pre_copy_converged_records": ""}
     empty = RunRequest.from_params(form, "r")
     assert empty.selection == Selection("t.*", "", "g.*", ("a", "b"), "", "principals")
     assert (empty.spark.tasks_at_once, empty.cutover_at, empty.quiesce_seconds) == (0, None, None)
+    assert (empty.pre_copy_max_rounds, empty.pre_copy_converged_records) == (PRE_COPY_MAX_ROUNDS,
+                                                                              PRE_COPY_CONVERGED_RECORDS)
 
 
 def test_the_fields_are_typed_and_the_params_kept_as_given():
     params = {"state_location": "/s", "run_name": "move", "quiesce_seconds": 10, "spark_parallelism": 4,
               "spark_connect_conn_id": "spark_connect_default", "cutover_at": "2026-11-25T22:00:00Z",
-              "pre_copy": True, "dry_run": False, "connectors": ["sink"], "connector_overrides": {"sink": {"k": "v"}}}
+              "pre_copy": True, "dry_run": False, "connectors": ["sink"], "connector_overrides": {"sink": {"k": "v"}},
+              "pre_copy_max_rounds": 3, "pre_copy_converged_records": 0}
     request = RunRequest.from_params(params, "manual__2026")
     assert request.params is params
     assert request.cutover_at == datetime.datetime(2026, 11, 25, 22, tzinfo=datetime.timezone.utc)
     assert (request.quiesce_seconds, request.spark.tasks_at_once, request.spark.connect_conn_id) == (
         10, 4, "spark_connect_default")
     assert (request.pre_copy, request.connectors) == (True, ("sink",))
+    assert (request.pre_copy_max_rounds, request.pre_copy_converged_records) == (3, 0)
     assert request.connector_overrides == {"sink": {"k": "v"}}
     mirrored = request.with_params(topics_include="m.*", groups=None)  # a failover's: its mirror's selection
     assert (mirrored.name, mirrored.selection.topics_include, mirrored.selection.groups) == ("move", "m.*", "")
@@ -64,6 +80,11 @@ def test_the_fields_are_typed_and_the_params_kept_as_given():
     ("quiesce_seconds", 3601, r"quiesce_seconds is 3601; give a whole number from 0 to 3600"),
     ("quiesce_seconds", "10", r"quiesce_seconds is '10'; give a whole number"),
     ("member_session_timeout_s", True, r"member_session_timeout_s is True; give a whole number .* default \(45\)"),
+    ("pre_copy_max_rounds", 0, r"pre_copy_max_rounds is 0; give a whole number from 1 to 100, or leave it out for "
+                               r"its default \(5\)"),
+    ("pre_copy_max_rounds", 101, r"pre_copy_max_rounds is 101; give a whole number from 1 to 100"),
+    ("pre_copy_converged_records", -1, r"pre_copy_converged_records is -1; give a whole number from 0 up, or leave "
+                                       r"it out for its default \(10000\)"),
     ("spark_parallelism", 1.5, r"spark_parallelism is 1.5; give a whole number from 0 up, or leave it out for its "
                                r"default \(0\)"),
     ("stale_after_s", "soon", r"stale_after_s is 'soon'; give a number of seconds, 0 or more, or leave it out for "

@@ -142,6 +142,11 @@ REFRESH_S = 10.0
 STALE_AFTER_S = 60.0
 MOVE_WAIT_S = 300.0  # move_wait_s
 MOVE_QUIET_S = 1.0  # move_quiet_s: how long promoted topics' ends stand still before their writers count as stopped
+# a migration's pre-copy rounds (kmigrate.run.copying.precopy): at most this many a pre-copy, and no further round
+# once the source wrote at most this many records during one
+PRE_COPY_MAX_ROUNDS = 5
+PRE_COPY_ROUNDS_MOST = 100  # pre_copy_max_rounds at most (and at least 1)
+PRE_COPY_CONVERGED_RECORDS = 10_000
 
 
 def run_name(params: Mapping[str, Any], run_id: str | None) -> str | None:
@@ -183,6 +188,8 @@ class RunRequest:
     acls: str = DEFAULT_SCOPE
     connector_overrides: Mapping[str, Any] | None = None
     pre_copy: bool = False
+    pre_copy_max_rounds: int = PRE_COPY_MAX_ROUNDS
+    pre_copy_converged_records: int = PRE_COPY_CONVERGED_RECORDS
     cutover_at: datetime.datetime | None = None
     quiesce_seconds: int | None = None  # none: the DAG has no cutover window
     member_session_timeout_s: int = MEMBER_TIMEOUT_S
@@ -224,6 +231,9 @@ class RunRequest:
             acls=p.get("acls") or DEFAULT_SCOPE,
             connector_overrides=p.get("connector_overrides"),
             pre_copy=bool(p.get("pre_copy")),
+            pre_copy_max_rounds=_integer(p, "pre_copy_max_rounds", PRE_COPY_MAX_ROUNDS, least=1,
+                                         most=PRE_COPY_ROUNDS_MOST),
+            pre_copy_converged_records=_integer(p, "pre_copy_converged_records", PRE_COPY_CONVERGED_RECORDS),
             cutover_at=cutover_time(p.get("cutover_at")),
             quiesce_seconds=_integer(p, "quiesce_seconds", None, most=QUIESCE_MAX_S),
             member_session_timeout_s=_integer(p, "member_session_timeout_s", MEMBER_TIMEOUT_S, most=QUIESCE_MAX_S),
@@ -254,15 +264,17 @@ class RunRequest:
         return RunRequest.from_params({**self.params, **changed}, self.name)
 
 
-def _integer(params: Mapping[str, Any], name: str, default: int | None, *, most: int | None = None) -> int | None:
-    """The param `name`, a whole number from 0 up to `most`; `default` when it is absent or empty."""
+def _integer(params: Mapping[str, Any], name: str, default: int | None, *, least: int = 0,
+             most: int | None = None) -> int | None:
+    """The param `name`, a whole number from `least` up to `most`; `default` when it is absent or empty."""
     value = params.get(name)
     if value is None or value == "":
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (most is not None and value > most):
+    if (isinstance(value, bool) or not isinstance(value, int) or value < least
+            or (most is not None and value > most)):
         bound = f"to {most}" if most is not None else "up"
-        raise ConfigError(f"{name} is {value!r}; give a whole number from 0 {bound}, or leave it out for its default "
-                          f"({default})")
+        raise ConfigError(f"{name} is {value!r}; give a whole number from {least} {bound}, or leave it out for its "
+                          f"default ({default})")
     return value
 
 
