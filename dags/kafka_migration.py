@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
+from kmigrate_spark.job_args import pre_copy_command
+
 from kmigrate_airflow import cutover, steps
 from kmigrate_airflow.operators import cutover_sensor, spark_job
 from kmigrate_airflow.params import (
@@ -78,8 +80,7 @@ def kafka_migration():
     go = steps.unless_dry_run(preflight)
     pre_copy_plan = steps.pre_copy_plan()
     # in rounds while the source is live, each round's copy verified live
-    pre_copy = spark_job("pre_copy", "pre_copy.py", "--rounds", "{{ params.pre_copy_max_rounds }}",
-                         "--converged-records", "{{ params.pre_copy_converged_records }}")
+    pre_copy = spark_job("pre_copy", "pre_copy.py", pre_copy_command)  # its rounds as the request says
     # until cutover_at (if set), a catch-up round a poke; no worker is held in between
     wait = cutover_sensor("wait_for_cutover", "catch_up.py")
     # the window in one task, its steps back to back (a retry continues at the first step not done):

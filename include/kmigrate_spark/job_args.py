@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from kmigrate.run.checks.request import INTERVAL_S, REFRESH_S
+from kmigrate.run.checks.request import INTERVAL_S, REFRESH_S, RunRequest
 from kmigrate.run.mirror.timings import TERM_S, VERIFY_EVERY_S
 
 from kmigrate_spark.conf import REMOTE_ENV
@@ -19,8 +19,22 @@ from kmigrate_spark.conf import REMOTE_ENV
 def job_command(state_location: str, run_id: str, tasks_at_once: int | str, *more: str) -> list[str]:
     """The arguments a job of every kind is launched with (those `job_arguments` parses): where the
     run manifest is, which run, the Spark tasks it runs at once (0: the task slots), then `more` of
-    its kind. The values may be Airflow templates, rendered when the task runs."""
+    its kind."""
     return ["--state-location", state_location, "--run-id", run_id, "--parallelism", str(tasks_at_once), *more]
+
+
+def request_command(request: RunRequest, *more: str) -> list[str]:
+    """`job_command` of a run's typed request: its state location, its name, the Spark tasks its jobs
+    run at once; then `more`."""
+    return job_command(request.state_location, request.name, request.spark.tasks_at_once, *more)
+
+
+def pre_copy_command(request: RunRequest) -> list[str]:
+    """The pre-copy's arguments (those `pre_copy_arguments` parses) of a run's typed request:
+    `request_command`'s, then when its rounds stop (its pre_copy_max_rounds and
+    pre_copy_converged_records)."""
+    return request_command(request, "--rounds", str(request.pre_copy_max_rounds),
+                           "--converged-records", str(request.pre_copy_converged_records))
 
 
 def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:

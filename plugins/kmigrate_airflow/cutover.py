@@ -26,7 +26,7 @@ from kmigrate.run.cutover import course
 from kmigrate.run.window.steps import Window, run_window
 from kmigrate.run.records import timeline
 from kmigrate_spark.conf import shown_remote
-from kmigrate_spark.job_args import copy_arguments, job_command
+from kmigrate_spark.job_args import copy_arguments, request_command
 
 from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.hooks import spark_connect_url
@@ -135,7 +135,7 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
     Connect connection's server it runs in this task's process, a client of the server warmed up
     during the quiesce (`warm_up`); else spark-submit starts it as the Spark tasks' jobs are."""
     request = run.request
-    job_args = job_command(request.state_location, run.name, request.spark.tasks_at_once)
+    job_args = request_command(request)
     began = time.time()
     if remote:
         try:

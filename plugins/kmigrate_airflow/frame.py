@@ -35,8 +35,8 @@ class RunFrame:
     Params that break a rule fail the task without retry."""
 
     def __init__(self, params: dict[str, Any], run_id: str | None = None) -> None:
+        request = run_request(params, run_id)
         with no_retry():
-            request = RunRequest.from_params(params, run_id)
             if request.mirror_run:  # a drill of a running mirror: the mirror's selection
                 mirror = Manifest(request.state_location, request.mirror_run)
                 request = RunRequest.from_params(with_mirror_selection(params, mirror), run_id)
@@ -85,6 +85,13 @@ class RunFrame:
     def timed(self, step: str) -> AbstractContextManager[dict[str, Any]]:
         """The block as `step`'s run in the run's timeline, recorded when it ends without an error."""
         return timeline.timed(self.manifest, step)
+
+
+def run_request(params: dict[str, Any], run_id: str | None = None) -> RunRequest:
+    """The run's typed request from a task's `params` (`RunRequest.from_params`: named by its
+    `run_name`, else `run_id`); params that break a rule fail the task without retry."""
+    with no_retry():
+        return RunRequest.from_params(params, run_id)
 
 
 @contextmanager

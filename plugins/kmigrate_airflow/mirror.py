@@ -27,7 +27,7 @@ from kmigrate.run.mirror.failback import failed_over_connectors, prepare_failbac
 from kmigrate.run.mirror.driver import STARTS
 from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import STOP
-from kmigrate_spark.job_args import job_command
+from kmigrate_spark.job_args import request_command
 
 from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.launch import SPARK_JOBS, SparkJob, start_detached
@@ -75,8 +75,7 @@ class MirrorHeartbeatTrigger(BaseTrigger):
 
 
 def mirror_job(request: RunRequest) -> SparkJob:
-    return SparkJob(str(SPARK_JOBS / "mirror.py"),
-                    job_command(request.state_location, request.name, request.spark.tasks_at_once),
+    return SparkJob(str(SPARK_JOBS / "mirror.py"), request_command(request),
                     request.source_kafka_conn_id, request.target_kafka_conn_id, request.spark.connect_conn_id,
                     source_connect_conn_id=request.source_connect_conn_id if request.connectors else "")
 

@@ -19,7 +19,6 @@ from kmigrate.run.checks.request import (
     QUIESCE_MAX_S,
     REFRESH_S,
     STALE_AFTER_S,
-    run_name,
 )
 from kmigrate.run.mirror.timings import MAX_INTERVAL_S, MAX_PERIOD_S, MIN_INTERVAL_S, MIN_STALE_AFTER_S
 
@@ -49,11 +48,9 @@ DEFAULT_ARGS = {
 def dag_args(dag_id: str, doc: str | None, tags: list[str], *, schedule: str | None = None,
              default_args: dict | None = None) -> dict:
     """What every kmigrate DAG sets the same way: triggered (or on `schedule`), no catch-up of missed
-    runs, one run at a time, the shared task defaults; the DAG's module docstring as its doc; the run
-    request's rule naming the run in its templates (`run_name(params, run_id)`)."""
+    runs, one run at a time, the shared task defaults; the DAG's module docstring as its doc."""
     return {"dag_id": dag_id, "doc_md": doc, "schedule": schedule, "start_date": datetime.datetime(2026, 1, 1),
-            "catchup": False, "max_active_runs": 1, "tags": tags, "default_args": default_args or DEFAULT_ARGS,
-            "user_defined_macros": {"run_name": run_name}}
+            "catchup": False, "max_active_runs": 1, "tags": tags, "default_args": default_args or DEFAULT_ARGS}
 
 
 def kafka_params(target_title: str = "Target Kafka connection",

@@ -66,26 +66,83 @@ def test_spark_tasks_launch_their_driver_with_kmigrates_jvm_options(dag_files, d
         assert f"spark.driver.extraJavaOptions={DRIVER_JAVA_OPTIONS}" in command, (task.task_id, command)
 
 
+def spark_jobs_of(dag, params: dict, run_id: str) -> dict[str, dict]:
+    """What each Spark task of `dag` launches for a run of `params` as `run_id`, as it takes them from
+    the run's request when it runs: its script, arguments and connections (the cutover sensor: its
+    catch-up round's). The DAG's tasks are left as they are (a copy of each takes the request)."""
+    import copy
+
+    from kmigrate_airflow.frame import run_request
+
+    request = run_request(params, run_id)
+    jobs = {}
+    for task in dag.tasks:
+        if type(task).__name__ == "KmigrateSparkSubmitOperator":
+            job = copy.copy(task)
+            job.take(request)
+            assert task.application_args != job.application_args  # the DAG's task untouched
+        elif type(task).__name__ == "KmigrateCutoverSensor":
+            job = task.catch_up_job(request)
+        else:
+            continue
+        jobs[task.task_id] = {"script": Path(job.application).name, "args": list(job.application_args),
+                              "clusters": (job.source_conn_id, job.target_conn_id),
+                              "spark_connect": job.spark_connect_conn_id}
+    return jobs
+
+
 @pytest.mark.parametrize("dag_id", ["kafka_migration", "kafka_dr_drill"])
 @pytest.mark.parametrize("run_name", [None, "", "named-run"])
 def test_spark_tasks_work_on_the_run_the_other_tasks_name(dag_files, dag_id, run_name):
     """A Spark task's --run-id is the run RunFrame names for the DAG's other tasks: the run_name
     given in the conf (a param of the DAG or not), else the Airflow run id (a job reading another
     run's manifest finds no plan)."""
-    import jinja2
     from kmigrate_airflow.frame import RunFrame
 
     dag = dag_files.dags[dag_id]
     params = dict.fromkeys(dag.params, "") | ({} if run_name is None else {"run_name": run_name})  # the declared ones
     run_id = "manual__2026-11-27T11:45:54+00:00"
     expected = RunFrame(params, run_id).name
-    tasks = [t for t in dag.tasks if hasattr(t, "application_args") or hasattr(t, "job_args")]
-    assert tasks
-    for task in tasks:
-        args = list(getattr(task, "application_args", None) or task.job_args)
-        rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-            args[args.index("--run-id") + 1]).render(params=params, run_id=run_id, **dag.user_defined_macros)
-        assert rendered == expected, (task.task_id, rendered)
+    jobs = spark_jobs_of(dag, params, run_id)
+    assert jobs
+    for task_id, job in jobs.items():
+        assert job["args"][job["args"].index("--run-id") + 1] == expected, (task_id, job["args"])
+
+
+def test_the_spark_tasks_launch_the_commands_their_params_say(dag_files):
+    """The arguments and connections each Spark task takes from the run's request, for a run with
+    every param given and for one with the form's defaults: those its templates rendered before the
+    tasks read the request."""
+    dags = dag_files.dags
+    given = {"run_name": "named", "state_location": "/srv/state", "spark_parallelism": 4, "pre_copy_max_rounds": 3,
+             "pre_copy_converged_records": 100, "source_kafka_conn_id": "src", "target_kafka_conn_id": "dst",
+             "spark_connect_conn_id": "sc", "pre_copy": True, "cutover_at": "2026-12-01T22:00:00Z"}
+    run_id = "manual__2026-11-27T11:45:54+00:00"
+    run = ["--state-location", "/srv/state", "--run-id", "named", "--parallelism", "4"]
+    remote = {"clusters": ("src", "dst"), "spark_connect": "sc"}
+    assert spark_jobs_of(dags["kafka_migration"], {**defaults(dags["kafka_migration"]), **given}, run_id) == {
+        "pre_copy": {"script": "pre_copy.py", "args": [*run, "--rounds", "3", "--converged-records", "100"], **remote},
+        "wait_for_cutover": {"script": "catch_up.py", "args": run, **remote}}
+    drill = {k: v for k, v in given.items() if k in dags["kafka_dr_drill"].params or k == "run_name"}
+    assert spark_jobs_of(dags["kafka_dr_drill"], {**defaults(dags["kafka_dr_drill"]), **drill}, run_id) == {
+        "copy": {"script": "drill_copy.py", "args": run, **remote},
+        "verify": {"script": "verify_partitions.py", "args": run, **remote}}
+    state = defaults(dags["kafka_migration"])["state_location"]
+    run = ["--state-location", state, "--run-id", run_id, "--parallelism", "0"]
+    local = {"clusters": ("kafka_source", "kafka_target"), "spark_connect": ""}
+    assert spark_jobs_of(dags["kafka_migration"], {**defaults(dags["kafka_migration"]), "spark_connect_conn_id": None},
+                         run_id) == {
+        "pre_copy": {"script": "pre_copy.py", "args": [*run, "--rounds", "5", "--converged-records", "10000"],
+                     **local},
+        "wait_for_cutover": {"script": "catch_up.py", "args": run, **local}}
+    assert spark_jobs_of(dags["kafka_dr_drill"], {**defaults(dags["kafka_dr_drill"]), "spark_connect_conn_id": None},
+                         run_id) == {"copy": {"script": "drill_copy.py", "args": run, **local},
+                                     "verify": {"script": "verify_partitions.py", "args": run, **local}}
+
+
+def defaults(dag) -> dict:
+    """The trigger form's defaults of `dag`'s params."""
+    return {name: param.value for name in dag.params if (param := dag.params.get_param(name)).has_value}
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))

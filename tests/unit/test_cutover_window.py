@@ -90,14 +90,16 @@ def test_downtime_and_finished_come_from_the_events(tmp_path):
 
 
 def scheduled_sensor(tmp_path, ahead_s: float):
-    """The cutover sensor of a run whose cutover_at is `ahead_s` from now, a 10 s poke interval."""
+    """The cutover sensor with a 10 s poke interval, and the context of a poke of a run (pre-copy on)
+    whose cutover_at is `ahead_s` from now."""
     import datetime
 
     from kmigrate_airflow.operators import KmigrateCutoverSensor
     at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=ahead_s)
-    return KmigrateCutoverSensor(
-        task_id="wait", cutover_at=at.isoformat(), catch_up="True", state_location=str(tmp_path), run_name="r",
-        application="catch_up.py", job_args=[], source_conn_id="s", target_conn_id="t", poke_interval=10), at
+    params = {"cutover_at": at.isoformat(), "pre_copy": True, "state_location": str(tmp_path), "run_name": "r",
+              "source_kafka_conn_id": "s", "target_kafka_conn_id": "t"}
+    sensor = KmigrateCutoverSensor(task_id="wait", application="catch_up.py", poke_interval=10)
+    return sensor, {"params": params, "run_id": "manual__2026"}, at
 
 
 def test_no_catch_up_round_starts_nearer_the_cutover_time_than_a_round_has_taken(tmp_path, monkeypatch):
@@ -106,17 +108,23 @@ def test_no_catch_up_round_starts_nearer_the_cutover_time_than_a_round_has_taken
     import time
 
     from kmigrate_airflow.operators import CATCH_UP_STEP
-    rounds: list[str] = []
+    rounds: list = []
     manifest = Manifest(str(tmp_path), "r")
-    sensor, at = scheduled_sensor(tmp_path, 30)
-    monkeypatch.setattr(sensor, "_catch_up", lambda: rounds.append("round"))
-    assert sensor.poke({}) is False and rounds == ["round"]  # 30 s ahead: a round, then the next poke
+    sensor, context, at = scheduled_sensor(tmp_path, 30)
+    monkeypatch.setattr(sensor, "_catch_up", lambda request: rounds.append("round without a pre-copy"))
+    off = {**context, "params": {**context["params"], "pre_copy": False}}
+    assert sensor.poke(off) is False and rounds == []  # the pre-copy off: no round, the time awaited
+    monkeypatch.setattr(sensor, "_catch_up", lambda request: rounds.append(sensor.catch_up_job(request)))
+    assert sensor.poke(context) is False and len(rounds) == 1  # 30 s ahead: a round, then the next poke
+    # the round's job: the run's, on its clusters, as the request names them
+    assert (rounds[0].application_args, rounds[0].source_conn_id, rounds[0].target_conn_id) == (
+        ["--state-location", str(tmp_path), "--run-id", "r", "--parallelism", "0"], "s", "t")
     assert [r["step"] for r in timeline.steps(manifest)] == [CATCH_UP_STEP]  # the round, timed
     now = time.time()
     timeline.record(manifest, CATCH_UP_STEP, now - 20, now - 8)  # a round took 12 s
-    sensor, at = scheduled_sensor(tmp_path, 1.5)
-    monkeypatch.setattr(sensor, "_catch_up", lambda: rounds.append("late round"))
-    assert sensor.poke({}) is True and rounds == ["round"]  # 1.5 s ahead: no round, the time awaited
+    sensor, context, at = scheduled_sensor(tmp_path, 1.5)
+    monkeypatch.setattr(sensor, "_catch_up", lambda request: rounds.append("late round"))
+    assert sensor.poke(context) is True and len(rounds) == 1  # 1.5 s ahead: no round, the time awaited
     assert datetime.datetime.now(datetime.timezone.utc) >= at
 
 
