@@ -49,7 +49,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     """The preflight's checks of `run` (its params as the frame has them); the plan."""
     request = run.request
     with no_retry():
-        cutover = check_params(run.params, run.manifest)
+        cutover = check_params(request, run.manifest)
     if cutover is not None:
         log.info("cutover at %s (UTC %s)", cutover.isoformat(), cutover.astimezone(datetime.timezone.utc).isoformat())
     spark_connect = request.spark.connect_conn_id

@@ -9,7 +9,7 @@ import json
 import os
 
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.checks.request import check_request
+from kmigrate.run.checks.request import RunRequest, check_request
 from kmigrate.run.checks.selection import Selection, selected_topics
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.mirror.spec import MirrorSpec, write_spec
@@ -99,15 +99,20 @@ def test_mirror_timings_out_of_range_or_not_fitting_each_other(tmp_path):
     params = {"topics_include": "x", "connectors": [], "state_location": str(state), "run_name": "m",
               "interval_s": 1.0, "refresh_s": 10.0}
     refused("mirror stale_after_s below its intervals and the status timeout",
-            lambda: check_params({**params, "stale_after_s": 5.0}, Manifest(str(state), "m")),
+            lambda: check_params(request({**params, "stale_after_s": 5.0}), Manifest(str(state), "m")),
             "stale_after_s (5.0 s) is too short", "at least 14", "kill", written=nothing_at(state))
     refused("mirror stale_after_s below a long interval",
-            lambda: check_params({**params, "interval_s": 60.0, "refresh_s": 60.0, "stale_after_s": 100.0},
+            lambda: check_params(request({**params, "interval_s": 60.0, "refresh_s": 60.0, "stale_after_s": 100.0}),
                                  Manifest(str(state), "m")), "at least 130", written=nothing_at(state))
-    assert check_params({**params, "stale_after_s": 60.0}, Manifest(str(state), "m")) is None
+    assert check_params(request({**params, "stale_after_s": 60.0}), Manifest(str(state), "m")) is None
 
 
 # --- a drill's connector_overrides ---------------------------------------------------------------
+
+def request(params):
+    """The run request of `params`, as the preflight task reads them (its run name theirs)."""
+    return RunRequest.from_params(params)
+
 
 def _drill(state, **params):
     return {"topics_include": "x", "mirror_run": "", "state_location": str(state), "run_name": "drill", **params}
@@ -118,15 +123,15 @@ def test_a_drill_of_a_mirror_takes_overrides_of_the_mirrors_connectors(tmp_path)
     write_spec(Manifest(str(state), "m"), MirrorSpec("x", connectors=("db-source", "file-sink")))
     before = sorted(p for p in state.rglob("*"))
     accepted = _drill(state, mirror_run="m", connector_overrides={"file-sink": {"file": "/dr/out.txt"}})
-    assert check_params(accepted, Manifest(str(state), "drill")) is None
+    assert check_params(request(accepted), Manifest(str(state), "drill")) is None
     refused("drill override for a connector its mirror does not keep",
-            lambda: check_params(_drill(state, mirror_run="m", connector_overrides={"other": {"file": "/x"}}),
+            lambda: check_params(request(_drill(state, mirror_run="m", connector_overrides={"other": {"file": "/x"}})),
                                  Manifest(str(state), "drill")),
             "names connector 'other'", "the connectors the mirror of run 'm' keeps", "'db-source', 'file-sink'",
             "start a kafka_dr_mirror run with it in connectors", written=lambda: sorted(
                 str(p) for p in set(state.rglob("*")) - set(before)))
     refused("override in a drill without mirror_run",
-            lambda: check_params(_drill(state, connector_overrides={"db-source": {"k": "v"}}),
+            lambda: check_params(request(_drill(state, connector_overrides={"db-source": {"k": "v"}})),
                                  Manifest(str(state), "drill")),
             "a drill without mirror_run", "drop connector_overrides", "mirror_run")
 

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.run.checks.request import check_request, record_request
+from kmigrate.run.checks.request import RunRequest, check_request, record_request
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.preflight.checks import check_params, check_run
 from kmigrate_demo.workload import FILE_SOURCE
@@ -32,7 +32,7 @@ def _preflight(state, **params):
     """The preflight's param checks, as the preflight task calls them."""
     full = {"topics_include": "anything", "connectors": [], "connector_overrides": {}, "state_location": str(state),
             "run_name": "bad", **params}
-    return lambda: check_params(full, Manifest(str(state), "bad"))
+    return lambda: check_params(RunRequest.from_params(full), Manifest(str(state), "bad"))
 
 
 @pytest.fixture

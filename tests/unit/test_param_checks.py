@@ -13,7 +13,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import schedule
 from kmigrate.run.checks import selection
 from kmigrate.run.connectors.migrate import check_overrides, target_config
-from kmigrate.run.checks.request import check_request, record_request
+from kmigrate.run.checks.request import RunRequest, check_request, record_request
 from kmigrate.run.checks.selection import Selection, compile_pattern, select
 from kmigrate.run.preflight.checks import check_params
 
@@ -105,10 +105,10 @@ def test_check_params_refuses_a_past_cutover_only_for_a_new_run(tmp_path):
     params = {"topics_include": "t", "cutover_at": "2026-11-25T11:00:00Z", "connectors": [],
               "connector_overrides": {}}
     with pytest.raises(ConfigError, match="in the past"):
-        check_params(params, manifest, now=NOW)
+        check_params(RunRequest.from_params(params, "run"), manifest, now=NOW)
     assert not (tmp_path / "run").exists()
     record_request(manifest, params)  # as if started before its time
-    assert check_params(params, manifest, now=NOW) == NOW.replace(hour=11)
+    assert check_params(RunRequest.from_params(params, "run"), manifest, now=NOW) == NOW.replace(hour=11)
 
 
 # --- connector_overrides ----------------------------------------------------------------------
@@ -134,6 +134,20 @@ def test_an_override_value_is_never_in_the_refusal():
     with pytest.raises(ConfigError) as caught:
         check_overrides({"db": {"connection.password": "hunter2"}}, [])
     assert "hunter2" not in str(caught.value) and "none" in str(caught.value)
+
+
+def test_the_preflight_takes_overrides_of_a_runs_own_connectors_or_of_a_drilled_mirrors(tmp_path):
+    """A run with a connectors param, null or empty included, selects them; a drill (no such param)
+    places those of the mirror it drills, none without one."""
+    manifest = Manifest(str(tmp_path), "run")
+    overrides = {"connector_overrides": {"db": {"file": "/x"}}, "state_location": str(tmp_path)}
+    check_params(RunRequest.from_params({**overrides, "connectors": ["db"]}, "run"), manifest)
+    for connectors in (None, []):
+        with pytest.raises(ConfigError, match=r"not among the selected connectors \(none\)"):
+            check_params(RunRequest.from_params({**overrides, "connectors": connectors}, "run"), manifest)
+    with pytest.raises(ConfigError, match="not among the connectors a drill without mirror_run places"):
+        check_params(RunRequest.from_params(overrides, "run"), manifest)
+    assert not (tmp_path / "run").exists()
 
 
 def test_flat_overrides_apply_as_connect_strings():

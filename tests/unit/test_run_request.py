@@ -91,10 +91,23 @@ def test_the_fields_are_typed_and_the_params_kept_as_given():
                               r"its default \(60\)"),
     ("interval_s", -2, r"interval_s is -2; give a number of seconds, 0 or more$"),
     ("cutover_at", "tomorrow", r"cutover_at 'tomorrow' is not a date-time; give an ISO 8601 date-time with its zone"),
+    ("connectors", "db", r"connectors is str 'db', not a list of connector names; give \[\"name\", ...\]"),
+    ("connectors", 5, r"connectors is int 5, not a list of connector names"),
+    ("connectors", ["db", 1], r"connectors is list \['db', 1\], not a list of connector names"),
 ])
 def test_a_param_that_breaks_its_rule_is_refused_naming_it_and_the_way_out(param, value, says):
     with pytest.raises(ConfigError, match=says):
         RunRequest.from_params({"state_location": "/s", param: value}, "r")
+
+
+def test_connectors_left_out_are_none_and_given_empty_or_null_are_none_selected():
+    """A DAG without a connectors param (a drill: its mirror's connectors, if any) is told from a run
+    that selects none."""
+    assert RunRequest.from_params({}, "r").connectors is None
+    assert RunRequest.from_params({"connectors": None}, "r").connectors == ()
+    assert RunRequest.from_params({"connectors": ""}, "r").connectors == ()
+    assert RunRequest.from_params({"connectors": []}, "r").connectors == ()
+    assert RunRequest.from_params({"connectors": ["a", "b"]}, "r").connectors == ("a", "b")
 
 
 def test_a_cutover_at_without_zone_is_read_as_utc_for_a_run_started_before_zones_were_required():

@@ -183,7 +183,9 @@ class RunRequest:
     topics_include: str | None = None
     topics_exclude: str = ""
     groups: str = ""
-    connectors: tuple[str, ...] | None = None  # None: not given (a rollback's: all of the run's)
+    # None: the DAG has no connectors param (a drill: its mirror's, if any); empty or null: none (a rollback's:
+    # all of the run's)
+    connectors: tuple[str, ...] | None = None
     translate_topics: str = ""
     acls: str = DEFAULT_SCOPE
     connector_overrides: Mapping[str, Any] | None = None
@@ -214,7 +216,6 @@ class RunRequest:
         `run_name`, else by `run_id`. ConfigError (ManifestError for the name) naming the param that
         breaks its rule, and what to give instead; an optional param left empty takes its default."""
         p = params
-        connectors = p.get("connectors")
         return cls(
             params=params,
             name=check_run_id(run_name(p, run_id)),
@@ -226,7 +227,7 @@ class RunRequest:
             topics_include=p.get("topics_include"),
             topics_exclude=p.get("topics_exclude") or "",
             groups=p.get("groups") or "",
-            connectors=None if connectors is None else tuple(connectors),
+            connectors=_connectors(p),
             translate_topics=p.get("translate_topics") or "",
             acls=p.get("acls") or DEFAULT_SCOPE,
             connector_overrides=p.get("connector_overrides"),
@@ -276,6 +277,21 @@ def _integer(params: Mapping[str, Any], name: str, default: int | None, *, least
         raise ConfigError(f"{name} is {value!r}; give a whole number from {least} {bound}, or leave it out for its "
                           f"default ({default})")
     return value
+
+
+def _connectors(params: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The `connectors` param, a list of connector names: None when the params have no such key, empty
+    when it is left empty (null, "" or [])."""
+    if "connectors" not in params:
+        return None
+    value = params["connectors"]
+    if value is None or value == "":
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(
+            isinstance(c, str) for c in value):
+        raise ConfigError(f"connectors is {type(value).__name__} {value!r}, not a list of connector names; "
+                          'give ["name", ...] (empty: none)')
+    return tuple(value)
 
 
 def _names(params: Mapping[str, Any], name: str) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
-from kmigrate.run.checks.request import STALE_AFTER_S
+from kmigrate.run.checks.request import STALE_AFTER_S, RunRequest
 from kmigrate.run.connectors.migrate import place_stopped
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
@@ -36,19 +36,19 @@ CUT = "drill/mirror-cut"  # the cut reached on the DR cluster: when, the mirror'
 Key = tuple[str, int]
 
 
-def overridable(params: Mapping[str, Any]) -> tuple[list[str] | None, dict[str, str]]:
+def overridable(request: RunRequest) -> tuple[list[str] | None, dict[str, str]]:
     """The connectors a run's `connector_overrides` may name, and how `check_overrides` says where
     they come from and the way out: a migration's `connectors`; a drill of a mirror (`mirror_run`)
     has no `connectors` param and places the connectors its mirror keeps (its spec's), so those;
     a drill of its own copy places none."""
-    if "connectors" in params or "state_location" not in params:
-        return params.get("connectors"), {}
-    if not params.get("mirror_run"):
+    if request.connectors is not None or not request.state_location:
+        return None if request.connectors is None else list(request.connectors), {}
+    if not request.mirror_run:
         return [], {"among": "the connectors a drill without mirror_run places",
                     "fix": "a drill of its own copy moves no connector: drop connector_overrides, or drill a running "
                            "mirror (mirror_run) that keeps that connector"}
-    mirror = params["mirror_run"]
-    return list(read_spec(Manifest(params["state_location"], mirror)).connectors), {
+    mirror = request.mirror_run
+    return list(read_spec(Manifest(request.state_location, mirror)).connectors), {
         "among": f"the connectors the mirror of run {mirror!r} keeps, which its drill places",
         "fix": f"fix the name or drop its overrides; a drill places its mirror's connectors, so to drill another "
                f"one, start a kafka_dr_mirror run with it in connectors and drill that run"}

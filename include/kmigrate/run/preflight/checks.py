@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -15,15 +14,15 @@ from kmigrate.run.checks import schedule
 from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions
-from kmigrate.run.checks.request import REFRESH_S, check_request
+from kmigrate.run.checks.request import REFRESH_S, RunRequest, check_request
 from kmigrate.run.checks.rights import check_rights
 from kmigrate.run.checks.selection import Selection, select
 from kmigrate.run.mirror import drill, timings
 
 
-def check_params(params: Mapping[str, Any], manifest: Manifest,
+def check_params(request: RunRequest, manifest: Manifest,
                  now: datetime.datetime | None = None) -> datetime.datetime | None:
-    """The params' own checks, read-only, before any cluster is asked: `connector_overrides` (an
+    """The request's own checks, read-only, before any cluster is asked: `connector_overrides` (an
     object per selected connector of flat values, `connectors.check_overrides`), `cutover_at` (a
     date-time with its zone, `schedule.check_cutover_at`), the run name not used before with other
     params (`request.check_request`); a new run's cutover_at must lie ahead (a run started before
@@ -31,14 +30,17 @@ def check_params(params: Mapping[str, Any], manifest: Manifest,
     checked by `check_run`. Returns the cutover time (None: none set). A DAG without one of these
     params (the DR drill) skips its check; a drill of a mirror's overrides name the mirror's
     connectors (`drill.overridable`); the mirror DAG's timings fit each other (`timings`)."""
-    connectors, said = drill.overridable(params)  # a drill of a mirror: the mirror's connectors
-    check_overrides(params.get("connector_overrides"), connectors, **said)
-    if "interval_s" in params:  # the mirror DAG: its timings, the follower's stale_after_s against its interval
-        timings.check_timings(params["interval_s"], params.get("refresh_s", REFRESH_S),
-                              stale_after_s=params.get("stale_after_s"))
-    schedule.check_cutover_at(params.get("cutover_at"), started=True)  # its form, before the request check
-    started = check_request(manifest, params)
-    return schedule.check_cutover_at(params.get("cutover_at"), started=started, now=now)
+    connectors, said = drill.overridable(request)  # a drill of a mirror: the mirror's connectors
+    check_overrides(request.connector_overrides, connectors, **said)
+    if request.interval_s is not None:  # the mirror DAG: its timings, the follower's stale_after_s against them
+        timings.check_timings(request.interval_s, REFRESH_S if request.refresh_s is None else request.refresh_s,
+                              stale_after_s=request.stale_after_s)
+    # the text as given: the request reads a time without a zone as UTC (a run recorded before zones were
+    # required goes on), the preflight refuses one
+    given = request.params.get("cutover_at")
+    schedule.check_cutover_at(given, started=True)  # its form, before the request check
+    started = check_request(manifest, request.params)
+    return schedule.check_cutover_at(given, started=started, now=now)
 
 
 def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
