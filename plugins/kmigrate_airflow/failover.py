@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk import task
 from kmigrate.run.cutover import course
 from kmigrate.run.mirror.connectors import CONNECTORS
-from kmigrate.run.mirror.failover import PLANNED, check_stale_after, stop_mirror, with_mirror_selection
+from kmigrate.run.mirror.failover import PLANNED, check_stale_after, stop_mirror
 from kmigrate.run.mirror.promote import check_unplanned, unplanned_failover
 
 from kmigrate_airflow import steps
@@ -25,24 +25,17 @@ from kmigrate_airflow.operators import COPY_POOL
 log = logging.getLogger(__name__)
 
 
-def failover_frame(named: RunFrame) -> RunFrame:
-    """The mirror's run (`named` by run_name), with the mirror's selection."""
-    with no_retry():
-        return RunFrame(with_mirror_selection(named.params, named.manifest), named.name)
-
-
 @task(retries=0)
 def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     """The migration's preflight on the mirror's run and selection (unplanned: the run's mirror, the DR
     cluster answering, the source not): read-only, bad input fails here."""
-    run = RunFrame(params, run_id)
+    run = RunFrame(params, run_id, failover=True)
     if run.request.unplanned:
         with no_retry():
             check_stale_after(run.manifest, run.request.stale_after_s)
             check_unplanned(run.manifest, run.source, run.target, stale_after_s=run.request.stale_after_s)
         log.info("unplanned failover of run %s: the source does not answer, the DR cluster does", run.name)
         return {"unplanned": True}
-    run = failover_frame(run)
     with no_retry():
         check_stale_after(run.manifest, run.request.stale_after_s)
     return steps.check_before(run)
@@ -53,14 +46,13 @@ def preflight(params: dict[str, Any] | None = None, run_id: str | None = None) -
 def failover(params: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
     """The window's course with the mirror stopped after the snapshot; a retry continues at the
     first step not done."""
-    run = RunFrame(params, run_id)
+    run = RunFrame(params, run_id, failover=True)
     if run.request.unplanned:  # the source gone: the DR cluster promoted with what it holds
         kept = run.manifest.exists(CONNECTORS)  # the mirror kept connectors: they move to the DR Connect cluster
         promoted = unplanned_failover(run.manifest, run.source, run.target, stale_after_s=run.request.stale_after_s,
                                       dr_connect=run.connect_client("target") if kept else None,
                                       overrides=run.request.connector_overrides, say=log.info)
         return promoted["partitions"]
-    run = failover_frame(run)
 
     def stop() -> None:
         with run.timed("stop_mirror"):  # a row of the window's table

@@ -19,7 +19,7 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection
-from kmigrate.run.mirror.failover import with_mirror_selection
+from kmigrate.run.mirror.spec import with_mirror_selection
 from kmigrate.run.records import timeline
 
 from kmigrate_airflow.hooks import connect_client, kafka_cluster
@@ -30,16 +30,14 @@ log = logging.getLogger(__name__)
 class RunFrame:
     """The run a task works on, from its params read once (`RunRequest.from_params`: its name is
     `run_name`, else the Airflow run id), its manifest, the two Kafka clusters and the two Connect
-    clients (resolved from their Airflow connections when first used, once), and the selection. The
-    rollback DAG's tasks give no run id: their `run_name` names the migration run they roll back.
-    Params that break a rule fail the task without retry."""
+    clients (resolved from their Airflow connections when first used, once), and the selection (a
+    mirror's where the library says the run moves it: `kmigrate.run.mirror.spec.with_mirror_selection`,
+    `failover` for the failover's tasks). The rollback DAG's tasks give no run id: their `run_name`
+    names the migration run they roll back. Params that break a rule fail the task without retry."""
 
-    def __init__(self, params: dict[str, Any], run_id: str | None = None) -> None:
-        request = run_request(params, run_id)
-        with no_retry():
-            if request.mirror_run:  # a drill of a running mirror: the mirror's selection
-                mirror = Manifest(request.state_location, request.mirror_run)
-                request = RunRequest.from_params(with_mirror_selection(params, mirror), run_id)
+    def __init__(self, params: dict[str, Any], run_id: str | None = None, *, failover: bool = False) -> None:
+        with no_retry():  # a drill of a mirror, a planned failover (`failover`'s tasks): the mirror's selection
+            request = with_mirror_selection(run_request(params, run_id), failover=failover)
         self.request = request
         self.params = request.params  # as given: what the run records of its request
         self.name: str = request.name

@@ -41,6 +41,29 @@ def test_the_selection_takes_absent_and_empty_optional_params_as_none(tmp_path):
     assert (form.topics_exclude, form.groups, form.connectors, form.translate) == ("", "g.*", ("a", "b"), "")
 
 
+def test_a_drill_of_a_mirror_and_a_planned_failover_move_the_mirrors_selection(tmp_path):
+    """The library decides which runs move a mirror's topics and groups instead of their own
+    (kmigrate.run.mirror.spec.selection_mirror); the frame takes that request."""
+    from kmigrate.run.checks.request import RunRequest
+    from kmigrate.run.mirror.spec import MirrorSpec, selection_mirror, write_spec
+
+    write_spec(Manifest(str(tmp_path), "m"), MirrorSpec("mirrored\\..*", "mirrored\\.tmp", "app-.*"))
+    mirrored = ("mirrored\\..*", "mirrored\\.tmp", "app-.*")
+    drill = RunFrame(params(tmp_path, mirror_run="m"), "drill")
+    assert (drill.name, drill.request.mirror_run) == ("drill", "m")
+    assert (drill.selection.topics_include, drill.selection.topics_exclude, drill.selection.groups) == mirrored
+    assert drill.params["topics_include"] == "mirrored\\..*"  # what the drill records of its request
+    failover = RunFrame(params(tmp_path, run_name="m"), "manual__2026", failover=True)
+    assert (failover.name, failover.selection.topics_include, failover.selection.groups) == ("m", *mirrored[::2])
+    for own in (RunFrame(params(tmp_path, run_name="m"), "r"),  # a migration, or the failover's later tasks
+                RunFrame(params(tmp_path, run_name="m", unplanned=True), "r", failover=True),  # the source gone
+                RunFrame(params(tmp_path, mirror_run=""), "drill")):  # a drill of its own copy
+        assert (own.selection.topics_include, own.selection.groups) == ("orders\\..*", "")
+    assert selection_mirror(RunRequest.from_params(params(tmp_path, mirror_run="m"), "d"), failover=True) == "m"
+    with pytest.raises(AirflowFailException, match="has no mirror spec"):  # a mirror never started: no retry
+        RunFrame(params(tmp_path, mirror_run="never"), "drill")
+
+
 def test_connections_are_looked_up_when_first_used_and_once(tmp_path, monkeypatch):
     looked_up = []
     monkeypatch.setattr(frame, "kafka_cluster", lambda conn_id, name: looked_up.append(conn_id) or name)

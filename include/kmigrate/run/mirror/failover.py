@@ -1,10 +1,10 @@
-"""What a failover of a mirrored run needs of its mirror (docs/DESIGN.md §12): the mirror's
-selection, which the failover moves, and the mirror stopped before the failover's own copy writes
-where it wrote."""
+"""What a failover of a mirrored run needs of its mirror (docs/DESIGN.md §12): the mirror stopped
+before the failover's own copy writes where it wrote (the failover moves the mirror's selection:
+`spec.with_mirror_selection`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kmigrate.errors import MirrorStillRunning
@@ -14,13 +14,6 @@ from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror import timings
 from kmigrate.run.mirror.spec import read_spec
 from kmigrate.run.mirror.term import request_stop
-
-
-def with_mirror_selection(params: Mapping[str, Any], manifest: Manifest) -> dict[str, Any]:
-    """`params` with the mirror's topic and group selection (the failover moves what was mirrored)."""
-    spec = read_spec(manifest)
-    return {**params, "topics_include": spec.topics_include, "topics_exclude": spec.topics_exclude or None,
-            "groups": spec.groups or None}
 
 
 PLANNED = "planned failover"  # why the mirror is asked to stop (its STOP part) by kafka_dr_failover

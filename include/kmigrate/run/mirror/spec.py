@@ -1,7 +1,8 @@
 """What a run's mirror keeps (docs/DESIGN.md §12): its selection of topics and consumer groups,
 its timings and the connectors kept for an unplanned failover (`MirrorSpec`), written once in the
 run manifest (`write_spec`): a restarted mirror, a failover, a failback and a drill read it back
-(`read_spec`). Pure Python."""
+(`read_spec`); a drill of a mirror and a planned failover move the mirror's selection instead of
+their own (`selection_mirror`, `with_mirror_selection`). Pure Python."""
 from __future__ import annotations
 
 import dataclasses
@@ -59,3 +60,25 @@ def read_spec(manifest: Manifest) -> MirrorSpec:
         raise ConfigError(f"the run manifest at {manifest.location} has no mirror spec; start the mirror with its "
                           "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
     return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ()))})
+
+
+def selection_mirror(run: request.RunRequest, *, failover: bool = False) -> str:
+    """The mirror run whose topic and group selection the `run` moves in place of its own ("": its
+    own): a drill's `mirror_run` (a drill of a running mirror checks what was mirrored); a planned
+    failover's own run (`failover`: its run_name names the mirror, and it moves what was mirrored).
+    An unplanned failover promotes what the DR cluster holds, and a migration or a drill of its own
+    copy moves what it selects."""
+    if run.mirror_run:
+        return run.mirror_run
+    return run.name if failover and not run.unplanned else ""
+
+
+def with_mirror_selection(run: request.RunRequest, *, failover: bool = False) -> request.RunRequest:
+    """The `run` with the topic and group selection of the mirror whose selection it moves
+    (`selection_mirror`), read from that mirror's spec; the `run` as it is when it moves its own."""
+    mirror = selection_mirror(run, failover=failover)
+    if not mirror:
+        return run
+    spec = read_spec(Manifest(run.state_location, mirror))
+    return run.with_params(topics_include=spec.topics_include, topics_exclude=spec.topics_exclude or None,
+                           groups=spec.groups or None)
