@@ -21,8 +21,8 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError, ConnectError
+from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.connect import ConnectClient
-from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.cutover.snapshot import snapshot_connectors
@@ -52,13 +52,11 @@ class ConnectorWatch:
         written; a new reading is taken when one is due. A Connect cluster away is said once, and
         the last safe reading stays."""
         if any(r["needs"] is None for r in self.pending):
-            with shared_admin(self.source, STATUS_TIMEOUT_S) as admin:
-                now = admin.end_offsets(keys, retry=True)
+            (now,) = kafka_ends.read(self.source, keys, (kafka_ends.HIGH,), STATUS_TIMEOUT_S, retry=True)
             for reading in self.pending:
                 reading["needs"] = now if reading["needs"] is None else reading["needs"]
         if self.pending:
-            with shared_admin(self.target, STATUS_TIMEOUT_S) as admin:
-                held = admin.stable_ends(keys, retry=True)
+            (held,) = kafka_ends.read(self.target, keys, (kafka_ends.STABLE,), STATUS_TIMEOUT_S, retry=True)
             safe = [r for r in self.pending if all(held.get(k, -1) >= end for k, end in r["needs"].items())]
             if safe:
                 self.pending = self.pending[self.pending.index(safe[-1]) + 1:]

@@ -22,6 +22,7 @@ from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable, ConfigError
+from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
@@ -159,9 +160,10 @@ def decided(cluster: ClusterConfig, topics: list[str], timeout_s: float = 180.0)
     deadline = time.monotonic() + timeout_s
     with ClusterAdmin(cluster) as admin:
         keys = [(t, p) for t, n in admin.partition_counts(topics).items() for p in range(n)]
-        while True:
-            stable, ends = admin.stable_ends(keys, retry=True), admin.end_offsets(keys, retry=True)
-            held = {k: stable[k] for k in keys if stable[k] < ends[k]}
+        while True:  # both ends in one reading, each within the admin client's timeout
+            stable, high = kafka_ends.read(cluster, keys, (kafka_ends.STABLE, kafka_ends.HIGH), admin.timeout_s,
+                                           retry=True)
+            held = {k: stable[k] for k in keys if stable[k] < high[k]}
             hanging = txn_wire.hanging(cluster, held) if held else {}
             waiting = {k: offset for k, offset in held.items() if k not in hanging}
             if not waiting:

@@ -28,6 +28,7 @@ from kmigrate import client_settings
 from kmigrate.config import ClusterConfig
 from kmigrate.copy.writer import transactional_id
 from kmigrate.errors import ConfigError, KmigrateError
+from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
@@ -45,6 +46,7 @@ from kmigrate.run.records import timeline
 PROMOTED = Part.PROMOTED
 UNPLANNED = "unplanned failover"  # why the mirror is asked to stop (its STOP part)
 Key = tuple[str, int]
+READ_TIMEOUT_S = 30.0  # a reading of the DR cluster's ends, its retries included
 
 
 def source_answers(source: ClusterConfig, timeout_s: float = 3.0) -> bool:
@@ -124,8 +126,7 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
                           "DR cluster to promote")
     keys = [(p["topic"], p["partition"]) for p in last["partitions"]]
     aborted = abort_open(manifest.run_id, target, keys)
-    with shared_admin(target) as admin:
-        dr_ends = admin.end_offsets(keys, retry=True)
+    (dr_ends,) = kafka_ends.read(target, keys, (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True)
     rpo = [{"topic": p["topic"], "partition": p["partition"], "dr_end": dr_ends[(p["topic"], p["partition"])],
             "source_end_last_seen": p["source_end"],
             "behind_records": max(0, p["source_end"] - dr_ends[(p["topic"], p["partition"])]),
@@ -147,15 +148,13 @@ def abort_open(run_id: str, target: ClusterConfig, keys: list[Key]) -> list[dict
     """The transactions the run's mirror left open on `keys` aborted (fenced by its copier's
     transactional id of each partition); a transaction still open after that is someone else's,
     named (the DR topics are the mirror's: nothing else should write them)."""
-    with shared_admin(target) as admin:
-        stable, ends = admin.stable_ends(keys, retry=True), admin.end_offsets(keys, retry=True)
+    stable, ends = kafka_ends.read(target, keys, (kafka_ends.STABLE, kafka_ends.HIGH), READ_TIMEOUT_S, retry=True)
     open_ = [k for k in keys if stable[k] < ends[k]]
     for topic, partition in open_:
         txn_wire.fence(target, topic, partition, transactional_id(run_id, topic, partition))
     if not open_:
         return []
-    with shared_admin(target) as admin:
-        after = admin.stable_ends(open_, retry=True)
+    (after,) = kafka_ends.read(target, open_, (kafka_ends.STABLE,), READ_TIMEOUT_S, retry=True)
     still = [k for k in open_ if after[k] < ends[k]]
     if still:
         raise ConfigError("transactions of another producer are open on the DR cluster: "
