@@ -37,26 +37,26 @@ def pre_copy_command(request: RunRequest) -> list[str]:
                            "--converged-records", str(request.pre_copy_converged_records))
 
 
-def job_arguments(doc: str | None, action: str) -> argparse.ArgumentParser:
+def job_arguments(doc: str | None, action: str, slots: str = "the task slots") -> argparse.ArgumentParser:
     """The arguments every job takes: where the run manifest is, which run, the clients, parallelism.
     `doc` (the script's docstring) is the help's description; `action` says what is done to the
-    partitions ("copied", "verified")."""
+    partitions ("copied", "verified"); `slots`, how many tasks run at once when not told."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state-location", required=True, help="local path or fsspec URL of the run manifests")
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--clients", help="JSON file of client configs, mode 600 (default: $KMIGRATE_CLIENTS_JSON)")
     parser.add_argument("--parallelism", type=int, help=f"Spark tasks run at once over the partitions {action} "
-                        "(default: the task slots)")
+                        f"(default: {slots})")
     parser.add_argument("--remote", default=os.environ.get(REMOTE_ENV) or None,
                         help=f"run on a running Spark Connect server, sc://HOST:PORT (default: ${REMOTE_ENV}); "
                              "run the job with python, not spark-submit")
     return parser
 
 
-def copy_arguments(doc: str | None) -> argparse.ArgumentParser:
+def copy_arguments(doc: str | None, slots: str = "the task slots") -> argparse.ArgumentParser:
     """A copy job's arguments: job_arguments' and the size of its fetches. The plain copy, the DR
     drill's copy, the catch-up round and the window copy take these."""
-    parser = job_arguments(doc, "copied")
+    parser = job_arguments(doc, "copied", slots)
     parser.add_argument("--fetch-max-bytes", type=int, help="bytes per fetch of whole record batches")
     return parser
 
@@ -85,7 +85,8 @@ def server_arguments(doc: str | None) -> argparse.ArgumentParser:
 
 def mirror_arguments(doc: str | None) -> argparse.ArgumentParser:
     """The mirror's arguments: copy_arguments', what it selects (the first time), its pace, how long."""
-    parser = copy_arguments(doc)
+    # its long-running tasks leave the other half of a server's slots to drills and migrations
+    parser = copy_arguments(doc, "the task slots; on a Spark Connect server, half of them")
     parser.add_argument("--topics", help="regular expression of the topics to mirror (the first start of the run; "
                         "a restart keeps the run's selection)")
     parser.add_argument("--exclude-topics", help="regular expression of topics not mirrored")
