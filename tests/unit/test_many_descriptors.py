@@ -7,13 +7,14 @@ import contextlib
 import os
 import resource
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from kmigrate.client_settings import listening
 from kmigrate.kafka.wire import BrokerConnection
+
+from tests.support.waiting import wait_until
 
 HIGH = 1500
 
@@ -45,10 +46,8 @@ def test_a_connection_numbered_past_1024_says_whether_an_answer_waits() -> None:
         try:
             assert conn.quiet() and not conn.answer_waiting()
             accepted.sendall(b"\0\0\0\0")
-            deadline = time.monotonic() + 5
-            while not conn.answer_waiting() and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert conn.answer_waiting() and not conn.quiet()
+            wait_until(conn.answer_waiting, "the answer seen on the connection", 5, poll_s=0.001)
+            assert not conn.quiet()
         finally:
             client.close()
             accepted.close()
