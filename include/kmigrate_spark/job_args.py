@@ -16,17 +16,12 @@ from kmigrate.run.mirror.timings import TERM_S, VERIFY_EVERY_S
 from kmigrate_spark.conf import REMOTE_ENV
 
 
-def job_command(state_location: str, run_id: str, tasks_at_once: int | str, *more: str) -> list[str]:
-    """The arguments a job of every kind is launched with (those `job_arguments` parses): where the
-    run manifest is, which run, the Spark tasks it runs at once (0: the task slots), then `more` of
-    its kind."""
-    return ["--state-location", state_location, "--run-id", run_id, "--parallelism", str(tasks_at_once), *more]
-
-
 def request_command(request: RunRequest, *more: str) -> list[str]:
-    """`job_command` of a run's typed request: its state location, its name, the Spark tasks its jobs
-    run at once; then `more`."""
-    return job_command(request.state_location, request.name, request.spark.tasks_at_once, *more)
+    """The arguments a job of every kind is launched with (those `job_arguments` parses), from a
+    run's typed request: where the run manifest is, which run, the Spark tasks it runs at once (0:
+    the task slots); then `more` of its kind."""
+    return ["--state-location", request.state_location, "--run-id", request.name,
+            "--parallelism", str(request.spark.tasks_at_once), *more]
 
 
 def pre_copy_command(request: RunRequest) -> list[str]:
