@@ -30,7 +30,7 @@ from kmigrate_spark.job_args import copy_arguments, request_command
 
 from kmigrate_airflow.frame import RunFrame, no_retry
 from kmigrate_airflow.hooks import spark_connect_url
-from kmigrate_airflow.launch import JOB_CONF, SPARK_JOBS, SparkJob, check_exit, launch
+from kmigrate_airflow.launch import SPARK_JOBS, SparkJob, check_exit, launch
 from kmigrate_airflow.operators import COPY_POOL
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,7 @@ def copy_and_verify(run: RunFrame, remote: str | None, warm: concurrent.futures.
                            session)
         check_exit("window_copy", code, shown_remote(remote))
     else:
-        launch(SparkJob(str(SPARK_JOBS / "window_copy.py"), job_args, request.source_kafka_conn_id,
-                        request.target_kafka_conn_id, "", conf=dict(JOB_CONF)), log)
+        launch(SparkJob.of(request, str(SPARK_JOBS / "window_copy.py"), job_args, spark_connect_conn_id=""), log)
     returned = time.time()
     # the job's start up to its copy, and its exit after its verification (a whole Spark
     # application under spark-submit): in the window's table as rows of their own

@@ -28,6 +28,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowFailException
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
+from kmigrate.run.checks.request import RunRequest
 from kmigrate_spark.clients import CLIENTS_ENV, clients_json, write_clients
 from kmigrate_spark.conf import FINAL_EXIT, LAUNCH_CONF, REMOTE_ENV, shown_remote
 
@@ -75,6 +76,12 @@ class SparkJob:
     conf: dict[str, Any] | None = dataclasses.field(default_factory=lambda: dict(JOB_CONF))
     files: str | None = None
     env_vars: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, request: RunRequest, application: str, application_args: list[str], **more: Any) -> SparkJob:
+        """A job of the run's `request`: its Kafka clusters' and Spark Connect server's connections."""
+        more.setdefault("spark_connect_conn_id", request.spark.connect_conn_id)
+        return cls(application, application_args, request.source_kafka_conn_id, request.target_kafka_conn_id, **more)
 
     def _get_hook(self) -> SparkSubmitHook:
         """The provider's hook for this job, as SparkSubmitOperator builds it (and its default name)."""

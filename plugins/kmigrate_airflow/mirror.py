@@ -75,9 +75,8 @@ class MirrorHeartbeatTrigger(BaseTrigger):
 
 
 def mirror_job(request: RunRequest) -> SparkJob:
-    return SparkJob(str(SPARK_JOBS / "mirror.py"), request_command(request),
-                    request.source_kafka_conn_id, request.target_kafka_conn_id, request.spark.connect_conn_id,
-                    source_connect_conn_id=request.source_connect_conn_id if request.connectors else "")
+    return SparkJob.of(request, str(SPARK_JOBS / "mirror.py"), request_command(request),
+                       source_connect_conn_id=request.source_connect_conn_id if request.connectors else "")
 
 
 def start_mirror(run: RunFrame, log: Any) -> int | None:

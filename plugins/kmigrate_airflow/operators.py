@@ -123,8 +123,7 @@ class KmigrateCutoverSensor(BaseSensorOperator):
 
     def catch_up_job(self, request: RunRequest) -> SparkJob:
         """The catch-up round's job for the run's `request`: its arguments and connections."""
-        return SparkJob(self.application, self.command(request), request.source_kafka_conn_id,
-                        request.target_kafka_conn_id, request.spark.connect_conn_id)
+        return SparkJob.of(request, self.application, self.command(request))
 
     def _catch_up(self, request: RunRequest) -> None:
         """One catch-up round, launched as the Spark tasks' jobs are (on spark_default, or the Spark
