@@ -287,8 +287,7 @@ def _connectors(params: Mapping[str, Any]) -> tuple[str, ...] | None:
     value = params["connectors"]
     if value is None or value == "":
         return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(
-            isinstance(c, str) for c in value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(c, str) for c in value):
         raise ConfigError(f"connectors is {type(value).__name__} {value!r}, not a list of connector names; "
                           'give ["name", ...] (empty: none)')
     return tuple(value)
