@@ -8,6 +8,7 @@ Standard library only, like stack.py, whose version pin, cache and Maven setting
 (stack_install.py)."""
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -25,11 +26,17 @@ def home() -> Path:
     return CACHE_DIR / f"kafka-streams-examples-{KAFKA_VERSION}"
 
 
+def _resolved_mark() -> str:
+    """What a complete resolution records: the version and the pom it resolved."""
+    return f"{KAFKA_VERSION}\n{hashlib.sha256(POM.read_bytes()).hexdigest()}\n"
+
+
 def install() -> Path:
     """The examples jar and its run-time dependencies (kafka-streams, kafka-clients, RocksDB) in
-    home()/libs; a no-op once complete. StackError when mvn or Maven Central fails."""
+    home()/libs; a no-op once complete for the pom as it is (a pom changed since resolves again).
+    StackError when mvn or Maven Central fails."""
     target = home()
-    if (target / ".complete").exists():
+    if (target / ".complete").exists() and (target / ".complete").read_text() == _resolved_mark():
         return target
     check_java()
     mvn = mvn_binary()
@@ -49,7 +56,7 @@ def install() -> Path:
                                "check that Maven Central (or KMIGRATE_MAVEN_MIRROR) is reachable")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
-    (target / ".complete").write_text(KAFKA_VERSION + "\n")
+    (target / ".complete").write_text(_resolved_mark())
     return target
 
 

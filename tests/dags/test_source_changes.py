@@ -62,28 +62,30 @@ def test_a_topic_that_grows_on_the_source_after_the_pre_copy_ends_equal(stack, d
 
 
 def test_a_record_written_to_the_source_after_the_snapshot_fails_the_run_before_resuming(stack, dagbag, tmp_path,
-                                                                                         capfd):
-    """A producer nobody stopped writes 3 records right after the snapshot: the copy job's
-    verification fails the run, once (no retry can help), naming the partition and the count, and
-    nothing resumes on the target."""
+                                                                                         capfd, monkeypatch):
+    """A producer nobody stopped writes 3 records right after the snapshot, before the copy job
+    starts: the copy job's verification fails the run, once (no retry can help), naming the
+    partition and the count, and nothing resumes on the target."""
+    from kmigrate.run.window import steps
+
     topic = f"daglate{uuid.uuid4().hex[:6]}.events"
     seed_plain(stack.source, topic, partitions=2, per_partition=300)
     state = str(tmp_path / "state")
     manifest = Manifest(state, "late")
     wrote = threading.Event()
+    take_snapshot = steps.take_snapshot
 
-    def write_after_the_snapshot() -> None:
-        wait_until(lambda: manifest.exists(Part.SNAPSHOT), "the run's snapshot", timeout_s=120, poll_s=0.02)
+    def then_write(*args, **kwargs):  # the snapshot step takes it, then the producer writes, then the window goes on
+        taken = take_snapshot(*args, **kwargs)
         produce(stack.source, topic, [(b"late", b"after the snapshot")] * 3, 1)
         wrote.set()
+        return taken
 
-    writer = threading.Thread(target=write_after_the_snapshot, daemon=True)
-    writer.start()
+    monkeypatch.setattr(steps, "take_snapshot", then_write)
     capfd.readouterr()
     run = run_dag(dagbag, topics_include=topic.replace(".", r"\."), quiesce_seconds=1, state_location=state,
                   run_name="late")
     out = "".join(capfd.readouterr())
-    writer.join(30)
     assert wrote.is_set()
     states = task_states(run)
     cells = window_cells(run)

@@ -80,6 +80,27 @@ class WordCount:
             self.process = subprocess.Popen(examples.command(examples.WORDCOUNT, str(props)), stdout=out,
                                             stderr=subprocess.STDOUT)
 
+    def tail(self, lines: int = 40) -> str:
+        """The end of the app's log (slf4j-simple, INFO and up), to say what it did."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait(self, condition, what: str, timeout_s: float):  # noqa: ANN001
+        """wait_until for a condition on what this app does: ends at once, with the app's log, when the
+        app has exited; a time-out says the log's end too."""
+
+        def attempt():
+            if self.process.poll() is not None:
+                raise AssertionError(f"WordCountDemo exited ({self.process.returncode}) before {what}; "
+                                     f"its log ends:\n{self.tail()}")
+            return condition()
+
+        try:
+            return wait_until(attempt, what, timeout_s)
+        except AssertionError as exc:
+            if "timed out" in str(exc):
+                raise AssertionError(f"{exc}; WordCountDemo's log ends:\n{self.tail()}") from None
+            raise
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -157,7 +178,7 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
     apps = [on_source]
     try:
-        wait_until(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
+        on_source.wait(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
         produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
         on_source.stop()
         with ClusterAdmin(stack.source) as admin:
@@ -172,8 +193,8 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
         on_target = WordCount(examples, stack.target, app, tmp_path / "target-app")  # an empty state directory
         apps.append(on_target)
         produce_lines(stack.target, rng, 100, counts)
-        wait_until(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
-                   "WordCountDemo on the target to count every line", 180)
+        on_target.wait(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
+                       "WordCountDemo on the target to count every line", 180)
     finally:
         for process in apps:
             process.stop()
@@ -234,8 +255,8 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
     try:
         with mirrored(stack, manifest, spec):
             writer.start()
-            wait_until(lambda: sum(counts.values()) > 500 and consumed_all(stack.source, app),
-                       "WordCountDemo on the source to process the first lines", 180)
+            apps[0].wait(lambda: sum(counts.values()) > 500 and consumed_all(stack.source, app),
+                         "WordCountDemo on the source to process the first lines", 180)
             with ClusterAdmin(stack.source) as admin:
                 internal = sorted(t for t in admin.list_topics() if t.startswith(f"{app}-"))
                 partitions = admin.partition_counts([INPUT, OUTPUT, *internal])
@@ -266,8 +287,8 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
             assert mirror_status.read(manifest)["stopped"] and manifest.read(STOP)["why"] == WHY
             assert not [r for r in claim_log(stack.target).current().runs.values() if r["run"] == app]
         produce_lines(stack.target, rng, 100, counts)  # ...and starts on the DR cluster
-        wait_until(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
-                   "WordCountDemo on the DR cluster to count every line", 180)
+        apps[1].wait(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
+                     "WordCountDemo on the DR cluster to count every line", 180)
     finally:
         writer.stopping.set()
         for process in apps:
