@@ -13,12 +13,23 @@ TRANSLATE = "translate"
 
 @dataclasses.dataclass(frozen=True)
 class WorkUnit:
-    """One partition to copy up to (not including) `end_offset`, the snapshot end."""
+    """One partition to copy up to (not including) `end_offset`, the snapshot end. `topic` is its name
+    on the source; `target_topic` its name on the target (the run's renames; given empty, the same),
+    where the same partition holds the same records at the same offsets."""
 
     topic: str
     partition: int
     end_offset: int
     mode: str = PRESERVE
+    target_topic: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.target_topic:
+            object.__setattr__(self, "target_topic", self.topic)
+
+    @property
+    def renamed(self) -> bool:
+        return self.target_topic != self.topic
 
 
 @dataclasses.dataclass
@@ -55,8 +66,16 @@ class PartitionResult:
     align_seconds: float = 0.0
     copy_seconds: float = 0.0
     verify_seconds: float = 0.0
+    target_topic: str = ""     # the partition's topic on the target, where renamed (empty: `topic`)
+
+    def __post_init__(self) -> None:
+        if not self.target_topic:
+            self.target_topic = self.topic
 
     def as_row(self) -> dict[str, Any]:
+        """The result as its manifest row; `target_topic` only where the run renames the topic."""
         row = dataclasses.asdict(self)
         row["offset_map"] = [[r.source_start, r.target_start, r.length] for r in self.offset_map]
+        if row["target_topic"] == row["topic"]:
+            del row["target_topic"]
         return row

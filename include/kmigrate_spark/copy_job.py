@@ -125,7 +125,7 @@ def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests:
         with SessionSoon(f"kmigrate-copy-{args.run_id}", args.remote, started) as session:
             check_clusters(clients)  # both answer and are two clusters: nothing written to a source taken for a target
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
-            claim_topics(clients[1], args.run_id, {u.topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
+            claim_topics(clients[1], args.run_id, {u.target_topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
                          deployment=manifest.state_location)
             prepare_targets(*clients, units, manifest=manifest)
             if catch_up:  # up to the source's ends now: read just before the round begins

@@ -42,7 +42,7 @@ def copy_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
     releases it); without it the copy takes its own and releases it."""
     own_lease = lease is None
     if lease is None:
-        lease = PartitionLease(target, options.run_id, unit.topic, unit.partition, options.lease_s)
+        lease = PartitionLease(target, options.run_id, unit.target_topic, unit.partition, options.lease_s)
     lease.acquire()  # one copier per target partition, whatever its path (docs/DESIGN.md §4.7)
     given = options.guard  # the caller's own check (a mirror's term ended), before the lease's
 
@@ -88,8 +88,8 @@ def _copy_resuming(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                                 f"up; the last time: {exc_text}{earlier}. Nothing was written "
                                 "at a wrong offset; re-run the copy once the clusters are healthy (it resumes from "
                                 "the target's end)", topic=unit.topic, partition=unit.partition) from exc
-            for cluster in (source, target):  # the next attempt looks the leaders up again
-                leaders.forget(cluster, [(unit.topic, unit.partition)])
+            leaders.forget(source, [(unit.topic, unit.partition)])  # the next attempt looks the leaders up again
+            leaders.forget(target, [(unit.target_topic, unit.partition)])
             own_end = _own_end_after(target, unit, own_end, attempted[0])
             options = dataclasses.replace(options, continues_at=None, ends_read=None)  # what it left is checked again
             pause = min(0.2 * 2 ** (attempt - 1), 5.0)
@@ -108,7 +108,7 @@ def _own_end_after(target: ClusterConfig, unit: WorkUnit, own_end: int | None, a
         return own_end
     try:
         with shared_admin(target) as admin:
-            _, end = admin.watermarks(unit.topic, unit.partition)
+            _, end = admin.watermarks(unit.target_topic, unit.partition)
     except KmigrateError:
         return own_end
     return end if (own_end is None or end >= own_end) and end <= attempted else own_end
@@ -135,7 +135,7 @@ def _copy_once(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, opt
                 "(retention deleted the records); take a new snapshot", topic=topic, partition=partition)
         if unit.mode == TRANSLATE:
             return copy_translate(source, target, unit, options, source_low, target_admin, resume_map)
-        writer = Writer(target, topic, partition, target_admin, options, transactional=True)
+        writer = Writer(target, unit.target_topic, partition, target_admin, options, transactional=True)
         try:
             result = copy_preserve(source, target, unit, options, source_low, source_admin, target_admin, writer,
                                    own_end)

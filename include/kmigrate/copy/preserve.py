@@ -32,6 +32,7 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
                    source_low: int, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
                    writer: Writer, own_end: int | None = None) -> PartitionResult:
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
+    on_target = unit.target_topic  # the partition's topic on the target (renamed, or the same)
     raw_target = writer.raw
     read = options.ends_read
     if read is not None and options.continues_at == read[3]:
@@ -40,21 +41,22 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
         target_low, target_high = read[2], read[3]
         high_water = target_high
     else:
-        high_water = leaders.settle(target, topic, partition, target_admin.client) if raw_target else None
-        target_low, target_high = target_admin.watermarks(topic, partition)  # the log start, the last stable offset
+        high_water = leaders.settle(target, on_target, partition, target_admin.client) if raw_target else None
+        target_low, target_high = target_admin.watermarks(on_target, partition)  # the log start, the last stable offset
         if high_water is None:
-            high_water = high_water_of(target_admin, topic, partition)
+            high_water = high_water_of(target_admin, on_target, partition)
     continues = (options.continues_at is not None and target_high == options.continues_at == high_water
                  and target_high > source_low)
     if high_water > target_low and not continues:
-        target_low, target_high = fence_earlier(target, target_admin, writer, topic, partition, options.run_id)
-    result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high)
-    if target_high == end + 1 and not read_range(target, topic, partition, end, end + 1) and \
+        target_low, target_high = fence_earlier(target, target_admin, writer, on_target, partition, options.run_id)
+    result = PartitionResult(topic, partition, PRESERVE, source_low, end, target_high, target_high,
+                             target_topic=on_target)
+    if target_high == end + 1 and not read_range(target, on_target, partition, end, end + 1) and \
             invisible_run_at(source, source_admin, topic, partition, end) >= 1:
         end = target_high  # an earlier round wrote the commit marker that follows `end` on the source too
     if target_high > end:
         raise ForeignTarget(
-            f"{topic}[{partition}]: the target already holds offsets up to {target_high}, beyond the snapshot end "
+            f"{_named(unit)}[{partition}]: the target already holds offsets up to {target_high}, beyond the snapshot end "
             f"{end}: producers already write to the target topic (it may be in use after a cutover), or another copy "
             "wrote it. Nothing was written. Leave this topic out of the run, or migrate it to a target where it does "
             "not exist yet",
@@ -67,26 +69,26 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
         # alone there from the copy (`_render_leading_gap`)
         lone_marker = (target_high < source_low and source_low > 0
                        and invisible_run_at(source, source_admin, topic, partition, source_low) == 1)
-        target_high = align(source_low, target_low, target_high, topic, partition, target, target_admin, writer,
+        target_high = align(source_low, target_low, target_high, on_target, partition, target, target_admin, writer,
                              lone_marker, own_end)
     elif target_low > source_low:
         raise ForeignTarget(
-            f"{topic}[{partition}]: the target's log start {target_low} is above the source's {source_low}; records "
+            f"{_named(unit)}[{partition}]: the target's log start {target_low} is above the source's {source_low}; records "
             "the source still has cannot be written below it. The target topic holds data of another copy or "
             "another producer: migrate this topic to a target where it does not exist yet", topic=topic,
             partition=partition)
     elif continues:  # nothing written since this copier's last commit: nothing to fence or compare
         if target_low < source_low:
             options.may_write()
-            trim_below(source_low, target_low, 1, topic, partition, target, target_admin)
+            trim_below(source_low, target_low, 1, on_target, partition, target, target_admin)
     else:
-        compared = _check_resume_point(source, target, topic, partition, max(source_low, target_low), target_high,
+        compared = _check_resume_point(source, target, unit, max(source_low, target_low), target_high,
                                        options, compacted="compact" in writer.topic_configs.get("cleanup.policy", ""))
         if target_low < source_low:
             options.may_write()
             # this run's copy (the manifest says where it left the target) is trimmed even when no
             # visible record was left to compare above the new log start (only markers, aborted records)
-            trim_below(source_low, target_low, compared or int(target_high == own_end), topic, partition, target,
+            trim_below(source_low, target_low, compared or int(target_high == own_end), on_target, partition, target,
                        target_admin)
     result.align_seconds = time.monotonic() - started
     writer.next_offset = target_high
@@ -110,9 +112,9 @@ def copy_preserve(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, 
     if continues and writer.checked_each_write:  # each batch's response named its offsets; nothing else wrote
         result.target_end = writer.next_offset
     else:
-        _, result.target_end = target_admin.watermarks(topic, partition)
+        _, result.target_end = target_admin.watermarks(on_target, partition)
     if result.target_end != max(writer.next_offset, end):
-        raise OffsetMismatch(topic, partition, max(writer.next_offset, end), result.target_end)
+        raise OffsetMismatch(on_target, partition, max(writer.next_offset, end), result.target_end)
     result.fillers, result.markers = writer.fillers, writer.markers
     if result.records:
         result.offset_map = [OffsetRun(result.first_offset, result.first_offset,
@@ -206,7 +208,8 @@ class PreserveCopy:
         topic, partition = self.result.topic, self.result.partition
         position = start
         with leaders.connect_to_leader(source, topic, partition, admin=self.source_admin.client) as fetcher, \
-                leaders.connect_to_leader(target, topic, partition, admin=self.writer.admin.client) as sender:
+                leaders.connect_to_leader(target, self.result.target_topic, partition,
+                                          admin=self.writer.admin.client) as sender:
             kept = self.options.raw_producer
             producer = kept.pop() if kept else None
             producer = producer or sender.idempotence()  # one producer id for the raw batches of this attempt
@@ -256,11 +259,11 @@ class PreserveCopy:
     def _send_batches(self, sender: wire.BrokerConnection, producer: wire.Idempotence,
                       batches: list[wire.Batch]) -> None:
         writer = self.writer
-        topic, partition = self.result.topic, self.result.partition
+        on_target, partition = self.result.target_topic, self.result.partition
         self._next_visible(batches[0].base_offset)
         writer.flush_bulk()  # what librdkafka holds goes first: one writer at a time
         writer.options.may_write()
-        wire.produce_at(sender, topic, partition, ((b.for_produce(), b.base_offset) for b in batches),
+        wire.produce_at(sender, on_target, partition, ((b.for_produce(), b.base_offset) for b in batches),
                         "a copied record batch", producer=producer)
         writer.next_offset = batches[-1].last_offset + 1
         self.result.whole_batches += len(batches)
@@ -329,42 +332,47 @@ def _render_leading_gap(writer: Writer, until: int, topic: str, partition: int) 
     writer.abort_fillers(writer.next_offset, until)
 
 
-def _check_resume_point(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
+def _check_resume_point(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                         low: int, target_high: int, options: CopyOptions, compacted: bool = False) -> int:
     """The target's last records must be the source's records at the same offsets (docs/DESIGN.md §4.3);
     returns how many were compared (0: no visible record in [low, target_high)). On a compacted
     topic the source's cleaner may have removed records since they were copied (and the target's
     its own): every record the source still holds there must be on the target unchanged, unless the
     target superseded it, and at least one must be."""
+    topic, partition, on_target = unit.topic, unit.partition, unit.target_topic
     window = options.resume_window
     while True:
         start = max(low, target_high - window)
         if compacted:
             on_source = read_range(source, topic, partition, start, target_high)
             _, problems = compacted_differences_of(
-                map(_record, on_source), lambda: map(_record, read_range(target, topic, partition, start, target_high)),
+                map(_record, on_source), lambda: map(_record, read_range(target, on_target, partition, start, target_high)),
                 target_only_ok=True)
             if problems:
-                raise _diverged(topic, partition, (start, target_high), problems[0])
+                raise _diverged(unit, (start, target_high), problems[0])
             compared = len(on_source)
         else:
-            on_target = [_fingerprint(m) for m in read_range(target, topic, partition, start, target_high)]
-            on_source = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
-            if on_target != on_source:
-                first = next((i for i, (a, b) in enumerate(zip(on_target, on_source)) if a != b),
-                             min(len(on_target), len(on_source)))
-                at = (on_target[first][0] if first < len(on_target) else on_source[first][0]
-                      if first < len(on_source) else target_high)
-                raise _diverged(topic, partition, (start, target_high), f"first difference at offset {at}")
-            compared = len(on_target)
+            there = [_fingerprint(m) for m in read_range(target, on_target, partition, start, target_high)]
+            here = [_fingerprint(m) for m in read_range(source, topic, partition, start, target_high)]
+            if there != here:
+                first = next((i for i, (a, b) in enumerate(zip(there, here)) if a != b), min(len(there), len(here)))
+                at = there[first][0] if first < len(there) else here[first][0] if first < len(here) else target_high
+                raise _diverged(unit, (start, target_high), f"first difference at offset {at}")
+            compared = len(there)
         if compared or start == low:
             return compared
         window *= 8
 
 
-def _diverged(topic: str, partition: int, window: tuple[int, int], detail: str) -> TargetDiverged:
+def _named(unit: WorkUnit) -> str:
+    """A partition's topic as a message names it: with its name on the target where renamed."""
+    return f"{unit.topic} ({unit.target_topic} on the target)" if unit.renamed else unit.topic
+
+
+def _diverged(unit: WorkUnit, window: tuple[int, int], detail: str) -> TargetDiverged:
+    topic, partition = unit.topic, unit.partition
     return TargetDiverged(
-        f"{topic}[{partition}]: the target's records before its end {window[1]} differ from the source's "
+        f"{_named(unit)}[{partition}]: the target's records before its end {window[1]} differ from the source's "
         f"({detail}), so it is not a copy of this partition: another producer wrote to it, or it holds another "
         "source's data. Nothing was written. Stop whatever writes to the target topic; if it is not in use, migrate "
         "this topic to a target where it does not exist yet", topic=topic, partition=partition, window=window)
@@ -385,6 +393,6 @@ def verify_into(source: ClusterConfig, target: ClusterConfig, result: PartitionR
     started = time.monotonic()
     end = max(result.end_offset, result.target_end)
     result.source_digest = partition_digest(source, result.topic, result.partition, start, end).hexdigest()
-    result.target_digest = partition_digest(target, result.topic, result.partition, start, end).hexdigest()
+    result.target_digest = partition_digest(target, result.target_topic, result.partition, start, end).hexdigest()
     result.digests_equal = result.source_digest == result.target_digest
     result.verify_seconds = time.monotonic() - started

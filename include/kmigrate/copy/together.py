@@ -53,6 +53,11 @@ class PartitionBatches:
     def end(self) -> int:
         return self.batches[-1].last_offset + 1 if self.batches else 0
 
+    @property
+    def target_key(self) -> TopicPartition:
+        """The partition as the target names it (the run's renames)."""
+        return self.unit.target_topic, self.unit.partition
+
 
 def plain(batch: wire.Batch) -> bool:
     return not (batch.legacy or batch.transactional or batch.control or not batch.dense or batch.log_append_time
@@ -78,18 +83,19 @@ def copy_together(source: ClusterConfig, target: ClusterConfig, units: Sequence[
     if not copied:
         return {}
     with shared_admin(target) as admin:
-        ends = admin.watermarks_of([_key(p.unit) for p in copied])
+        ends = admin.watermarks_of([p.target_key for p in copied])
     seconds = (time.monotonic() - started) / len(units)
     results = {}
     for p in copied:
         end = p.unit.end_offset
-        if ends[_key(p.unit)] != (0, end):
+        if ends[p.target_key] != (0, end):
             continue  # not what was written: copy_partition looks again, with its checks
         records = sum(b.records for b in p.batches)
         results[_key(p.unit)] = PartitionResult(
             p.unit.topic, p.unit.partition, PRESERVE, 0, end, 0, end, records=records,
             bytes=sum(len(b.data) for b in p.batches), whole_batches=len(p.batches), whole_records=records, first_offset=0,
-            last_offset=end - 1, offset_map=[OffsetRun(0, 0, end)], copy_seconds=round(seconds, 4))
+            last_offset=end - 1, offset_map=[OffsetRun(0, 0, end)], copy_seconds=round(seconds, 4),
+            target_topic=p.unit.target_topic)
     return results
 
 
@@ -109,19 +115,20 @@ def _qualifying(source: ClusterConfig, target: ClusterConfig, units: Sequence[Wo
     wanted = [tp for tp in wanted if on_source[tp] == (0, ends[tp])]
     if not wanted:
         return {}
+    by_key = {_key(u): u for u in units}
+    named = {(by_key[tp].target_topic, tp[1]): tp for tp in wanted}  # the target's name of each: the source's
     with shared_admin(target) as admin:
-        on_target = admin.watermarks_of(wanted)
-    wanted = [tp for tp in wanted if on_target[tp] == (0, 0)]
+        on_target = admin.watermarks_of(named)
+    named = {there: tp for there, tp in named.items() if on_target[there] == (0, 0)}
     # nothing uncommitted on the target leader either (an earlier copier's write cut off by a
     # leader change would land below this copy's batches): its log end offset is 0 too
     settled = {}
-    for address, tps in multi.by_leader(leaders.look_up(target, wanted)).items():
+    for address, tps in multi.by_leader(leaders.look_up(target, named)).items():
         with leaders.connection(target, address) as conn:
             multi.send_list_offsets(conn, tps, replica_id=-2)
-            settled |= {tp: address for tp, (error, offset) in multi.receive_list_offsets(conn).items()
+            settled |= {named[there]: address for there, (error, offset) in multi.receive_list_offsets(conn).items()
                         if not error and offset == 0}
-    by_key = {_key(u): u for u in units}
-    return {tp: PartitionBatches(by_key[tp], settled[tp]) for tp in wanted if tp in settled}
+    return {tp: PartitionBatches(by_key[tp], settled[tp]) for tp in named.values() if tp in settled}
 
 
 def _read(source: ClusterConfig, parts: dict[TopicPartition, PartitionBatches]) -> None:
@@ -178,16 +185,17 @@ def write_all(target: ClusterConfig, parts: dict[TopicPartition, PartitionBatche
 def _write_to(conn: wire.BrokerConnection, parts: dict[TopicPartition, PartitionBatches],
               check_lease: Mapping[TopicPartition, object]) -> None:
     producer_for(conn, parts)
-    pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {tp: expected base offset}
+    on_target = {p.target_key: p for p in parts.values()}  # a Produce request names the target's partitions
+    pending: dict[int, dict[TopicPartition, int]] = {}  # correlation id -> {target tp: expected base offset}
     rounds = iter(produce_requests(parts, check_lease))
     request = next(rounds, None)
     while request is not None or pending:
         while request is not None and len(pending) < MAX_IN_FLIGHT:
-            batches, expected = stamped(parts, request)
+            batches, expected = stamped(on_target, {parts[tp].target_key: b for tp, b in request.items()})
             pending[multi.send_produce(conn, batches)] = expected
             request = next(rounds, None)
         correlation_id, answers = multi.receive_produce(conn)
-        take_answers(parts, pending.pop(correlation_id), answers)
+        take_answers(on_target, pending.pop(correlation_id), answers)
 
 
 def producer_for(conn: wire.BrokerConnection, parts: Mapping[TopicPartition, PartitionBatches]) -> None:

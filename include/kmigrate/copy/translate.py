@@ -17,22 +17,23 @@ from kmigrate.model import TRANSLATE, OffsetRun, PartitionResult, WorkUnit
 def copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, options: CopyOptions,
                     source_low: int, target_admin: ClusterAdmin, resume_map: Sequence[OffsetRun]) -> PartitionResult:
     """Visible records appended densely after whatever the target holds; an exact offset map is kept."""
-    topic, partition, end = unit.topic, unit.partition, unit.end_offset
-    _, target_high = target_admin.watermarks(topic, partition)
-    result = PartitionResult(topic, partition, TRANSLATE, source_low, end, target_high, target_high)
+    topic, partition, end, on_target = unit.topic, unit.partition, unit.end_offset, unit.target_topic
+    _, target_high = target_admin.watermarks(on_target, partition)
+    result = PartitionResult(topic, partition, TRANSLATE, source_low, end, target_high, target_high,
+                             target_topic=on_target)
     runs = [dataclasses.replace(run) for run in resume_map]
     start = source_low
     if runs:
         mapped_end = runs[-1].target_start + runs[-1].length
         if target_high != mapped_end:
             raise TargetDiverged(
-                f"{topic}[{partition}]: the target ends at {target_high}, but the offset map of the earlier runs "
+                f"{on_target}[{partition}]: the target ends at {target_high}, but the offset map of the earlier runs "
                 f"ends at {mapped_end}: another producer wrote to the target topic, or an earlier copy stopped "
                 "before recording its map. Nothing was written. Stop other producers to the target topic and re-run; "
                 "if the topic is in use on the target, leave it out of the run",
                 topic=topic, partition=partition)
         start = max(source_low, runs[-1].source_start + runs[-1].length)
-    writer = Writer(target, topic, partition, target_admin, options, transactional=False)
+    writer = Writer(target, on_target, partition, target_admin, options, transactional=False)
     writer.next_offset = target_high
     started = time.monotonic()
     consumer = reader(source)
@@ -55,9 +56,9 @@ def copy_translate(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
         consumer.close()
         writer.close()
     result.copy_seconds = time.monotonic() - started
-    _, result.target_end = target_admin.watermarks(topic, partition)
+    _, result.target_end = target_admin.watermarks(on_target, partition)
     if result.target_end != writer.next_offset:
-        raise OffsetMismatch(topic, partition, writer.next_offset, result.target_end)
+        raise OffsetMismatch(on_target, partition, writer.next_offset, result.target_end)
     result.offset_map = runs
     if result.records:
         result.first_offset, result.last_offset = runs[0].source_start, runs[-1].source_start + runs[-1].length - 1

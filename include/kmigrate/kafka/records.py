@@ -336,20 +336,24 @@ def _records(cluster: ClusterConfig, topic: str, partition: int, start: int, end
 
 
 def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int,
-                          end: int, limit: int = 10) -> tuple[int, list[str]]:
-    """compacted_differences_of over the visible records of [start, end) on both clusters. The
+                          end: int, limit: int = 10, target_topic: str | None = None) -> tuple[int, list[str]]:
+    """compacted_differences_of over the visible records of [start, end) on both clusters (the
+    target's partition named `target_topic` where the run renames the topic). The
     source's records from `end` to its last stable offset count as later ones: on a live source a
     record in the range is cleaned once a later update of its key arrives. The target's records past
     `end` count as later ones on the target alike: a mirror copies on while a live range is verified,
     and the target's cleaner may remove a record in the range before the source's does."""
 
-    def later(cluster: ClusterConfig) -> Callable[[], Iterator[Record]]:
+    on_target = target_topic or topic
+
+    def later(cluster: ClusterConfig, name: str) -> Callable[[], Iterator[Record]]:
         def read() -> Iterator[Record]:
             with ClusterAdmin(cluster) as admin:
-                stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
-            return _records(cluster, topic, partition, end, stable)
+                stable = admin.stable_ends([(name, partition)], retry=True)[(name, partition)]
+            return _records(cluster, name, partition, end, stable)
         return read
 
     return compacted_differences_of(_records(source, topic, partition, start, end),
-                                    lambda: _records(target, topic, partition, start, end), limit,
-                                    later_source_records=later(source), later_target_records=later(target))
+                                    lambda: _records(target, on_target, partition, start, end), limit,
+                                    later_source_records=later(source, topic),
+                                    later_target_records=later(target, on_target))

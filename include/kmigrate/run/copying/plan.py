@@ -2,6 +2,7 @@
 its manifest; the copy results they lead to, and what the group and connector steps read of them."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -33,17 +34,21 @@ def topics_partitions(admin: ClusterAdmin, topics: Iterable[str], *, stable: boo
             for t, n in counts.items()}
 
 
-def plan_from_topics(topics: Mapping[str, Mapping[str, Any]], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+def plan_from_topics(topics: Mapping[str, Mapping[str, Any]], modes: Mapping[str, str] | None = None,
+                     target_names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One work unit per partition of `topics` ({topic: {"partitions": topic_partitions(...)}}), up
-    to its end offset, largest first."""
+    to its end offset, largest first. `target_names`: {source topic: its name on the target} of the
+    topics the run renames (a unit of one keeps it as "target_topic")."""
     units = []
     for topic, entry in topics.items():
         mode = (modes or {}).get(topic, PRESERVE)
         if mode not in (PRESERVE, TRANSLATE):
             raise ConfigError(f"topic {topic!r}: mode {mode!r} is not 'preserve' or 'translate'")
+        renamed = (target_names or {}).get(topic, topic)
         for p in entry["partitions"]:
             units.append({"topic": topic, "partition": p["partition"], "end_offset": p["end"], "mode": mode,
-                          "offsets": p["end"] - p["log_start"]})
+                          "offsets": p["end"] - p["log_start"],
+                          **({"target_topic": renamed} if renamed != topic else {})})
     units.sort(key=lambda u: (-u["offsets"], u["topic"], u["partition"]))
     return {"units": units}
 
@@ -55,7 +60,8 @@ def build_plan(source: ClusterConfig, topics: Iterable[str], modes: Mapping[str,
 
 
 def work_units(plan: dict[str, Any]) -> list[WorkUnit]:
-    return [WorkUnit(u["topic"], u["partition"], u["end_offset"], u["mode"]) for u in plan["units"]]
+    return [WorkUnit(u["topic"], u["partition"], u["end_offset"], u["mode"], u.get("target_topic", ""))
+            for u in plan["units"]]
 
 
 def read_plan(manifest: Manifest, part: str = Part.PLAN) -> dict[str, Any]:
@@ -105,10 +111,10 @@ def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit],
     def line() -> str:
         try:
             with ClusterAdmin(target, timeout_s=5) as admin:
-                ends = admin.end_offsets((u.topic, u.partition) for u in units)
+                ends = admin.end_offsets((u.target_topic, u.partition) for u in units)
         except KmigrateError as exc:
             return f"the target's end offsets are not available ({exc})"
-        to_go = [max(0, u.end_offset - ends[(u.topic, u.partition)]) for u in units]
+        to_go = [max(0, u.end_offset - ends[(u.target_topic, u.partition)]) for u in units]
         now = time.time()
         first[:] = first or [(now, sum(to_go))]
         if manifest is not None:
@@ -144,7 +150,7 @@ def targets_settled(target: ClusterConfig, units: Sequence[WorkUnit], still_for_
     with ClusterAdmin(target, timeout_s=5) as admin:
         last, still_since = None, time.monotonic()
         while True:
-            ends = admin.end_offsets((u.topic, u.partition) for u in units)
+            ends = admin.end_offsets((u.target_topic, u.partition) for u in units)
             now = time.monotonic()
             if ends != last:
                 last, still_since = ends, now
@@ -179,20 +185,21 @@ def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[
     if not candidates:
         return list(units), []
     with ClusterAdmin(target) as admin:
-        wanted = [(u.topic, u.partition) for u in candidates]
+        wanted = [(u.target_topic, u.partition) for u in candidates]
         # target topics the job has just created may not have their leaders yet: asked until they answer
         target_low, target_end = admin.start_offsets(wanted, retry=True), admin.end_offsets(wanted, retry=True)
 
     def settled(u: WorkUnit) -> bool:
-        key = (u.topic, u.partition)
+        key, on_target = (u.topic, u.partition), (u.target_topic, u.partition)
         if source_low[key] >= u.end_offset:  # empty up to the snapshot end
-            return target_low[key] == target_end[key] == u.end_offset
-        return target_end[key] >= u.end_offset and target_low[key] == source_low[key] <= u.end_offset
+            return target_low[on_target] == target_end[on_target] == u.end_offset
+        return target_end[on_target] >= u.end_offset and target_low[on_target] == source_low[key] <= u.end_offset
 
     skipped = {(u.topic, u.partition) for u in candidates if settled(u)}
     rows = [{"ok": True, "skipped": True, **PartitionResult(
         u.topic, u.partition, u.mode, source_low[(u.topic, u.partition)], u.end_offset,
-        target_end[(u.topic, u.partition)], target_end[(u.topic, u.partition)]).as_row()}
+        target_end[(u.target_topic, u.partition)], target_end[(u.target_topic, u.partition)],
+        target_topic=u.target_topic).as_row()}
         for u in units if (u.topic, u.partition) in skipped]
     return [u for u in units if (u.topic, u.partition) not in skipped], rows
 
@@ -202,4 +209,4 @@ def source_ends_now(source: ClusterConfig, units: Sequence[WorkUnit]) -> list[Wo
     while the source is live copies what is decided."""
     with ClusterAdmin(source) as admin:
         ends = admin.stable_ends(((u.topic, u.partition) for u in units), retry=True)
-    return [WorkUnit(u.topic, u.partition, max(u.end_offset, ends[(u.topic, u.partition)]), u.mode) for u in units]
+    return [dataclasses.replace(u, end_offset=max(u.end_offset, ends[(u.topic, u.partition)])) for u in units]

@@ -3,6 +3,7 @@ source's end, then the pre-copied ranges verified, so that the cutover window on
 verifies what was written since the last round."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -70,7 +71,7 @@ def pre_copy_rounds(manifest: Manifest, source: ClusterConfig, units: Sequence[W
             + f"; the source wrote {behind:,} offsets meanwhile")
         if failed or behind <= converged_records or number >= before + max_rounds:
             return list(units), failed
-        units = [WorkUnit(u.topic, u.partition, ends[(u.topic, u.partition)], u.mode) for u in units]
+        units = [dataclasses.replace(u, end_offset=ends[(u.topic, u.partition)]) for u in units]
     return list(units), failed
 
 

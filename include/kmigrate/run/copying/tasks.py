@@ -85,17 +85,17 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
     leaders looked up in one request a cluster (`leaders.remember`). When that fails, or for a
     lease another copier holds, each copy does it on its own as copy_task alone does."""
     source, target = clients
-    tps = [key(u) for u, _ in items]
+    tps, on_target = [key(u) for u, _ in items], [(u.target_topic, u.partition) for u, _ in items]
     lease_s = CopyOptions().lease_s
-    held = {key(u): PartitionLease(target, run_id, u.topic, u.partition, lease_s) for u, _ in items}
+    held = {key(u): PartitionLease(target, run_id, u.target_topic, u.partition, lease_s) for u, _ in items}
     configs = None
     try:
         try:
             leases.acquire_all(list(held.values()))
             with shared_admin(target) as admin:
-                configs = admin.topics_configs({u.topic for u, _ in items})
-            for cluster in clients:
-                leaders.remember(cluster, tps)
+                configs = admin.topics_configs({u.target_topic for u, _ in items})
+            leaders.remember(source, tps)
+            leaders.remember(target, on_target)
         except (KmigrateError, KafkaException) as exc:
             log.info("copy: preparing the task's partitions at once failed (%s); each copy does it on its own", exc)
         together = {}
@@ -107,8 +107,8 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
                 for u, extras in items]
     finally:
         leases.release_all(list(held.values()))
-        for cluster in clients:
-            leaders.forget(cluster, tps)
+        leaders.forget(source, tps)
+        leaders.forget(target, on_target)
 
 
 def _together_row(result: PartitionResult, clients: tuple[ClusterConfig, ClusterConfig], verify: bool
@@ -156,17 +156,19 @@ def verify_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]],
     marks: dict[tuple[str, int], tuple[int, int, int, int]] = {}
     prefixes: dict[tuple[str, int], batch_verify.Prefix] = {}
     fast = [key(u) for u, extras in items if u.mode == PRESERVE and not extras.get("live")]
+    named = {key(u): (u.target_topic, u.partition) for u, _ in items if u.renamed}  # the target's names, renamed
     if fast:
         try:
             with shared_admin(target) as admin:  # first: a mirror copying meanwhile never puts it past the source
-                on_target = admin.watermarks_of(fast)
+                on_target = admin.watermarks_of(named.get(tp, tp) for tp in fast)
             with shared_admin(source) as admin:
                 on_source = admin.watermarks_of(fast)
-            marks = {tp: (*on_source[tp], *on_target[tp]) for tp in fast}
+            marks = {tp: (*on_source[tp], *on_target[named.get(tp, tp)]) for tp in fast}
             if transport.raw_capable(source) and transport.raw_capable(target):
                 ends = {key(u): u.end_offset for u, _ in items}
                 prefixes = batch_verify.compare(source, target, {
-                    tp: (low, max(ends[tp], min(high, target_high))) for tp, (low, high, _, target_high) in marks.items()})
+                    tp: (low, max(ends[tp], min(high, target_high))) for tp, (low, high, _, target_high) in marks.items()},
+                    on_target=named)
         except (KmigrateError, KafkaException) as exc:
             log.info("verify: reading the task's partitions at once failed (%s); each is read on its own", exc)
             marks, prefixes = {}, {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka.admin import NewTopic
@@ -111,8 +111,9 @@ def replication_settings(source_replicas: int, brokers: int, topic: str,
 
 def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, writes: bool = True,
                          wait: bool = True, facts: TopicFacts | None = None,
-                         to_create: list[NewTopic] | None = None) -> TopicPlan:
-    """Create the topic on the target like the source's, or check that the existing one matches.
+                         to_create: list[NewTopic] | None = None, target_topic: str | None = None) -> TopicPlan:
+    """Create the topic on the target like the source's (as `target_topic` where the run renames it;
+    the plan returned names the target's topic), or check that the existing one matches.
     Fewer partitions or conflicting configs are refused; nothing is changed then. `writes`: the
     copy will write to the topic, so the COPY_SETTINGS are set on it (a new topic gets them at
     creation). `wait`: until a topic created has a leader for every partition (else the caller
@@ -120,7 +121,8 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     already for many topics (`read_facts`); `to_create`: a topic to create is added to it, for the
     caller to create with the others in as few requests as the controller takes (`topic_io.create_all`),
     not created here."""
-    facts = facts or facts_of(source, target, topic)
+    facts = facts or facts_of(source, target, topic, target_topic)
+    topic = target_topic or topic  # from here on, the target's
     partitions, source_effective = facts.partitions, facts.source_effective
     wanted = desired_configs(facts.source_explicit, source_effective, config_versions.is_kafka_4(target.cluster))
     existing = facts.target_partitions
@@ -165,42 +167,46 @@ def prepare_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
     return TopicPlan(topic, partitions, wanted, False)
 
 
-def reconcile_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, created_by_run: bool
-                           ) -> dict[str, Any]:
-    """What the source topic gained since the target topic was created: partitions added and
-    configs changed. Applied when this run created the target topic; refused (TopicMismatch,
-    nothing changed) when it did not. Returns {"partitions": [before, after] or None, "configs":
-    {name: [target value, source value]}}; both empty when the topics agree or the target topic
-    does not exist yet (the copy creates it)."""
-    existing = target.partition_count(topic)
+def reconcile_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, *, created_by_run: bool,
+                           target_topic: str | None = None) -> dict[str, Any]:
+    """What the source topic gained since the target topic (`target_topic` where renamed) was
+    created: partitions added and configs changed. Applied when this run created the target topic;
+    refused (TopicMismatch, nothing changed) when it did not. Returns {"partitions": [before, after]
+    or None, "configs": {name: [target value, source value]}}; both empty when the topics agree or
+    the target topic does not exist yet (the copy creates it)."""
+    there = target_topic or topic
+    existing = target.partition_count(there)
     if existing is None:
         return {"partitions": None, "configs": {}}
     partitions = source.require_partition_count(topic)
-    wrong = conflicts(_wanted(source, target, topic), target.topic_configs(topic))
+    wrong = conflicts(_wanted(source, target, topic), target.topic_configs(there))
     grown = [existing, partitions] if existing < partitions else None
     if (grown or wrong) and not created_by_run:
         changes = ([f"partitions {existing} -> {partitions}"] if grown else []) + \
                   [f"{k}={have!r} -> {want!r}" for k, (have, want) in sorted(wrong.items())]
         raise TopicMismatch(
-            f"source topic {topic!r} changed after its target topic was made ({'; '.join(changes)}), and this run "
+            f"source topic {topic!r} changed after its target topic{'' if there == topic else f' {there!r}'} was made "
+            f"({'; '.join(changes)}), and this run "
             "did not create the target topic, so it does not change it. Nothing was changed. If the target topic "
             "is not in use yet, apply the same change there (kafka-topics.sh / kafka-configs.sh --alter) and re-run "
             "this step")
     if grown:
-        target.add_partitions(topic, partitions)
+        target.add_partitions(there, partitions)
     if wrong:
-        target.alter_topic_configs(topic, {k: want for k, (_have, want) in wrong.items()}, visible=True)
+        target.alter_topic_configs(there, {k: want for k, (_have, want) in wrong.items()}, visible=True)
     return {"partitions": grown, "configs": {k: [have, want] for k, (have, want) in sorted(wrong.items())}}
 
 
-def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> dict[str, list[str | None]]:
-    """Put each COPY_SETTING of the target topic back to the source's value: the source's own
-    setting where it has one, else the target's default, set explicitly when that default differs
-    from the source's effective value. A setting already equal is not touched, so a re-run
-    changes nothing. Returns {config: [value during the copy, value now]}."""
+def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str, target_topic: str | None = None
+                         ) -> dict[str, list[str | None]]:
+    """Put each COPY_SETTING of the target topic (`target_topic` where renamed) back to the source's
+    value: the source's own setting where it has one, else the target's default, set explicitly when
+    that default differs from the source's effective value. A setting already equal is not touched,
+    so a re-run changes nothing. Returns {config: [value during the copy, value now]}."""
     kafka_4 = config_versions.is_kafka_4(target.cluster)
     explicit = config_versions.for_target(source.topic_configs(topic, explicit_only=True), kafka_4)[0]
     effective = {**config_versions.for_target(source.topic_configs(topic), kafka_4)[0], **explicit}
+    topic = target_topic or topic  # from here on, the target's
     before = target.topic_configs(topic)
     stale = [k for k in COPY_SETTINGS if k in effective and before.get(k) != effective[k]]
     # waited for: a describe before the change reached the broker it asks would report the copy's values
@@ -223,11 +229,12 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
     needed: dict[str, int] = {}
     for unit in units:
         needed[unit.topic] = max(needed.get(unit.topic, 0), unit.partition + 1)
+    names = {u.topic: u.target_topic for u in units if u.renamed}  # the run's renames: a topic's target name
     created = []
     with ClusterAdmin(source, timeout_s) as source_admin, ClusterAdmin(target, timeout_s) as target_admin:
         source_admin.check_reachable(timeout_s)
         target_admin.check_reachable(timeout_s)
-        facts = read_facts(source_admin, target_admin, sorted(needed))
+        facts = read_facts(source_admin, target_admin, sorted(needed), names)
         for topic, partitions in sorted(needed.items()):
             count = facts[topic].partitions if topic in facts else source_admin.partition_count(topic)
             if count is None:
@@ -246,21 +253,24 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
             if across:
                 log.warning("configs the target's Kafka version removed: %s", across)
                 manifest.write_once(Part.attempt(Part.CONFIG_VERSIONS), {"topics": across})
-            for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed)):
+            for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed), names):
                 facts.pop(topic, None)  # the run changed the target topic: read it again
         by_topic: dict[str, list[WorkUnit]] = {}
         for unit in units:
             by_topic.setdefault(unit.topic, []).append(unit)
         to_create: list[NewTopic] = []
         for topic in sorted(needed):
+            there = names.get(topic, topic)
             plan = prepare_target_topic(source_admin, target_admin, topic, facts=facts.get(topic), to_create=to_create,
-                                        writes=_writes_to(target_admin, topic, by_topic[topic]))
+                                        writes=_writes_to(target_admin, there, by_topic[topic]), target_topic=there)
             if plan.created:
                 created.append(plan)
         made, existed, failure = create_all(target_admin, to_create, hidden=COPY_SETTINGS)
         created = [plan for plan in created if plan.topic in made]
-        for topic in sorted(existed):  # created by someone else meanwhile: checked like any other
-            prepare_target_topic(source_admin, target_admin, topic, writes=True)
+        source_of = {there: topic for topic, there in names.items()}
+        for there in sorted(existed):  # created by someone else meanwhile: checked like any other
+            prepare_target_topic(source_admin, target_admin, source_of.get(there, there), writes=True,
+                                 target_topic=there)
         if failure is not None:
             if made and manifest is not None:
                 manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made)})
@@ -278,8 +288,8 @@ def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]
     count = target_admin.partition_count(topic)
     if count is None or any(u.partition >= count for u in units):
         return True
-    ends = target_admin.end_offsets((u.topic, u.partition) for u in units)
-    return any(ends[(u.topic, u.partition)] < u.end_offset for u in units)
+    ends = target_admin.end_offsets((u.target_topic, u.partition) for u in units)
+    return any(ends[(u.target_topic, u.partition)] < u.end_offset for u in units)
 
 
 def created_topics(manifest: Manifest) -> set[str]:
@@ -289,18 +299,21 @@ def created_topics(manifest: Manifest) -> set[str]:
 
 
 def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
-                     topics: Iterable[str]) -> dict[str, Any]:
+                     topics: Iterable[str], names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What each of `topics` gained on the source since its target topic was made (partitions,
     configs) is applied to the target topics this run created, and refused with TopicMismatch for
     the others (nothing changed then). What was applied is recorded (part topic-changes/<attempt>)
-    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}.
-    Nothing once the run has resumed on the target: the topics are in use there."""
+    and returned: {topic: {"partitions": [before, after] | None, "configs": {name: [old, new]}}}, by
+    source topic (`names`: a topic's name on the target, where the run renames it). Nothing once the
+    run has resumed on the target: the topics are in use there."""
     if finished(manifest):
         return {}
     mine = created_topics(manifest)
     changes = {}
     for topic in topics:
-        changed = reconcile_target_topic(source_admin, target_admin, topic, created_by_run=topic in mine)
+        there = (names or {}).get(topic, topic)
+        changed = reconcile_target_topic(source_admin, target_admin, topic, created_by_run=there in mine,
+                                         target_topic=there)
         if changed["partitions"] or changed["configs"]:
             changes[topic] = changed
     if changes:
@@ -320,7 +333,8 @@ def topic_changes(manifest: Manifest) -> dict[str, Any]:
     return out
 
 
-def check_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str]) -> None:
+def check_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, topics: Sequence[str],
+                        names: Mapping[str, str] | None = None) -> None:
     """Before the connectors stop: a target topic this run did not create must still agree with its
     source topic (partitions, configs), since the run will not change it; TopicMismatch otherwise,
     while the source is still live and nothing is stopped. Topics the run created are brought in
@@ -328,26 +342,29 @@ def check_target_topics(manifest: Manifest, source: ClusterConfig, target: Clust
     mine = created_topics(manifest)
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         for topic in topics:
-            if topic not in mine:
-                reconcile_target_topic(source_admin, target_admin, topic, created_by_run=False)
+            there = (names or {}).get(topic, topic)
+            if there not in mine:
+                reconcile_target_topic(source_admin, target_admin, topic, created_by_run=False, target_topic=there)
 
 
-def reconcile_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+def reconcile_target_topics(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
+                            names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """At the snapshot, before the copy: what the source changed since the pre-copy (partitions
     added, configs altered) on the snapshot's topics, applied to the target topics this run
     created and refused for the others (`plan.reconcile_topics`)."""
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
-        return reconcile_topics(manifest, source_admin, target_admin, sorted(read_snapshot(manifest)["topics"]))
+        return reconcile_topics(manifest, source_admin, target_admin, sorted(read_snapshot(manifest)["topics"]), names)
 
 
-def restore_topic_configs(manifest: Manifest, source: ClusterConfig, target: ClusterConfig) -> dict[str, Any]:
+def restore_topic_configs(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
+                          names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """After the verification, before anything else writes to the target topics: the configs the
     copy set (COPY_SETTINGS) back to the source's values on every snapshot topic. Idempotent (a
     setting already right is not touched); each attempt is recorded (part topic-configs/<attempt>)."""
     restored = {}
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         for topic in sorted(read_snapshot(manifest)["topics"]):
-            restored[topic] = restore_target_topic(source_admin, target_admin, topic)
+            restored[topic] = restore_target_topic(source_admin, target_admin, topic, (names or {}).get(topic))
     result = {"topics": restored}
     manifest.write_once(Part.attempt(Part.TOPIC_CONFIGS), result)
     return result

@@ -40,16 +40,20 @@ class TopicFacts:
     target_configs: dict[str, str] | None
 
 
-def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str]) -> dict[str, TopicFacts]:
-    """TopicFacts of `topics` from one metadata request and two DescribeConfigs a cluster at most,
-    whatever their number; {} when a topic is missing on the source or a read fails (each topic is
-    then read on its own, which names what is wrong)."""
+def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str],
+               names: Mapping[str, str] | None = None) -> dict[str, TopicFacts]:
+    """TopicFacts of `topics` (by their source names; `names`: a topic's name on the target, where the
+    run renames it) from one metadata request and two DescribeConfigs a cluster at most, whatever
+    their number; {} when a topic is missing on the source or a read fails (each topic is then read
+    on its own, which names what is wrong)."""
+    there = {t: (names or {}).get(t, t) for t in topics}
     try:
         source_topics = source.client.list_topics(timeout=source.timeout_s).topics
         target_meta = target.client.list_topics(timeout=target.timeout_s)
         if any(t not in source_topics or source_topics[t].error is not None for t in topics):
             return {}
-        existing = [t for t in topics if t in target_meta.topics and target_meta.topics[t].error is None]
+        existing = [there[t] for t in topics
+                    if there[t] in target_meta.topics and target_meta.topics[there[t]].error is None]
         effective, explicit = source.topics_configs(topics), source.topics_configs(topics, explicit_only=True)
         on_target = target.topics_configs(existing)
     except Exception as exc:  # noqa: BLE001 - the per-topic reads say what is wrong
@@ -57,19 +61,21 @@ def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str]
         return {}
     return {t: TopicFacts(len(source_topics[t].partitions), effective[t], explicit[t],
                           max(len(p.replicas) for p in source_topics[t].partitions.values()), len(target_meta.brokers),
-                          len(target_meta.topics[t].partitions) if t in on_target else None, on_target.get(t))
+                          len(target_meta.topics[there[t]].partitions) if there[t] in on_target else None,
+                          on_target.get(there[t]))
             for t in topics}
 
 
-def facts_of(source: ClusterAdmin, target: ClusterAdmin, topic: str) -> TopicFacts:
-    """TopicFacts of one topic, read on its own."""
+def facts_of(source: ClusterAdmin, target: ClusterAdmin, topic: str, target_topic: str | None = None) -> TopicFacts:
+    """TopicFacts of one topic, read on its own (`target_topic`: its name on the target, if renamed)."""
+    there = target_topic or topic
     described = source.client.list_topics(topic, timeout=source.timeout_s).topics.get(topic)
     partitions = source.require_partition_count(topic)
-    existing = target.partition_count(topic)
+    existing = target.partition_count(there)
     return TopicFacts(partitions, source.topic_configs(topic), source.topic_configs(topic, explicit_only=True),
                       max(len(p.replicas) for p in described.partitions.values()),
                       len(target.client.list_topics(timeout=target.timeout_s).brokers), existing,
-                      target.topic_configs(topic) if existing is not None else None)
+                      target.topic_configs(there) if existing is not None else None)
 
 
 def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Collection[str] = ()

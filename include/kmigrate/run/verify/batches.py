@@ -91,23 +91,29 @@ def _take(prefix: Prefix, sources: list[wire.Batch], targets: list[wire.Batch], 
 
 
 def compare(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
-            bytes_per_s: float | None = None) -> dict[TopicPartition, Prefix]:
+            bytes_per_s: float | None = None, on_target: Mapping[TopicPartition, TopicPartition] | None = None
+            ) -> dict[TopicPartition, Prefix]:
     """For each partition's window [start, end), the prefix equal batch for batch on both sides
     (perhaps empty, perhaps the whole window), reading at most `bytes_per_s` (both sides together;
-    None: as fast as the clusters answer). A failure of the fast path (a broker gone, a leader
-    moved) only ends it: the prefixes so far stand, the record path reads the rest."""
+    None: as fast as the clusters answer). `on_target`: a partition's name on the target where the
+    run renames its topic. A failure of the fast path (a broker gone, a leader moved) only ends it:
+    the prefixes so far stand, the record path reads the rest."""
     prefixes = {tp: Prefix(start, start) for tp, (start, end) in windows.items() if end > start}
     try:
-        _compare_rounds(source, target, windows, prefixes, bytes_per_s)
+        _compare_rounds(source, target, windows, prefixes, bytes_per_s, on_target or {})
     except Exception as exc:  # noqa: BLE001 - an optimisation: the record path covers what is left
         log.info("batch comparison stopped early (%s); the record path verifies the rest", exc)
     return prefixes
 
 
 def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mapping[TopicPartition, tuple[int, int]],
-                    prefixes: dict[TopicPartition, Prefix], bytes_per_s: float | None) -> None:
+                    prefixes: dict[TopicPartition, Prefix], bytes_per_s: float | None,
+                    on_target: Mapping[TopicPartition, TopicPartition]) -> None:
     began, read = time.monotonic(), 0
-    places = {"source": leaders.look_up(source, prefixes), "target": leaders.look_up(target, prefixes)}
+    named = {"source": {tp: tp for tp in prefixes}, "target": {tp: on_target.get(tp, tp) for tp in prefixes}}
+    on_leaders = leaders.look_up(target, named["target"].values())
+    places = {"source": leaders.look_up(source, prefixes),
+              "target": {tp: on_leaders[there] for tp, there in named["target"].items() if there in on_leaders}}
     open_ = {tp for tp in prefixes if tp in places["source"] and tp in places["target"]}
     stalled: dict[TopicPartition, int] = {}
     with contextlib.ExitStack() as stack:
@@ -120,7 +126,7 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
                 for address, tps in multi.by_leader({tp: places[role][tp] for tp in open_}).items():
                     if (role, address) not in conns:
                         conns[(role, address)] = stack.enter_context(leaders.connection(cluster, address))
-                    multi.send_fetch(conns[(role, address)], {tp: prefixes[tp].end for tp in tps})
+                    multi.send_fetch(conns[(role, address)], {named[role][tp]: prefixes[tp].end for tp in tps})
                     sent.append((role, conns[(role, address)]))
             got: dict[str, dict[TopicPartition, multi.Fetched]] = {"source": {}, "target": {}}
             for role, conn in sent:
@@ -129,7 +135,7 @@ def _compare_rounds(source: ClusterConfig, target: ClusterConfig, windows: Mappi
             for tp in list(open_):
                 prefix, window_end = prefixes[tp], windows[tp][1]
                 s_code, _, s_blob = got["source"].get(tp, multi.MISSING)[:3]
-                t_code, _, t_blob = got["target"].get(tp, multi.MISSING)[:3]
+                t_code, _, t_blob = got["target"].get(named["target"][tp], multi.MISSING)[:3]
                 if s_code or t_code:
                     open_.discard(tp)
                     continue

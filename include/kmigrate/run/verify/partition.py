@@ -40,17 +40,19 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _compare(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int, end: int,
+def _compare(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, start: int, end: int,
              compacted: bool, split_at: int | None = None) -> tuple[ContentDigest, ContentDigest, list[str], str | None]:
-    """Both sides' digests of [start, end) (the source's counting the records below `split_at`),
-    the problems found and a note; a compacted partition whose digests differ is compared record by
-    record."""
+    """Both sides' digests of [start, end) of `unit`'s partition (the source's counting the records
+    below `split_at`), the problems found and a note; a compacted partition whose digests differ is
+    compared record by record."""
+    topic, partition = unit.topic, unit.partition
     source_digest = partition_digest(source, topic, partition, start, end, split_at=split_at)
-    target_digest = partition_digest(target, topic, partition, start, end)
+    target_digest = partition_digest(target, unit.target_topic, partition, start, end)
     if source_digest.hexdigest() == target_digest.hexdigest():
         return source_digest, target_digest, [], None
     if compacted:
-        _, problems = compacted_differences(source, target, topic, partition, start, end)
+        _, problems = compacted_differences(source, target, topic, partition, start, end,
+                                            target_topic=unit.target_topic)
         if not problems:
             extra = target_digest.records - source_digest.records
             return source_digest, target_digest, [], (
@@ -62,14 +64,14 @@ def _compare(source: ClusterConfig, target: ClusterConfig, topic: str, partition
         f"{target_digest.records} on the target)"], None
 
 
-def _compare_after(prefix: Prefix, source: ClusterConfig, target: ClusterConfig, topic: str, partition: int,
+def _compare_after(prefix: Prefix, source: ClusterConfig, target: ClusterConfig, unit: WorkUnit,
                    end: int, compacted: bool) -> tuple[ContentDigest, ContentDigest, list[str], str | None]:
     """_compare of [prefix.start, end) where the batch comparison found [prefix.start, prefix.end)
     equal: only the rest is read record by record."""
     if prefix.end >= end:
         found: tuple[ContentDigest, ContentDigest, list[str], str | None] = (ContentDigest(), ContentDigest(), [], None)
     else:
-        found = _compare(source, target, topic, partition, prefix.end, end, compacted)
+        found = _compare(source, target, unit, prefix.end, end, compacted)
     for side in found[:2]:
         side.absorb(prefix.content_hash.digest(), prefix.records)
     return found
@@ -104,7 +106,7 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
         source_low, _ = admin.watermarks(topic, partition)
         stable = admin.stable_ends([(topic, partition)], retry=True)[(topic, partition)]
     with shared_admin(target) as admin:
-        target_low, target_high = admin.watermarks(topic, partition)
+        target_low, target_high = admin.watermarks(unit.target_topic, partition)
     end = max(source_low, min(unit.end_offset, stable, target_high))
     problems: list[str] = []
     if target_low > source_low:
@@ -121,14 +123,14 @@ def _verify_live(source: ClusterConfig, target: ClusterConfig, unit: WorkUnit, c
             return {**previous, "read_from": end, "seconds": round(time.monotonic() - started, 3)}
         # the last offsets it verified read again, record by record: a change at the seam shows there
         start, seam = max(source_low, previous["to"] - BOUNDARY_OFFSETS), previous["to"]
-        digest, _, found, note = _compare(source, target, topic, partition, start, min(seam, end), compacted,
-                                          split_at=seam)
+        digest, _, found, note = _compare(source, target, unit, start, min(seam, end), compacted, split_at=seam)
         records = previous["records"] + digest.records - digest.records_below
     if seam < end:  # whole batches compared as far as they go (batches.compare), the rest record by record
         key = (topic, partition)
-        prefix = batches.compare(source, target, {key: (seam, end)}, LIVE_READ_BYTES_PER_S).get(key) if LIVE_BY_BATCH else None
+        prefix = batches.compare(source, target, {key: (seam, end)}, LIVE_READ_BYTES_PER_S,
+                                 on_target={key: (unit.target_topic, partition)}).get(key) if LIVE_BY_BATCH else None
         prefix = prefix or Prefix(seam, seam)
-        rest, _, more, later_note = _compare_after(prefix, source, target, topic, partition, end, compacted)
+        rest, _, more, later_note = _compare_after(prefix, source, target, unit, end, compacted)
         found, note, records, by_batch = found + more, note or later_note, records + rest.records, prefix.records
     problems += found
     return {"topic": topic, "partition": partition, "from": source_low, "to": end,
@@ -152,7 +154,7 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
     topic, partition, end = unit.topic, unit.partition, unit.end_offset
     if marks is None:  # the target's first: a mirror copying meanwhile never puts it past the source's
         with shared_admin(target) as admin:
-            target_low, target_high = admin.watermarks(topic, partition)
+            target_low, target_high = admin.watermarks(unit.target_topic, partition)
         with shared_admin(source) as admin:
             source_low, source_high = admin.watermarks(topic, partition)
     else:
@@ -175,12 +177,11 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
             window_from = max(source_low, live["to"] - BOUNDARY_OFFSETS)
             verified_live = [source_low, live["to"], live["at"]]
         if prefix is not None and prefix.start == window_from and not verified_live:
-            source_digest, target_digest, found, note = _compare_after(prefix, source, target, topic, partition,
-                                                                       compared_end, compacted)
+            source_digest, target_digest, found, note = _compare_after(prefix, source, target, unit, compared_end,
+                                                                       compacted)
         else:
-            source_digest, target_digest, found, note = _compare(source, target, topic, partition, window_from,
-                                                                 compared_end, compacted,
-                                                                 split_at=live["to"] if verified_live else None)
+            source_digest, target_digest, found, note = _compare(source, target, unit, window_from, compared_end,
+                                                                 compacted, split_at=live["to"] if verified_live else None)
         problems += found
         records = source_digest.records
         if verified_live:  # the boundary's records counted once, as pre-copied
@@ -195,7 +196,7 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
             target_start = runs[0].target_start
             target_end = runs[-1].target_start + runs[-1].length
         source_digest = partition_digest(source, topic, partition, source_low, end, offset_of=offset_mapper(runs))
-        target_digest = partition_digest(target, topic, partition, target_start, target_end)
+        target_digest = partition_digest(target, unit.target_topic, partition, target_start, target_end)
         if source_digest.unmapped:
             problems.append(f"{source_digest.unmapped} source records below the snapshot end are not in the offset map")
         if source_digest.hexdigest() != target_digest.hexdigest():
@@ -205,6 +206,7 @@ def verify_partition(source: ClusterConfig, target: ClusterConfig, unit: WorkUni
         verified_window = [source_low, end]
     return {
         "topic": topic, "partition": partition, "mode": unit.mode, "snapshot_end": end,
+        **({"target_topic": unit.target_topic} if unit.renamed else {}),
         "source_log_start": source_low, "source_end": source_high,
         "target_log_start": target_low, "target_end": target_high,
         "records": records,
@@ -229,17 +231,17 @@ def settle_empty(source: ClusterConfig, target: ClusterConfig, units: Sequence[W
     if not empty:
         return list(units), []
     with shared_admin(target) as admin:
-        target_marks = admin.watermarks_of((u.topic, u.partition) for u in empty)
+        target_marks = admin.watermarks_of((u.target_topic, u.partition) for u in empty)
     rows, settled = [], set()
     nothing = ContentDigest().hexdigest()
     for u in empty:
         (source_low, source_high), (target_low, target_high) = source_marks[(u.topic, u.partition)], \
-            target_marks[(u.topic, u.partition)]
+            target_marks[(u.target_topic, u.partition)]
         if target_low == target_high == source_low == u.end_offset:
             settled.add((u.topic, u.partition))
             rows.append({
                 "topic": u.topic, "partition": u.partition, "mode": u.mode, "snapshot_end": u.end_offset,
-                "source_log_start": source_low, "source_end": source_high, "target_log_start": target_low,
+                **({"target_topic": u.target_topic} if u.renamed else {}), "source_log_start": source_low, "source_end": source_high, "target_log_start": target_low,
                 "target_end": target_high, "records": 0, "source_digest": nothing, "target_digest": nothing,
                 "verified_live": None, "verified_in_window": [source_low, u.end_offset], "equal": True, "problems": [],
                 "note": "empty on both sides", "seconds": 0.0})
