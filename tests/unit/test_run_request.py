@@ -19,6 +19,7 @@ from kmigrate.run.checks.request import (
     RunRequest,
     run_name,
 )
+from kmigrate.renames import Renames
 from kmigrate.run.checks.selection import Selection
 
 
@@ -135,3 +136,22 @@ def test_the_topics_of_a_producers_move_are_a_list_of_names_each_once_still_for_
         RunRequest.from_params({"run_name": "mirror", "move_topics": ["orders", "orders"]})
     with pytest.raises(ConfigError, match="move_quiet_s is 'x'; give a number of seconds"):
         RunRequest.from_params({"run_name": "mirror", "move_quiet_s": "x"})
+
+
+def test_the_renames_are_read_from_their_four_params_and_a_bad_one_refused():
+    params = {"run_name": "consolidate", "topic_prefix": "team-a.", "topic_renames": {"orders": "a.orders"},
+              "group_prefix": "team-a.", "group_renames": {"billing": "a.billing"}}
+    request = RunRequest.from_params(params)
+    assert request.renames == Renames("team-a.", {"orders": "a.orders"}, "team-a.", {"billing": "a.billing"})
+    assert (request.renames.topic("orders"), request.renames.topic("pay"), request.renames.group("app")) == (
+        "a.orders", "team-a.pay", "team-a.app")
+    assert request.with_params(topics_include="o.*").renames == request.renames
+    assert not RunRequest.from_params({"run_name": "plain"}).renames  # no DAG gives them yet: none
+    assert not RunRequest.from_params({"run_name": "form", "topic_prefix": "", "topic_renames": {},
+                                       "group_prefix": None, "group_renames": None}).renames
+    with pytest.raises(ConfigError, match=r"topic_renames is str 'orders'; give a JSON object of source topic names"):
+        RunRequest.from_params({**params, "topic_renames": "orders"})
+    with pytest.raises(ConfigError, match=r"topic_prefix '__a\.' begins with '__'"):
+        RunRequest.from_params({**params, "topic_prefix": "__a."})
+    with pytest.raises(ConfigError, match=r"group_renames maps 'billing': 1, not a name to a name"):
+        RunRequest.from_params({**params, "group_renames": {"billing": 1}})

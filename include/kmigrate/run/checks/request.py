@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, ManifestError, Part, check_run_id
+from kmigrate.renames import Renames
 from kmigrate.run.checks.selection import DEFAULT_SCOPE, Selection
 from kmigrate.run.checks.schedule import cutover_time
 
@@ -169,9 +170,10 @@ class SparkSettings:
 @dataclasses.dataclass(frozen=True)
 class RunRequest:
     """A run's params, read and checked once (`from_params`): its name, where its manifest is, the
-    connections of its clusters, what it selects, and how its steps and jobs run. `params` keeps
-    them as given: the run records those (`record_request`). A DAG that does not take a param
-    leaves its field at the default (the drill has no connectors, the rollback no selection)."""
+    connections of its clusters, what it selects and the names that takes on the target (`renames`),
+    and how its steps and jobs run. `params` keeps them as given: the run records those
+    (`record_request`). A DAG that does not take a param leaves its field at the default (the drill
+    has no connectors, the rollback no selection, no DAG yet a rename)."""
 
     params: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
     name: str
@@ -188,6 +190,7 @@ class RunRequest:
     connectors: tuple[str, ...] | None = None
     translate_topics: str = ""
     acls: str = DEFAULT_SCOPE
+    renames: Renames = Renames()  # the names of its topics and groups on the target (none: the source's)
     connector_overrides: Mapping[str, Any] | None = None
     pre_copy: bool = False
     pre_copy_max_rounds: int = PRE_COPY_MAX_ROUNDS
@@ -230,6 +233,7 @@ class RunRequest:
             connectors=_connectors(p),
             translate_topics=p.get("translate_topics") or "",
             acls=p.get("acls") or DEFAULT_SCOPE,
+            renames=Renames.from_params(p),
             connector_overrides=p.get("connector_overrides"),
             pre_copy=bool(p.get("pre_copy")),
             pre_copy_max_rounds=_integer(p, "pre_copy_max_rounds", PRE_COPY_MAX_ROUNDS, least=1,
