@@ -9,6 +9,7 @@ import os
 
 from airflow.sdk import Param
 from kmigrate.manifest import RUN_ID_PATTERN
+from kmigrate.renames import PREFIX_PATTERN, TOPIC_CHARACTERS, TOPIC_MAX
 from kmigrate.run.checks.request import (
     INTERVAL_S,
     MEMBER_TIMEOUT_S,
@@ -32,6 +33,10 @@ PATTERN_TEXT = r"^[^\ud800-\udfff]*$"
 # a state location: an absolute path, file:///path or a supported store's URL, no fsspec chain (::) and no
 # control character (kmigrate.manifest's _check_location)
 STATE_LOCATION = (r"^(?!.*::)(/|file:///|(s3|s3a|gs|gcs|abfs|az|hdfs|memory)://)[^\x00-\x1f\x7f]*$")
+# a target topic prefix: Kafka's topic-name characters, one left for a name after it, not '__' (kmigrate.renames)
+TOPIC_PREFIX = f"^{PREFIX_PATTERN}$"
+# a target topic name, as a map's values: Kafka's rule (kmigrate.renames.legal_topic)
+TOPIC_NAME = rf"^(?!\.\.?$)[{TOPIC_CHARACTERS}]{{1,{TOPIC_MAX}}}$"
 # a connector name Connect can hold and serve by its REST path: no / or %, no control character, no space
 # around it, not . or .. (kmigrate.kafka.connect.check_connector_name)
 CONNECTOR_NAME = r"^(?!\.\.?$)[^\s/%\x00-\x1f\x7f-\x9f]([^/%\x00-\x1f\x7f-\x9f]*[^\s/%\x00-\x1f\x7f-\x9f])?$"
@@ -102,6 +107,32 @@ def acls_param() -> Param:
                              "prefixed and * patterns that match them); principals: also the transactional-id and "
                              "cluster bindings of the principals that hold those; off: none. Reading them needs "
                              "Describe on the source cluster, creating them Alter on the target cluster")
+
+
+def rename_params() -> dict[str, Param]:
+    """The names a consolidation gives the migrated topics and consumer groups on the target
+    (kmigrate.renames.Renames): a map entry wins, else the prefix and the source's name. The
+    preflight holds them to the selection (entries for what is selected, no two sources onto one
+    target, names Kafka creates)."""
+    return {
+        "topic_prefix": Param("", type="string", pattern=TOPIC_PREFIX, title="Target topic prefix",
+                              description="e.g. team-a. : every migrated topic is created as team-a.<name> on the "
+                                          "target; offsets unchanged. Letters, digits and . _ - (not beginning with "
+                                          "__); empty: the source's names"),
+        "topic_renames": Param({}, type="object", propertyNames={"minLength": 1},
+                               additionalProperties={"type": "string", "pattern": TOPIC_NAME},
+                               title="Target topic names",
+                               description='{"source topic": "target topic"}, e.g. {"orders": "a.orders"}: wins over '
+                                           "the prefix for the topics it names, each of them selected; offsets "
+                                           "unchanged"),
+        "group_prefix": Param("", type="string", title="Target consumer group prefix",
+                              description="e.g. team-a. : every migrated consumer group is set as team-a.<id> on the "
+                                          "target, with the source's offsets; empty: the source's ids"),
+        "group_renames": Param({}, type="object", additionalProperties={"type": "string", "minLength": 1},
+                               title="Target consumer group ids",
+                               description='{"source group": "target group"}, e.g. {"billing": "a.billing"}: wins '
+                                           "over the prefix for the groups it names, each of them selected"),
+    }
 
 
 def spark_params() -> dict[str, Param]:
