@@ -53,10 +53,12 @@ def plan_from_topics(topics: Mapping[str, Mapping[str, Any]], modes: Mapping[str
     return {"units": units}
 
 
-def build_plan(source: ClusterConfig, topics: Iterable[str], modes: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_plan(source: ClusterConfig, topics: Iterable[str], modes: Mapping[str, str] | None = None,
+               target_names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A plan for `topics` up to their current ends (without a snapshot: tests and benchmarks)."""
     with ClusterAdmin(source) as admin:
-        return plan_from_topics({t: {"partitions": p} for t, p in topics_partitions(admin, topics).items()}, modes)
+        return plan_from_topics({t: {"partitions": p} for t, p in topics_partitions(admin, topics).items()}, modes,
+                                target_names)
 
 
 def work_units(plan: dict[str, Any]) -> list[WorkUnit]:
