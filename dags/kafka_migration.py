@@ -22,6 +22,11 @@ Quiesce waits until the source's end offsets stand still and no selected consume
 a group still consuming after the quiesce window fails the run there, naming it. Each connector ends
 on the target in the state it had on the source (running, paused or stopped).
 
+A consolidation renames what it moves (`topic_prefix`, `topic_renames`, `group_prefix`,
+`group_renames`): each topic is created on the target under its new name with every record at its
+source offset, and each group's offsets are set in its new group for the renamed topics. Such a run
+moves no connector and no ACL yet (the preflight refuses them by name).
+
 Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms; a
 finished run run again changes nothing. A `run_name` names one migration: triggered again with other
 params, it is refused before anything is done. The run's record (snapshot, plans, copy results, verification table, report) is the run manifest under
@@ -45,6 +50,7 @@ from kmigrate_airflow.params import (
     pattern_param,
     pre_copy_params,
     quiesce_params,
+    rename_params,
     run_name_param,
     selection_params,
     spark_params,
@@ -63,6 +69,7 @@ from kmigrate_airflow.params import (
         "translate_topics": pattern_param("Topics copied in translate mode",
                                           "Regular expression; these get an offset map instead of preserved offsets "
                                           "(for a target that already holds data)"),
+        **rename_params(),
         **pre_copy_params(),
         "cutover_at": cutover_param(),
         **quiesce_params(10, "A selected group whose offsets stand still may keep members this long after its "

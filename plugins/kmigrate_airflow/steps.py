@@ -62,7 +62,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     else:
         log.info("the Spark jobs run with spark-submit on spark_default%s",
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
-    plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection)
+    plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection, request.renames)
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
         identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
                              reversing=bool(request.failback_of))
@@ -77,7 +77,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         log.info("drill of the mirror of run %s: its topics %s", request.mirror_run, plan["topics"])
     else:
         with no_retry(TopicsHeld):  # another run over the same topics: refused here already (the claim comes next)
-            check_topics_free(run.target, run.name, plan["topics"],
+            check_topics_free(run.target, run.name, plan["target_topics"],
                               deployment=run.manifest.state_location)
     log.info("plan: %d topics, %d partitions, %d offsets, groups %s, connectors %s, estimated copy %.0fs",
              len(plan["topics"]), plan["partitions"], plan["offsets"], plan["groups"],
@@ -102,7 +102,7 @@ def unless_dry_run(plan: dict[str, Any], params: dict[str, Any] | None = None, r
     with no_retry():  # the clusters the run began on: every later step is held to them
         identity.begin(run.manifest, run.source, run.target, seen=plan["identity"])
     with no_retry(TopicsHeld):  # the run's topics are its own from now until its report (docs/DESIGN.md §4.7)
-        claim_topics(run.target, run.name, plan["topics"], dag=get_current_context()["dag"].dag_id,
+        claim_topics(run.target, run.name, plan["target_topics"], dag=get_current_context()["dag"].dag_id,
                      deployment=run.manifest.state_location,
                      source_id=plan["identity"]["source"]["cluster_id"])  # the target's log: received from it
     return True
@@ -115,7 +115,8 @@ def pre_copy_plan(params: dict[str, Any] | None = None, run_id: str | None = Non
     if not run.request.pre_copy or run.manifest.exists(Part.SNAPSHOT):
         return False  # off, or the run is past its snapshot: the final copy does the rest
     topics = selected_topics(run.source, run.selection)
-    plan = write_pre_copy_plan(run.manifest, run.source, topics, run.selection.modes(topics))
+    plan = write_pre_copy_plan(run.manifest, run.source, topics, run.selection.modes(topics),
+                               run.request.renames.check_topics(topics))
     log.info("pre-copy plan: %d partitions in %s", len(plan["units"]), run.manifest.location)
     return True
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, ManifestError, Part, check_run_id
-from kmigrate.renames import Renames
+from kmigrate.renames import PARAMS as RENAME_PARAMS, Renames
 from kmigrate.run.checks.selection import DEFAULT_SCOPE, Selection
 from kmigrate.run.checks.schedule import cutover_time
 
@@ -71,6 +71,8 @@ def _what(params: Mapping[str, Any], salt: str) -> dict[str, Any]:
                           for name, config in overrides.items()}
     elif OVERRIDES in out:
         out[OVERRIDES] = _digest(salt, overrides)
+    # a rename param left empty is no rename: the same request as one recorded before the run took them
+    out = {k: v for k, v in out.items() if k not in RENAME_PARAMS or v}
     return {k: _masked_url(k, v, salt) if isinstance(v, str) else v for k, v in out.items()}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import NewTopic
@@ -146,14 +146,18 @@ def create_rights(admin: ClusterAdmin, topics: Collection[str]) -> list[Missing]
 
 
 def missing_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collection[str],
-                   groups: Collection[str]) -> tuple[list[Missing], list[str]]:
-    """Every right the principal lacks for migrating `topics` and `groups`, and the target topics
-    whose other rights can only be asked once they exist (`check_created`)."""
+                   groups: Collection[str], names: Mapping[str, str] | None = None,
+                   group_names: Mapping[str, str] | None = None) -> tuple[list[Missing], list[str]]:
+    """Every right the principal lacks for migrating `topics` and `groups` (on the target under
+    `names` and `group_names`, the run's renames, where given), and the target topics whose other
+    rights can only be asked once they exist (`check_created`)."""
+    on_target = sorted({(names or {}).get(t, t) for t in topics})
+    target_groups = sorted({(group_names or {}).get(g, g) for g in groups})
     missing = cluster_rights(source, "source") + group_rights(source, "source", groups)
     source_topics, _ = topic_rights(source, "source", topics)
     missing += source_topics
-    missing += cluster_rights(target, "target") + group_rights(target, "target", groups)
-    target_topics, absent = topic_rights(target, "target", topics)
+    missing += cluster_rights(target, "target") + group_rights(target, "target", target_groups)
+    target_topics, absent = topic_rights(target, "target", on_target)
     return missing + target_topics + create_rights(target, absent) + claims_rights(target), absent
 
 
@@ -165,9 +169,10 @@ def refuse(missing: list[Missing], when: str) -> None:
             "again; nothing was written")
 
 
-def check_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collection[str], groups: Collection[str]) -> None:
-    """Refuse, naming every missing right, before anything is written."""
-    missing, absent = missing_rights(source, target, topics, groups)
+def check_rights(source: ClusterAdmin, target: ClusterAdmin, topics: Collection[str], groups: Collection[str],
+                 names: Mapping[str, str] | None = None, group_names: Mapping[str, str] | None = None) -> None:
+    """Refuse, naming every missing right, before anything is written (`missing_rights`)."""
+    missing, absent = missing_rights(source, target, topics, groups, names, group_names)
     refuse(missing, "for this migration")
     if absent:
         log.info("rights on %d topic(s) the target does not have yet are checked when they are created: %s",

@@ -131,13 +131,14 @@ def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit],
 
 
 def write_pre_copy_plan(manifest: Manifest, source: ClusterConfig, topics: Sequence[str],
-                        modes: Mapping[str, str]) -> dict[str, Any]:
+                        modes: Mapping[str, str], target_names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The pre-copy's plan: the topics up to their last stable offsets now, while the source is still
-    live (an open transaction's records are left for a later round or the window)."""
+    live (an open transaction's records are left for a later round or the window); `target_names`:
+    the topics' names on the target (the run's renames)."""
     def compute() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
             partitions = topics_partitions(admin, topics, stable=True)
-        return plan_from_topics({t: {"partitions": p} for t, p in partitions.items()}, modes)
+        return plan_from_topics({t: {"partitions": p} for t, p in partitions.items()}, modes, target_names)
     return manifest.get_or_create(Part.PRE_COPY_PLAN, compute)
 
 

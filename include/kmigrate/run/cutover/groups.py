@@ -13,6 +13,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import GroupActive, GroupError, OffsetsNotApplied
 from kmigrate.kafka.admin import ClusterAdmin, Committed
 from kmigrate.manifest import Manifest, Part
+from kmigrate.renames import Renames
 from kmigrate.run.copying.plan import translator_for_run
 from kmigrate.run.cutover.snapshot import group_offsets
 from kmigrate.run.records.snapshot import read_snapshot
@@ -39,6 +40,11 @@ def check_groups_unchanged(manifest: Manifest, source: ClusterConfig) -> None:
                     "run name (this run's snapshot is behind the group)", group=group)
 
 
+def _named(group: str, there: str) -> str:
+    """A group as a message names it: with its name on the target where the run renames it."""
+    return repr(group) if group == there else f"{group!r} ({there!r} on the target)"
+
+
 def _positions(offsets: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[int, str]]:
     return {(o["topic"], o["partition"]): (o["offset"], o.get("metadata", "")) for o in offsets}
 
@@ -54,10 +60,12 @@ def _moved(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
                      for (t, p) in sorted(set(old) | set(new)) if old.get((t, p)) != new.get((t, p)))
 
 
-def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterConfig | None = None
-                     ) -> list[dict[str, Any]]:
+def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterConfig | None = None,
+                     renames: Renames = Renames()) -> list[dict[str, Any]]:
     """Write every snapshot group's translated offsets, with their metadata, on `target`, read them
-    back, record the result in the manifest (part group-replication/<attempt>) and return it.
+    back, record the result in the manifest (part group-replication/<attempt>) and return it. Under
+    `renames` (the run's), a group's offsets are written in its renamed group, for its renamed topics
+    (a preserved partition's offsets are the source's: they carry over by name alone).
     With `source` (a migration), each group is first checked to be still stopped there with the
     offsets of the snapshot (`check_groups_unchanged`); without it (a DR drill), the groups are
     copied as of the snapshot, whatever they did since."""
@@ -65,50 +73,60 @@ def replicate_groups(manifest: Manifest, target: ClusterConfig, source: ClusterC
         check_groups_unchanged(manifest, source)
     snapshot = read_snapshot(manifest)
     translator = translator_for_run(manifest)
+    # {source group: {source (topic, partition): the offset and metadata for the target}}
     wanted: dict[str, dict[tuple[str, int], Committed]] = {}
     with ClusterAdmin(target) as admin:
         partitions: dict[str, int | None] = {}
         for group, entry in sorted(snapshot["groups"].items()):
-            members = admin.live_members(group)
+            there = renames.group(group)
+            members = admin.live_members(there)
             if members:
                 raise GroupActive(
-                    f"consumer group {group!r} has members on the target cluster ({target.bootstrap_servers}): "
-                    f"{', '.join(members)}; its offsets cannot be set under running consumers. Stop those consumers, "
-                    "then re-run this step (no group was changed)", group=group)
+                    f"consumer group {_named(group, there)} has members on the target cluster "
+                    f"({target.bootstrap_servers}): {', '.join(members)}; its offsets cannot be set under running "
+                    "consumers. Stop those consumers, then re-run this step (no group was changed)", group=group)
             offsets = {}
             for committed in entry["offsets"]:
                 topic, partition = committed["topic"], committed["partition"]
-                if topic not in partitions:
-                    partitions[topic] = admin.partition_count(topic)
-                if partitions[topic] is None or partition >= partitions[topic]:
+                on_target = renames.topic(topic)
+                if on_target not in partitions:
+                    partitions[on_target] = admin.partition_count(on_target)
+                if partitions[on_target] is None or partition >= partitions[on_target]:
                     raise GroupError(
                         f"consumer group {group!r} has a committed offset for {topic}[{partition}], which the target "
-                        f"cluster ({target.bootstrap_servers}) does not have; copy the topic first (no group was "
-                        "changed)", group=group)
+                        f"cluster ({target.bootstrap_servers}) does not have"
+                        + ("" if on_target == topic else f" as {on_target}[{partition}]")
+                        + "; copy the topic first (no group was changed)", group=group)
                 offsets[(topic, partition)] = Committed(translator.target_offset(topic, partition, committed["offset"]),
                                                         committed.get("metadata", ""))
             wanted[group] = offsets
 
         results = []
         for group, offsets in wanted.items():
-            before = admin.committed(group)
-            changed = {key: value for key, value in offsets.items() if before.get(key) != value}
+            there = renames.group(group)
+            named = {(renames.topic(t), p): value for (t, p), value in offsets.items()}  # as the target names them
+            before = admin.committed(there)
+            changed = {key: value for key, value in named.items() if before.get(key) != value}
             if changed:
-                admin.alter_group_offsets(group, offsets)
-            after = admin.committed(group)
-            wrong = {key: (after.get(key), value) for key, value in offsets.items() if after.get(key) != value}
+                admin.alter_group_offsets(there, named)
+            after = admin.committed(there)
+            wrong = {key: (after.get(key), value) for key, value in named.items() if after.get(key) != value}
             if wrong:
                 detail = ", ".join(f"{t}[{p}] has {tuple(have) if have else None}, expected {tuple(want)}"
                                    for (t, p), (have, want) in sorted(wrong.items()))
-                raise OffsetsNotApplied(f"consumer group {group!r} on the target: {detail}; re-run this step")
+                raise OffsetsNotApplied(f"consumer group {_named(group, there)} on the target: {detail}; re-run this "
+                                        "step")
             source_offsets = {(o["topic"], o["partition"]): o for o in snapshot["groups"][group]["offsets"]}
             results.append({
-                "group": group, "written": len(changed),
+                "group": group, **({"target_group": there} if there != group else {}), "written": len(changed),
                 "state_at_snapshot": snapshot["groups"][group].get("state"),
                 "members_at_snapshot": snapshot["groups"][group].get("members", []),
-                "offsets": [{"topic": t, "partition": p, "source_offset": source_offsets[(t, p)]["offset"],
+                "offsets": [{"topic": t, "partition": p,
+                             **({"target_topic": renames.topic(t)} if renames.topic(t) != t else {}),
+                             "source_offset": source_offsets[(t, p)]["offset"],
                              "target_offset": value.offset, "metadata": value.metadata,
-                             "metadata_equal": after[(t, p)].metadata == source_offsets[(t, p)].get("metadata", "")}
+                             "metadata_equal": after[(renames.topic(t), p)].metadata
+                             == source_offsets[(t, p)].get("metadata", "")}
                             for (t, p), value in sorted(offsets.items())],
             })
     manifest.write_once(Part.attempt(Part.GROUP_RESULTS), {"groups": results, "as_of_snapshot": source is None})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -9,6 +10,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.targets import acls, config_versions
 from kmigrate.run.checks import schedule
 from kmigrate.run.checks import identity, versions
@@ -48,15 +50,51 @@ def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
     identity.observe(source, target)
 
 
+def check_renames(renames: Renames, selection: Selection, topics: Sequence[str], groups: Sequence[str]
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """The run's renames held to what it selects (`Renames.check_topics`, `check_groups`): {source
+    topic: target topic} and {source group: target group} of all of them. ConfigError naming what a
+    renaming run cannot move yet (connectors, ACLs: their configs and patterns name the topics) and
+    each Kafka Streams application whose topics would not follow its group (its internal topics are
+    named `<application.id>-...`, its group is its application id: both renamed alike, or neither)."""
+    names, group_names = renames.check_topics(topics), renames.check_groups(groups)
+    if not renames:
+        return names, group_names
+    refused = []
+    if selection.connectors:
+        refused.append(f"connectors are selected ({', '.join(selection.connectors)}): a connector's config names its "
+                       "topics, and moving connectors onto renamed topics is not supported yet; leave the connectors "
+                       "out (connectors: []) and set them up on the target under the new names, or migrate their "
+                       "topics without renames")
+    if selection.acls != "off":
+        refused.append(f"acls is {selection.acls!r}: ACLs name topics and groups, and copying them under renamed names "
+                       "is not supported yet; set acls to off and grant the applications' ACLs on the renamed topics "
+                       "and groups on the target")
+    for group in groups:
+        for topic in topics:
+            if topic.startswith(f"{group}-") and names[topic] != group_names[group] + topic[len(group):]:
+                refused.append(
+                    f"topic {topic!r} is named for consumer group {group!r} (a Kafka Streams application's internal "
+                    f"topic: <application.id>-...): it would become {names[topic]!r} while the group becomes "
+                    f"{group_names[group]!r}, and the application would not find it under its id; rename the topic and "
+                    f"the group alike (e.g. the same topic_prefix and group_prefix), or neither")
+    if refused:
+        raise ConfigError("the run renames what it moves, and: " + "; ".join(refused) + ". Nothing was done")
+    return names, group_names
+
+
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
-              target_connect: ConnectClient | None, selection: Selection) -> dict[str, Any]:
+              target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames()
+              ) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
     what the run needs of them (`versions.check_workers`), the two Connect clusters are two
     (`identity.observe`). Returns topics, partitions, offsets, bytes estimate, groups, connectors,
     the versions and the method of each step (`versions.methods`), and the ids of the clusters the
-    connections reach (`identity`: the run records them and holds later steps to them)."""
+    connections reach (`identity`: the run records them and holds later steps to them). With
+    `renames`, the names each topic and group gets on the target (`check_renames`): "target_topics"
+    lists the target's names of all the topics, "renames" those that differ."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
@@ -69,7 +107,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                               f"{selection.topics_include!r} and exclude {selection.topics_exclude!r}; fix the selection")
         partitions = topics_partitions(admin, topics)
         groups = select(admin.list_groups(), selection.groups, what="consumer group") if selection.groups else []
-        check_rights(admin, target_admin, topics, groups)
+        names, group_names = check_renames(renames, selection, topics, groups)
+        check_rights(admin, target_admin, topics, groups, names, group_names)
         connectors, infos = [], {}
         if selection.connectors:
             if source_connect is None or target_connect is None:
@@ -100,4 +139,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         # development machine is far above this, but verification reads both sides
         "estimated_copy_s": round(offsets / 150_000, 1),
         "identity": seen,
+        "target_topics": sorted(names.values()),
+        "renames": {"topics": {t: n for t, n in names.items() if t != n},
+                    "groups": {g: n for g, n in group_names.items() if g != n}},
     }

@@ -65,8 +65,12 @@ def summarize(manifest: Manifest) -> dict[str, Any]:
     spans = sum(span for _, span in coverage)
     rounds = [manifest.read(p) for p in manifest.parts() if p.startswith(f"{Part.PRE_COPY_ROUNDS}/")]
     stopped, resumed_at = (manifest.read(Part.event(e)) for e in (events.STOPPED, events.RESUMED))
+    plan = manifest.read(Part.PLAN) or {"units": []}
     return {
         "run_id": manifest.run_id,
+        # the run's renames: {source name: target name} of the topics and groups it renamed
+        "renamed_topics": {u["topic"]: u["target_topic"] for u in plan["units"] if "target_topic" in u},
+        "renamed_groups": {g["group"]: g["target_group"] for g in groups if "target_group" in g},
         "partitions": partitions,
         "partitions_equal": sum(1 for r in verified.values() if r["equal"]),
         "records": sum(c["records"] for c in copied.values()),
@@ -165,8 +169,13 @@ def _topic_outcome(summary: dict[str, Any], topic: str) -> dict[str, Any]:
                      "attempts": copied.get("attempts", 0), "verified": _verified_state(summary["_verified"].get(key)),
                      "verified_when": _verified_when(summary["_verified"].get(key))})
     totals = {field: sum(r[field] for r in rows) for field in ("records", "bytes", "fillers", "seconds")}
-    return {"topic": topic, "partitions": len(rows), "equal": sum(1 for r in rows if r["verified"] == "equal"),
-            **totals, "rows": rows}
+    return {"topic": topic, "target_topic": summary.get("renamed_topics", {}).get(topic, topic), "partitions": len(rows),
+            "equal": sum(1 for r in rows if r["verified"] == "equal"), **totals, "rows": rows}
+
+
+def _as(name: str, there: str | None) -> str:
+    """A name in a report table: with its name on the target where the run renamed it."""
+    return name if not there or there == name else f"{name} → {there}"
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -218,12 +227,21 @@ def render(summary: dict[str, Any]) -> str:
         lines += [f"| {r['round']} | {r['started']} | {r['records']} | {r['bytes']} | {r['seconds']:.2f} | "
                   f"{r['behind_after']} |" for r in summary["pre_copy_rounds"]]
         lines.append("")
+    renamed_topics, renamed_groups = summary.get("renamed_topics") or {}, summary.get("renamed_groups") or {}
+    if renamed_topics or renamed_groups:
+        lines += ["## Renamed on the target", "",
+                  f"{len(renamed_topics)} topics and {len(renamed_groups)} consumer groups have other names on the "
+                  "target (source → target below); every record keeps its source offset, so each group's offsets "
+                  "carry over to its new name as they are.", "", "| kind | source | target |", "| --- | --- | --- |"]
+        lines += [f"| topic | {t} | {n} |" for t, n in sorted(renamed_topics.items())]
+        lines += [f"| consumer group | {g} | {n} |" for g, n in sorted(renamed_groups.items())]
+        lines.append("")
     lines += ["## Topics", "",
               "| topic | partitions | records copied | bytes | fillers | copy s (sum) | verified equal |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     outcomes = [_topic_outcome(summary, topic) for topic in sorted(snapshot["topics"])]
     for t in outcomes:
-        lines.append(f"| {t['topic']} | {t['partitions']} | {t['records']} | {t['bytes']} | {t['fillers']} | "
+        lines.append(f"| {_as(t['topic'], t['target_topic'])} | {t['partitions']} | {t['records']} | {t['bytes']} | {t['fillers']} | "
                      f"{t['seconds']:.2f} | {t['equal']} of {t['partitions']} |")
     if summary.get("chart"):
         lines += ["", f"![Copy time per partition]({summary['chart']})"]
@@ -238,7 +256,7 @@ def render(summary: dict[str, Any]) -> str:
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in outcomes if listed is None else listed:
         for r in t["rows"]:
-            lines.append(f"| {t['topic']} | {r['partition']} | {r['log_start']} | {r['end']} | {r['records']} | "
+            lines.append(f"| {_as(t['topic'], t['target_topic'])} | {r['partition']} | {r['log_start']} | {r['end']} | {r['records']} | "
                          f"{r['bytes']} | {r['fillers']} | {r['seconds']:.2f} | {r['attempts']} | {r['verified']} | "
                          f"{r['verified_when']} |")
     lines += ["", "## Target topics", ""]
@@ -279,7 +297,8 @@ def render(summary: dict[str, Any]) -> str:
             if many and o.get("metadata_equal", True):
                 continue
             metadata = "-" if "metadata" not in o else (repr(o["metadata"]) if o["metadata_equal"] else "DIFFERS")
-            lines.append(f"| {group['group']} | {o['topic']}[{o['partition']}] | {o['source_offset']} | "
+            lines.append(f"| {_as(group['group'], group.get('target_group'))} | "
+                         f"{_as(o['topic'], o.get('target_topic'))}[{o['partition']}] | {o['source_offset']} | "
                          f"{o['target_offset']} | {metadata} | {at_snapshot} |")
     lines += ["", *acls.report_lines(summary["_acls"])]
     states = {c["name"]: c for c in (summary["_resumed"] or [])}

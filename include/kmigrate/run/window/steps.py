@@ -105,7 +105,8 @@ def stop_connectors(w: Window) -> None:
         return
     w.topics = topics = selected_topics(run.source, run.selection)
     if not run.manifest.exists(Part.SNAPSHOT):
-        targets.check_target_topics(run.manifest, run.source, run.target, topics)
+        targets.check_target_topics(run.manifest, run.source, run.target, topics,
+                                    run.request.renames.check_topics(topics))
     with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
         admin.check_reachable()
     names = run.selection.connectors
@@ -157,9 +158,10 @@ def snapshot(w: Window, drill: bool = False) -> dict[str, int]:
         taken = take_snapshot(run.manifest, run.source, topics_include=selection.topics_include,
                               topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
                               source_connect=run.source_connect, connectors=list(selection.connectors) or None,
-                              modes=selection.modes, live=drill)
+                              modes=selection.modes, live=drill, renames=run.request.renames)
         if not drill:
-            for topic, change in targets.reconcile_target_topics(run.manifest, run.source, run.target).items():
+            names = run.request.renames.topic_names(taken["topics"])
+            for topic, change in targets.reconcile_target_topics(run.manifest, run.source, run.target, names).items():
                 log.info("target topic %s changed like the source since the pre-copy: %s", topic, change)
     counts = {"topics": len(taken["topics"]), "groups": len(taken["groups"]), "connectors": len(taken["connectors"])}
     log.info("snapshot (taken at %s) in %s: %s", taken["taken_at"], run.manifest.location, counts)
@@ -175,7 +177,8 @@ def restore_topic_configs(w: Window) -> dict[str, Any]:
     if run.request.mirror_run:  # the mirror keeps them as the source's
         return {"topics": {}}
     with timeline.timed(run.manifest, "restore_topic_configs"):
-        restored = targets.restore_topic_configs(run.manifest, run.source, run.target)
+        names = run.request.renames.topic_names(read_snapshot(run.manifest)["topics"])
+        restored = targets.restore_topic_configs(run.manifest, run.source, run.target, names)
     for topic, configs in restored["topics"].items():
         log.info("%s: %s", topic, ", ".join(f"{k} {old} -> {new}" for k, (old, new) in configs.items()))
     return restored
@@ -209,7 +212,7 @@ def replicate_consumer_groups(w: Window, drill: bool = False) -> int:
     if run.request.mirror_run:  # the mirror copies them; the drill's cut checked them on the DR cluster
         return len(read_snapshot(run.manifest)["groups"])
     with timeline.timed(run.manifest, "replicate_groups"):
-        results = replicate_groups(run.manifest, run.target, None if drill else run.source)
+        results = replicate_groups(run.manifest, run.target, None if drill else run.source, run.request.renames)
     for group in results:
         log.info("group %s: %d offsets, %d written", group["group"], len(group["offsets"]), group["written"])
     return len(results)
