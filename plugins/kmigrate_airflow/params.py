@@ -115,7 +115,8 @@ def rename_params() -> dict[str, Param]:
     preflight holds them to the selection (entries for what is selected, no two sources onto one
     target, names Kafka creates)."""
     return {
-        "topic_prefix": Param("", type="string", pattern=TOPIC_PREFIX, title="Target topic prefix",
+        # optional strings: None, as the form sends a field left empty (a type "string" alone would block it)
+        "topic_prefix": Param(None, type=["null", "string"], pattern=TOPIC_PREFIX, title="Target topic prefix",
                               description="e.g. team-a. : every migrated topic is created as team-a.<name> on the "
                                           "target; offsets unchanged. Letters, digits and . _ - (not beginning with "
                                           "__); empty: the source's names"),
@@ -125,7 +126,7 @@ def rename_params() -> dict[str, Param]:
                                description='{"source topic": "target topic"}, e.g. {"orders": "a.orders"}: wins over '
                                            "the prefix for the topics it names, each of them selected; offsets "
                                            "unchanged"),
-        "group_prefix": Param("", type="string", title="Target consumer group prefix",
+        "group_prefix": Param(None, type=["null", "string"], title="Target consumer group prefix",
                               description="e.g. team-a. : every migrated consumer group is set as team-a.<id> on the "
                                           "target, with the source's offsets; empty: the source's ids"),
         "group_renames": Param({}, type="object", additionalProperties={"type": "string", "minLength": 1},

@@ -23,6 +23,7 @@ from kmigrate.run.connectors import migrate as connector_steps
 from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.mirror.failback import plan_failback
 from kmigrate.run.preflight.checks import check_params, check_run
+from kmigrate.run.records.events import finished
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
@@ -62,7 +63,8 @@ def check_before(run: RunFrame) -> dict[str, Any]:
     else:
         log.info("the Spark jobs run with spark-submit on spark_default%s",
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
-    plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection, request.renames)
+    plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection, request.renames,
+                     check_targets=not finished(run.manifest))  # a finished run's topics are in use on the target
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
         identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
                              reversing=bool(request.failback_of))

@@ -66,7 +66,7 @@ def test_each_value_the_library_refuses_the_form_refuses(param, value, library):
 def test_the_defaults_and_ordinary_values_pass_both():
     params = rename_params()
     assert {name: copy.deepcopy(p).resolve() for name, p in params.items()} == {
-        "topic_prefix": "", "topic_renames": {}, "group_prefix": "", "group_renames": {}}
+        "topic_prefix": None, "topic_renames": {}, "group_prefix": None, "group_renames": {}}
     assert not Renames.from_params({name: p.value for name, p in params.items()})
     ordinary = {"topic_prefix": "team-a.", "topic_renames": {"orders": "a.orders", "pay": "x" * 249},
                 "group_prefix": "team a/", "group_renames": {"billing": "a.billing"}}

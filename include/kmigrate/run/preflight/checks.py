@@ -10,6 +10,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.model import TRANSLATE
 from kmigrate.renames import Renames
 from kmigrate.run.targets import acls, config_versions
 from kmigrate.run.checks import schedule
@@ -18,6 +19,7 @@ from kmigrate.run.connectors.migrate import check_overrides
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.checks.request import REFRESH_S, RunRequest, check_request
 from kmigrate.run.checks.rights import check_rights
+from kmigrate.run.checks.target_data import check_renamed_targets
 from kmigrate.run.checks.selection import Selection, select
 from kmigrate.run.mirror import drill, timings
 
@@ -84,8 +86,8 @@ def check_renames(renames: Renames, selection: Selection, topics: Sequence[str],
 
 
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
-              target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames()
-              ) -> dict[str, Any]:
+              target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames(),
+              check_targets: bool = True) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
@@ -94,7 +96,9 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
     the versions and the method of each step (`versions.methods`), and the ids of the clusters the
     connections reach (`identity`: the run records them and holds later steps to them). With
     `renames`, the names each topic and group gets on the target (`check_renames`): "target_topics"
-    lists the target's names of all the topics, "renames" those that differ."""
+    lists the target's names of all the topics, "renames" those that differ. With `check_targets`
+    (a run not yet resumed on the target), a renamed preserve-mode topic's target that exists must
+    hold this source's data at the same offsets (`target_data`)."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
@@ -120,6 +124,9 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
             versions.check_workers(source_connect, target_connect, infos, admin)
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
         acl_plan = acls.plan(source, target, topics, groups, selection.acls)
+        if check_targets:
+            modes = selection.modes(topics)
+            check_renamed_targets(source, target, {t: n for t, n in names.items() if modes.get(t) != TRANSLATE})
         across = config_versions.changes_for(admin.topics_configs(topics, explicit_only=True), target)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
     return {
