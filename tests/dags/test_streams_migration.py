@@ -37,6 +37,7 @@ from tests.support.stack import PROJECT_DIR
 from tests.support.waiting import wait_until
 
 INPUT, OUTPUT = "streams-plaintext-input", "streams-wordcount-output"  # WordCountDemo's own topic names
+RENAMED = "moved."  # the prefix of an application's id and internal topics when a run renames them
 WORDS = ["kafka", "offset", "stream", "topic", "record", "broker", "replica", "leader", "commit", "window",
          "state", "store", "count", "word", "table", "join", "merge", "split", "batch", "marker"]
 
@@ -140,8 +141,8 @@ def counts_output(cluster) -> dict[str, list[int]]:
 
 
 def ours_topic(name: str) -> bool:
-    """WordCountDemo's fixed topics and the internal ones of this module's apps."""
-    return name in (INPUT, OUTPUT) or name.startswith("wordcount-")
+    """WordCountDemo's fixed topics and the internal ones of this module's apps (renamed ones too)."""
+    return name in (INPUT, OUTPUT) or name.startswith(("wordcount-", f"{RENAMED}wordcount-"))
 
 
 def fresh_topics(stack, app: str) -> None:  # noqa: ANN001
@@ -202,6 +203,51 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     for cluster in (stack.source, stack.target):  # leave the fixed topic names free for the next run
         drop_topics(cluster, ours_topic)
     assert os.path.exists(on_source.log)
+
+
+def test_a_kafka_streams_exactly_once_app_moved_under_a_renamed_application_id_continues_exactly(
+        stack, dagbag, tmp_path, examples):
+    """The same app moved by a consolidation: its internal topics and its group (its application id)
+    renamed alike by one prefix, its input and output topics kept under their names (WordCountDemo
+    names them in its code). Started on the target under the new application id, with an empty state
+    directory, it restores its store from the renamed changelog and counts on exactly once."""
+    app = f"wordcount-{uuid.uuid4().hex[:6]}"
+    fresh_topics(stack, app)
+    rng, counts = random.Random(13), collections.Counter()
+    produce_lines(stack.source, rng, 300, counts)
+    on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
+    apps = [on_source]
+    try:
+        on_source.wait(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
+        produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
+        on_source.stop()
+        with ClusterAdmin(stack.source) as admin:
+            internal = sorted(t for t in admin.list_topics() if t.startswith(f"{app}-"))
+        assert len(internal) == 2, internal  # its changelog and its repartition topic
+
+        run = run_dag(dagbag, topics_include=f"{INPUT}|{OUTPUT}|{app}-.*", groups=app, acls="off",
+                      topic_prefix=RENAMED, topic_renames={INPUT: INPUT, OUTPUT: OUTPUT}, group_prefix=RENAMED,
+                      state_location=str(tmp_path / "state"), run_name=app)
+        assert str(run.state) == "success", task_states(run)
+        with ClusterAdmin(stack.target) as admin:
+            on_target = set(admin.list_topics())
+            assert {f"{RENAMED}{t}" for t in internal} <= on_target and not on_target & set(internal)
+            assert not admin.committed(app) and admin.committed(f"{RENAMED}{app}")
+
+        moved = WordCount(examples, stack.target, f"{RENAMED}{app}", tmp_path / "target-app")  # empty state
+        apps.append(moved)
+        produce_lines(stack.target, rng, 100, counts)
+        moved.wait(lambda: {w: c[-1] for w, c in counts_output(stack.target).items()} == dict(counts),
+                   "WordCountDemo on the target, under its new id, to count every line", 180)
+        with ClusterAdmin(stack.target) as admin:  # it made no internal topic of its own: the renamed ones are its
+            assert sorted(t for t in admin.list_topics() if t.startswith(f"{RENAMED}{app}-")) == [
+                f"{RENAMED}{t}" for t in internal]
+    finally:
+        for process in apps:
+            process.stop()
+    assert_counted_once(stack.target, counts)
+    for cluster in (stack.source, stack.target):
+        drop_topics(cluster, ours_topic)
 
 
 class LineWriter(threading.Thread):
