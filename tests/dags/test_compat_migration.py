@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
@@ -199,3 +200,49 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
         configs = target.topic_configs(f"{prefix}.configs")
     assert configs["message.timestamp.before.max.ms"] == configs["message.timestamp.after.max.ms"] == "86400000"
     assert "Source configs that the target's Kafka version removed" in (state / prefix / "report.md").read_text()
+
+
+def test_two_sources_consolidated_into_one_target_each_under_its_prefix(compat_stack, stack, dagbag, tmp_path):
+    """A consolidation (issue 67): the default stack's source and the compat profile's (an older
+    Kafka) hold the same workload under the same names (a plain topic, a compacted one,
+    transactions with aborts, log starts above zero, two consumer groups), moved into one target
+    (the default stack's) as `a.` and `b.`. Run a holds its claim on its target names while run b
+    runs: they share none. Every partition is equal under its new name on the one target, each
+    group's offsets sit in its renamed group, and neither source is written to."""
+    prefix = f"consol{os.urandom(3).hex()}"
+    sides = {"a": (stack, {}),
+             "b": (compat_stack, {"source_kafka_conn_id": CONNECTIONS["source_kafka_conn_id"],
+                                  "source_connect_conn_id": CONNECTIONS["source_connect_conn_id"]})}
+    workloads = {k: seed_mixed(s.source, s.source_connect, prefix, tmp_path / f"workload-{k}", records=200)
+                 for k, (s, _) in sides.items()}
+    try:
+        before = {k: partition_watermarks(s.source, workloads[k].topics) for k, (s, _) in sides.items()}
+        states = {k: tmp_path / f"state-{k}" for k in sides}
+        # run a's claim, taken as its own trigger would take it, held while run b runs
+        claim_topics(stack.target, f"{prefix}-a", [f"a.{t}" for t in workloads["a"].topics],
+                     deployment=Manifest(str(states["a"]), f"{prefix}-a").state_location)
+        for k in ("b", "a"):
+            w = workloads[k]
+            run = run_dag(dagbag, **sides[k][1], topics_include=w.topic_pattern, groups=w.group_pattern,
+                          connectors=[], acls="off", topic_prefix=f"{k}.", group_prefix=f"{k}.", quiesce_seconds=2,
+                          state_location=str(states[k]), run_name=f"{prefix}-{k}")
+            assert str(run.state) == "success", (k, task_states(run))
+        for k, (side, _) in sides.items():
+            w = workloads[k]
+            assert partition_watermarks(side.source, w.topics) == before[k]  # the source was never written to
+            with ClusterAdmin(stack.target) as target, ClusterAdmin(side.source) as source:
+                for (topic, partition), marks in before[k].items():
+                    assert target.watermarks(f"{k}.{topic}", partition) == marks, (k, topic, partition)
+                    assert records_of(stack.target, f"{k}.{topic}", partition) == records_of(side.source, topic,
+                                                                                            partition)
+                for group in w.groups:
+                    assert target.committed(f"{k}.{group}") == {
+                        (f"{k}.{t}", p): c for (t, p), c in source.committed(group).items()}, (k, group)
+            summary = summarize(Manifest(str(states[k]), f"{prefix}-{k}"))
+            assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
+            assert summary["groups"] == summary["groups_exact"] == 2
+        with ClusterAdmin(stack.target) as target:
+            assert not set(target.list_topics()) & set(workloads["a"].topics)  # only the renamed names
+    finally:
+        for k, (side, _) in sides.items():
+            delete_connectors((side.source_connect,), (workloads[k].source_connector, workloads[k].sink_connector))
