@@ -3,8 +3,9 @@ claimed, written or stopped: two source topics onto one target name, a target na
 take, an internal '__' name, the project's claims topic, two names that clash once '.' is read as
 '_', a map entry for what is not selected, a rename onto a target topic that holds other data or
 that another run holds, a Kafka Streams application whose internal topics would not follow its
-group, and what a renaming run cannot move yet (connectors, ACLs). The library's checks first,
-then through the migration DAG's preflight."""
+group, a connector whose config names a renamed topic in a key no rule rewrites, and what a
+renaming run cannot move yet (ACLs). The library's checks first, then through the migration DAG's
+preflight."""
 from __future__ import annotations
 
 import uuid
@@ -15,6 +16,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.renames import Renames
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.preflight.checks import check_run
+from kmigrate_demo.workload import FILE_SINK
 
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag
@@ -46,11 +48,24 @@ def topic(stack):
     return name
 
 
-def test_what_a_renaming_run_cannot_move_yet_is_refused_by_the_preflight(stack, topic):
-    refused("rename: with connectors", lambda: check_run(
-        stack.source, stack.target, stack.source_connect, stack.target_connect,
-        Selection(topics_include=topic, connectors=("any",), acls="off"), Renames(topic_prefix="a.")),
-        "connectors are selected", "leave the connectors out")
+def test_what_a_renaming_run_cannot_move_is_refused_by_the_preflight(stack, topic):
+    sink = f"{topic}-sink"  # a sink whose dead letter queue is a topic the run renames: a key no rule rewrites
+    stack.source_connect.create(sink, {"connector.class": FILE_SINK, "tasks.max": "1", "topics": topic,
+                                       "file": f"/tmp/{sink}.txt", "errors.tolerance": "all",
+                                       "errors.deadletterqueue.topic.name": topic,
+                                       "errors.deadletterqueue.topic.replication.factor": "1"})
+    try:
+        refused("rename: a connector key naming a renamed topic", lambda: check_run(
+            stack.source, stack.target, stack.source_connect, stack.target_connect,
+            Selection(topics_include=topic, connectors=(sink,), acls="off"), Renames(topic_prefix="a.")),
+            f"connector '{sink}'", f"errors.deadletterqueue.topic.name names {topic}", "connector_overrides")
+        # set on the target by the run's overrides: the connector moves, its topics renamed
+        plan = check_run(stack.source, stack.target, stack.source_connect, stack.target_connect,
+                         Selection(topics_include=topic, connectors=(sink,), acls="off"), Renames(topic_prefix="a."),
+                         overrides={sink: {"errors.deadletterqueue.topic.name": f"a.{topic}"}})
+        assert [c["name"] for c in plan["connectors"]] == [sink]
+    finally:
+        stack.source_connect.delete(sink)
     refused("rename: with ACLs", lambda: check_run(
         stack.source, stack.target, None, None, Selection(topics_include=topic), Renames(topic_prefix="a.")),
         "acls is 'principals'", "set acls to off")

@@ -1,16 +1,17 @@
 """A consolidation (issue 67): the kafka_migration DAG moves a mixed workload (a plain topic, a
 compacted one, transactions with aborts and log starts above zero, a topic whose timestamps are the
-broker's, two consumer groups) under new names on the target: a topic prefix, a map entry that wins
-over it for one topic, and a group prefix. Every partition is equal record by record at its source
-offsets under its new name, each group's offsets sit in its renamed group on the renamed topics, a
-consumer of a renamed group continues at the next record, the configs are the source's, the
-source's names are not created on the target, the report names both, and a re-run is a no-op."""
+broker's, two consumer groups, a file source and a file sink connector) under new names on the
+target: a topic prefix, a map entry that wins over it for one topic, and a group prefix. Every
+partition is equal record by record at its source offsets under its new name, each group's offsets
+sit in its renamed group on the renamed topics, its consumers continue at the next record, the
+connectors continue on the target at their offsets writing and reading the renamed topics, the
+configs are the source's, the source's names are not created on the target, the report names both,
+and a re-run is a no-op."""
 from __future__ import annotations
 
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report.markdown import render, summarize
@@ -19,8 +20,7 @@ from kmigrate_demo.workload import seed_mixed
 from tests.support.airflow import run_dag, task_states
 from tests.support.connect import delete_connectors
 from tests.support.kafka import records_of
-from tests.support.migration import partition_watermarks
-from tests.support.waiting import wait_until
+from tests.support.migration import assert_workload_continues_on_target, partition_watermarks
 
 
 @pytest.fixture
@@ -38,7 +38,9 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
     renamed_orders = f"east.{w.prefix}.orders-v2"
     names = {t: renamed_orders if t == orders else f"a.{t}" for t in w.topics}
     group_names = {g: f"a.{g}" for g in w.groups}
-    conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern, "connectors": [], "acls": "off",
+    conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern, "acls": "off",
+            "connectors": [w.source_connector, w.sink_connector],
+            "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
             "topic_prefix": "a.", "topic_renames": {orders: renamed_orders}, "group_prefix": "a.",
             "quiesce_seconds": 2, "state_location": str(state), "run_name": "consolidated"}
     source_before = partition_watermarks(stack.source, w.topics)
@@ -62,15 +64,14 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
                 (t, p): o for t, positions in topics.items() for p, o in positions.items()}
             assert target.committed(group_names[group]) == {(names[t], p): c for (t, p), c in on_source.items()}, group
 
-    billing = f"{w.prefix}.billing"  # its consumer continues on the renamed topic at the next record
-    positions = w.groups[billing][orders]
-    expected = sorted((p, k, v) for p, start in positions.items()
-                      for _, k, v, *_ in records_of(stack.source, orders, p, start))
-    assert sorted(_consumed(stack.target, group_names[billing], renamed_orders, len(expected))) == expected
+    sink = stack.target_connect.config(w.sink_connector)
+    assert sink["topics"] == renamed_orders and sink["file"] == str(w.sink_file_target)
+    assert stack.target_connect.config(w.source_connector)["topic"] == names[w.topic("lines")]
 
     summary = summarize(Manifest(str(state), "consolidated"))
     assert summary["partitions"] == sum(w.topics.values()) == summary["partitions_equal"]
     assert summary["groups"] == summary["groups_exact"] == 2
+    assert summary["connectors"] == summary["connectors_resumed"] == 2
     assert summary["renamed_topics"] == names and summary["renamed_groups"] == group_names
     report = render(summary)
     assert f"| {orders} → {renamed_orders} |" in report and f"| consumer group | {billing} | a.{billing} |" in report
@@ -78,23 +79,6 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
     again = run_dag(dagbag, **conf)  # the same run again: nothing more to do
     assert str(again.state) == "success", task_states(again)
     assert partition_watermarks(stack.source, w.topics) == source_before
+    # the groups' consumers, the file source and the file sink go on on the target under the new names
+    assert_workload_continues_on_target(stack, w, names, group_names)
 
-
-def _consumed(cluster, group: str, topic: str, count: int) -> list[tuple]:
-    """(partition, key, value) of the first `count` records a consumer of `group` reads on `topic`
-    from its committed positions."""
-    consumer = Consumer(cluster.consumer(group, **{"auto.offset.reset": "error", "enable.auto.commit": False}))
-    consumer.subscribe([topic])
-    got: list[tuple] = []
-    try:
-        def read() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append((msg.partition(), msg.key(), msg.value()))
-            elif msg is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-            return len(got) >= count
-        wait_until(read, f"{count} records of {topic} for {group}", 60, poll_s=0)
-    finally:
-        consumer.close()
-    return got

@@ -92,22 +92,25 @@ def assert_exactly(got: list[tuple], expected: list[tuple]) -> None:
     assert len(got) == len(expected)
 
 
-def assert_workload_continues_on_target(stack, w) -> None:
+def assert_workload_continues_on_target(stack, w, names: dict[str, str] | None = None,
+                                        group_names: dict[str, str] | None = None) -> None:
     """After the mixed workload (kmigrate_demo.workload.seed_mixed) moved: each group's consumers
     continue on the target exactly at the next unread record, the file source continues there with
-    the lines written since, and the file sink with exactly the records after its committed offsets."""
+    the lines written since, and the file sink with exactly the records after its committed offsets.
+    `names`, `group_names`: the target's names of the topics and groups a run renamed."""
+    names, group_names = names or {}, group_names or {}
     for group, topics in w.groups.items():
         for topic, positions in topics.items():
-            got = consume_group(stack.target, group, topic, w.topics[topic])
+            got = consume_group(stack.target, group_names.get(group, group), names.get(topic, topic), w.topics[topic])
             assert_exactly([g for g in got if g[0] in positions], expected_after(stack, topic, positions))
     with w.source_file.open("a") as handle:
         handle.write("".join(f"line {i:04d}\n" for i in range(100, 120)))
-    lines = w.topic("lines")
+    lines = names.get(w.topic("lines"), w.topic("lines"))
     wait_until(lambda: len(read_partition(stack.target, lines)) == 120, "120 lines on the target")
     assert [v.decode() for _, _, v in read_partition(stack.target, lines)] == [f"line {i:04d}" for i in range(120)]
     producer = Producer(stack.target.producer())
     for i in range(5):
-        producer.produce(w.topic("orders"), key=b"new", value=f"new order {i}".encode(), partition=0)
+        producer.produce(names.get(w.topic("orders"), w.topic("orders")), key=b"new", value=f"new order {i}".encode(), partition=0)
     producer.flush(30)
     wait_until(lambda: w.sink_file_target.exists() and len(w.sink_file_target.read_text().splitlines()) == 5,
                "the sink on the target to write the 5 new orders")

@@ -17,6 +17,8 @@ from typing import Any
 from kmigrate.errors import ConfigError, ConnectorNotFound, ConnectorStateError, ConnectTimeout, OffsetsNotApplied
 from kmigrate.kafka.connect import ConnectClient, is_stopped
 from kmigrate.manifest import Manifest, Part
+from kmigrate.renames import Renames
+from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.offsets import OffsetTranslator
 from kmigrate.run.connectors import old_connect
 from kmigrate.run.connectors.secrets import restored
@@ -274,13 +276,17 @@ def place_stopped(connect: ConnectClient, name: str, kind: str, config: Mapping[
 
 def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, target_bootstrap: str | None = None,
                        overrides: Mapping[str, Mapping[str, str]] | None = None,
-                       source_connect: ConnectClient | None = None) -> list[dict[str, Any]]:
+                       source_connect: ConnectClient | None = None, renames: Renames = Renames()
+                       ) -> list[dict[str, Any]]:
     """Create each snapshot connector on the target Connect cluster in STOPPED state with its
     config and (translated) offsets, and read the offsets back. Resuming is `resume_connectors`.
     A connector that already runs on the target (an earlier attempt resumed it) is left alone.
-    Secrets the snapshot left out are read again from `source_connect` (`connector_secrets`)."""
+    Secrets the snapshot left out are read again from `source_connect` (`connector_secrets`).
+    Under the run's `renames`, the topics a connector names, and a sink's offsets, take the
+    target's names (`renamed`)."""
     snapshot = read_snapshot(manifest)
     translator = translator_for_run(manifest)
+    names = renames.topic_names(snapshot["topics"])
     prepared = []
     for name, entry in sorted(snapshot["connectors"].items()):
         if entry["state"] != ("PAUSED" if entry.get("stopped_by") == "pause" else "STOPPED"):
@@ -288,9 +294,12 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
                 f"connector {name!r} was {entry['state']} on the source when the snapshot was taken, so its "
                 "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",
                 connector=name)
-        config = target_config(restored(entry, name, source_connect), target_bootstrap=target_bootstrap,
-                               overrides=(overrides or {}).get(name))
+        own = (overrides or {}).get(name) or {}
+        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names, overridden=own)
+        config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
         offsets = translated_offsets(entry, translator)
+        if entry["type"] == "sink":
+            offsets = renamed_offsets(offsets, names)
         prepared.append((name, entry["type"], config, offsets, exists_alike(target_connect, name, config)))
     results = [place_stopped(target_connect, *one) for one in prepared]
     source_states = manifest.read(Part.CONNECTOR_STATES) or {"states": {}}

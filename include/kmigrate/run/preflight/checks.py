@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -16,6 +16,7 @@ from kmigrate.run.targets import acls, config_versions
 from kmigrate.run.checks import schedule
 from kmigrate.run.checks import identity, versions
 from kmigrate.run.connectors.migrate import check_overrides
+from kmigrate.run.connectors.renamed import renamed_config
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.checks.request import REFRESH_S, RunRequest, check_request
 from kmigrate.run.checks.rights import check_rights
@@ -56,18 +57,14 @@ def check_renames(renames: Renames, selection: Selection, topics: Sequence[str],
                   ) -> tuple[dict[str, str], dict[str, str]]:
     """The run's renames held to what it selects (`Renames.check_topics`, `check_groups`): {source
     topic: target topic} and {source group: target group} of all of them. ConfigError naming what a
-    renaming run cannot move yet (connectors, ACLs: their configs and patterns name the topics) and
-    each Kafka Streams application whose topics would not follow its group (its internal topics are
-    named `<application.id>-...`, its group is its application id: both renamed alike, or neither)."""
+    renaming run cannot move yet (ACLs: their patterns name the topics and groups) and each Kafka
+    Streams application whose topics would not follow its group (its internal topics are named
+    `<application.id>-...`, its group is its application id: both renamed alike, or neither). The
+    connectors' configs are checked with them (`check_run`: `connectors.renamed`)."""
     names, group_names = renames.check_topics(topics), renames.check_groups(groups)
     if not renames:
         return names, group_names
     refused = []
-    if selection.connectors:
-        refused.append(f"connectors are selected ({', '.join(selection.connectors)}): a connector's config names its "
-                       "topics, and moving connectors onto renamed topics is not supported yet; leave the connectors "
-                       "out (connectors: []) and set them up on the target under the new names, or migrate their "
-                       "topics without renames")
     if selection.acls != "off":
         refused.append(f"acls is {selection.acls!r}: ACLs name topics and groups, and copying them under renamed names "
                        "is not supported yet; set acls to off and grant the applications' ACLs on the renamed topics "
@@ -87,7 +84,7 @@ def check_renames(renames: Renames, selection: Selection, topics: Sequence[str],
 
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
               target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames(),
-              check_targets: bool = True) -> dict[str, Any]:
+              check_targets: bool = True, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
@@ -122,6 +119,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                 infos[name] = info = source_connect.info(name)  # ConnectorNotFound names it
                 connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
             versions.check_workers(source_connect, target_connect, infos, admin)
+            for name, info in infos.items():  # what each names of the renamed topics, rewritten or refused
+                renamed_config(name, info["type"], info["config"], names, overridden=(overrides or {}).get(name) or {})
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
         acl_plan = acls.plan(source, target, topics, groups, selection.acls)
         if check_targets:

@@ -229,7 +229,7 @@ def migrate_connectors(w: Window) -> list[str]:
         results = connector_steps.migrate_connectors(run.manifest, run.target_connect,
                                                      target_bootstrap=run.target.bootstrap_servers,
                                                      overrides=run.request.connector_overrides,
-                                                     source_connect=run.source_connect)
+                                                     source_connect=run.source_connect, renames=run.request.renames)
     for c in results:
         log.info("connector %s (%s): %s on the target, offsets written: %s", c["name"], c["type"], c["state"],
                  c["offsets_written"])
