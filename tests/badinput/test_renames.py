@@ -3,8 +3,8 @@ claimed, written or stopped: two source topics onto one target name, a target na
 take, an internal '__' name, the project's claims topic, two names that clash once '.' is read as
 '_', a map entry for what is not selected, a rename onto a target topic that holds other data or
 that another run holds, a Kafka Streams application whose internal topics would not follow its
-group, a connector whose config names a renamed topic in a key no rule rewrites, and what a
-renaming run cannot move yet (ACLs). The library's checks first, then through the migration DAG's
+group, a connector whose config names a renamed topic in a key no rule rewrites, and a prefixed ACL
+whose topics a rename splits. The library's checks first, then through the migration DAG's
 preflight."""
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.renames import Renames
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.preflight.checks import check_run
+from kmigrate.run.targets.acls import Acl
+from kmigrate.run.targets.acls import renamed as renamed_acls
 from kmigrate_demo.workload import FILE_SINK
 
 from tests.support.airflow import run_dag
@@ -66,9 +68,10 @@ def test_what_a_renaming_run_cannot_move_is_refused_by_the_preflight(stack, topi
         assert [c["name"] for c in plan["connectors"]] == [sink]
     finally:
         stack.source_connect.delete(sink)
-    refused("rename: with ACLs", lambda: check_run(
-        stack.source, stack.target, None, None, Selection(topics_include=topic), Renames(topic_prefix="a.")),
-        "acls is 'principals'", "set acls to off")
+    split = Acl("TOPIC", "o", "PREFIXED", "User:app", "*", "READ", "ALLOW")  # the secure profile's stack has ACLs
+    refused("rename: a prefixed ACL the renames split", lambda: renamed_acls(
+        [split], ["orders", "other"], [], {"orders": "a.orders", "other": "other"}, {}),
+        "User:app ALLOW READ on TOPIC prefixed 'o'", "rename those topics or groups alike", "acls=off")
     app = f"{topic}-app"
     internal = f"{app}-store-changelog"
     create_topic(stack.source, internal, 1)

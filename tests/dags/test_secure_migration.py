@@ -205,15 +205,19 @@ def forget_acls(cluster, users: list[str]) -> None:
         future.result(timeout=30)
 
 
+@pytest.mark.parametrize("renamed", [False, True], ids=["same-names", "renamed"])
 def test_the_applications_acls_move_with_their_topics_and_their_principals_work_on_the_target_at_once(
-        secure_stack, secure_connections, dagbag, tmp_path):
+        secure_stack, secure_connections, dagbag, tmp_path, renamed):
     """A reader (prefixed Read on the topics, its group) and a transactional writer (Write on the topic,
     its transactional id, IdempotentWrite on the cluster) exist as SCRAM users on both clusters; a
     third user has ACLs on the source only and no credentials on the target. After the run, the
     reader's consumer continues its group on the target and the writer's transactions commit there,
-    both at once, as their own principals."""
+    both at once, as their own principals. `renamed`: a consolidation moves them under the prefix
+    `a.` (topics and groups): the bindings name the new names (the prefixed one prefixed alike)."""
     prefix = f"acl{uuid.uuid4().hex[:6]}"
     topic, group, txn_id = f"{prefix}.orders", f"{prefix}.readers", f"{prefix}-tx"
+    there = (lambda name: f"a.{name}") if renamed else (lambda name: name)  # a topic's or group's target name
+    renames = {"topic_prefix": "a.", "group_prefix": "a."} if renamed else {}
     reader, writer, ghost = f"{prefix}-reader", f"{prefix}-writer", f"{prefix}-ghost"
     passwords = {user: tokens.token_hex(12) for user in (reader, writer, ghost)}
     source_conf, target_conf = secure_stack.clusters
@@ -250,7 +254,7 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
 
         state = tmp_path / "state"
         run = run_dag(dagbag, **CONN_IDS, topics_include=f"{prefix}\\..*", groups=group, quiesce_seconds=1,
-                      state_location=str(state), run_name="acls")
+                      state_location=str(state), run_name="acls", **renames)
         assert str(run.state) == "success", task_states(run)
         summary = summarize(Manifest(str(state), "acls"))
         assert summary["acls_scope"] == "principals" and summary["acls_expected"] == 9 == summary["acls_on_target"]
@@ -264,6 +268,11 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
                 ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY),
                 request_timeout=30).result() if b.principal.startswith(f"User:{prefix}")]
         assert not [b for b in mine if "x-other" in b.name], "an ACL of a topic the run did not move"
+        named = {(b.restype.name, b.name, b.resource_pattern_type.name) for b in mine}
+        assert {("TOPIC", there(f"{prefix}."), "PREFIXED"), ("TOPIC", there(topic), "LITERAL"),
+                ("GROUP", there(group), "LITERAL"), ("TRANSACTIONAL_ID", txn_id, "LITERAL")} <= named
+        if renamed:
+            assert not {n for _, n, _ in named} & {f"{prefix}.", topic, group}, "a source name bound on the target"
 
         # on the target, as their own principals, at once: the reader's group continues where it committed,
         # the writer's transaction commits
@@ -271,9 +280,9 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
 
         def read() -> None:
             try:
-                c = Consumer({**as_user[("target", reader)], "group.id": group, "auto.offset.reset": "error",
+                c = Consumer({**as_user[("target", reader)], "group.id": there(group), "auto.offset.reset": "error",
                               "enable.partition.eof": True})
-                c.subscribe([topic])
+                c.subscribe([there(topic)])
                 ended = set()
                 while len(ended) < 2:
                     for msg in c.consume(100, 1.0):
@@ -294,14 +303,16 @@ def test_the_applications_acls_move_with_their_topics_and_their_principals_work_
         producer.init_transactions(30)
         producer.begin_transaction()
         for i in range(5):
-            producer.produce(topic, b"after the switch %d" % i, partition=0)
+            producer.produce(there(topic), b"after the switch %d" % i, partition=0)
         producer.commit_transaction(30)
         thread.join(120)
         assert not thread.is_alive() and not failures, failures
         assert len(set(got)) == len(got), "a record read twice"
         assert sorted(x for x in got if x[1] < 30) == [(p, o) for p in range(2) for o in range(10, 30)]
-        values = [v for _, _, v in read_partition(secure_stack.target, topic, 0)]
+        values = [v for _, _, v in read_partition(secure_stack.target, there(topic), 0)]
         assert values[-5:] == [b"after the switch %d" % i for i in range(5)]
+        if renamed:
+            return
         record(SECURE_RESULTS_ENV, acls_expected=summary["acls_expected"], acls_on_target=summary["acls_on_target"],
                quotas_expected=summary["quotas_expected"], quotas_on_target=summary["quotas_on_target"],
                principals_missing_named=summary["principals_missing"] == [f"User:{ghost}"])

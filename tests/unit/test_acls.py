@@ -65,3 +65,35 @@ def test_an_unknown_scope_is_refused_with_the_choices():
     assert check_scope("principals") == "principals"
     with pytest.raises(ConfigError, match="off, resources, principals"):
         check_scope("all")
+
+
+def test_acls_under_renames_name_the_target_s_topics_and_groups():
+    from kmigrate.run.targets.acls import Acl, renamed
+
+    def acl(resource, name, pattern="LITERAL", operation="READ"):
+        return Acl(resource, name, pattern, "User:app", "*", operation, "ALLOW")
+
+    topics, groups = ["orders", "orders.eu", "payments"], ["billing"]
+    names = {"orders": "a.orders", "orders.eu": "a.orders.eu", "payments": "payments"}
+    got = renamed([acl("TOPIC", "orders"), acl("TOPIC", "orders", "PREFIXED"), acl("TOPIC", "payments"),
+                   acl("TOPIC", "*"), acl("GROUP", "billing"), acl("GROUP", "bill", "PREFIXED"),
+                   acl("TRANSACTIONAL_ID", "orders-tx"), acl("CLUSTER", "kafka-cluster", operation="IDEMPOTENT_WRITE")],
+                  topics, groups, names, {"billing": "a.billing"})
+    assert got == sorted([acl("TOPIC", "a.orders"), acl("TOPIC", "a.orders", "PREFIXED"), acl("TOPIC", "payments"),
+                          acl("TOPIC", "*"), acl("GROUP", "a.billing"), acl("GROUP", "a.bill", "PREFIXED"),
+                          acl("TRANSACTIONAL_ID", "orders-tx"),
+                          acl("CLUSTER", "kafka-cluster", operation="IDEMPOTENT_WRITE")])
+    assert renamed([acl("TOPIC", "pay", "PREFIXED")], topics, groups, names, {}) == [acl("TOPIC", "pay", "PREFIXED")]
+
+
+def test_a_prefixed_acl_a_rename_splits_is_refused_by_name():
+    from kmigrate.run.targets.acls import Acl, renamed
+
+    split = Acl("TOPIC", "o", "PREFIXED", "User:app", "*", "READ", "ALLOW")
+    names = {"orders": "a.orders", "other": "other"}  # one renamed by a., one kept: no prefix covers just both
+    with pytest.raises(ConfigError, match=r"User:app ALLOW READ on TOPIC prefixed 'o'.*acls=off"):
+        renamed([split], ["orders", "other"], [], names, {})
+    with pytest.raises(ConfigError, match="prefixed 'o'"):
+        renamed([split], ["orders", "other"], [], {"orders": "a.orders", "other": "b.other"}, {})
+    with pytest.raises(ConfigError, match="prefixed 'o'"):  # a map entry: not a prefix of the source's name
+        renamed([split], ["orders"], [], {"orders": "east.sales"}, {})

@@ -56,19 +56,15 @@ def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
 def check_renames(renames: Renames, selection: Selection, topics: Sequence[str], groups: Sequence[str]
                   ) -> tuple[dict[str, str], dict[str, str]]:
     """The run's renames held to what it selects (`Renames.check_topics`, `check_groups`): {source
-    topic: target topic} and {source group: target group} of all of them. ConfigError naming what a
-    renaming run cannot move yet (ACLs: their patterns name the topics and groups) and each Kafka
-    Streams application whose topics would not follow its group (its internal topics are named
-    `<application.id>-...`, its group is its application id: both renamed alike, or neither). The
-    connectors' configs are checked with them (`check_run`: `connectors.renamed`)."""
+    topic: target topic} and {source group: target group} of all of them. ConfigError naming each
+    Kafka Streams application whose topics would not follow its group (its internal topics are
+    named `<application.id>-...`, its group is its application id: both renamed alike, or neither).
+    The connectors' configs (`connectors.renamed`) and the ACLs (`acls.renamed`) are checked with
+    them in `check_run`."""
     names, group_names = renames.check_topics(topics), renames.check_groups(groups)
     if not renames:
         return names, group_names
     refused = []
-    if selection.acls != "off":
-        refused.append(f"acls is {selection.acls!r}: ACLs name topics and groups, and copying them under renamed names "
-                       "is not supported yet; set acls to off and grant the applications' ACLs on the renamed topics "
-                       "and groups on the target")
     for group in groups:
         for topic in topics:
             if topic.startswith(f"{group}-") and names[topic] != group_names[group] + topic[len(group):]:
@@ -122,7 +118,7 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
             for name, info in infos.items():  # what each names of the renamed topics, rewritten or refused
                 renamed_config(name, info["type"], info["config"], names, overridden=(overrides or {}).get(name) or {})
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
-        acl_plan = acls.plan(source, target, topics, groups, selection.acls)
+        acl_plan = acls.plan(source, target, topics, groups, selection.acls, names, group_names)
         if check_targets:
             modes = selection.modes(topics)
             check_renamed_targets(source, target, {t: n for t, n in names.items() if modes.get(t) != TRANSLATE})

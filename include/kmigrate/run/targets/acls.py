@@ -32,6 +32,7 @@ from kmigrate.errors import ConfigError, MissingAcls
 from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.renames import Renames
 from kmigrate.run.checks.rights import cluster_operations, operation_names
 from kmigrate.run.checks.selection import SCOPES
 from kmigrate.run.records.snapshot import read_snapshot
@@ -109,6 +110,38 @@ def selected(acls: Iterable[Acl], topics: Collection[str], groups: Collection[st
         holders = {a.principal for a in taken}
         taken |= {a for a in acls if a.resource in _BY_APPLICATIONS and a.principal in holders}
     return sorted(taken)
+
+
+def renamed(acls: Iterable[Acl], topics: Collection[str], groups: Collection[str],
+            names: Mapping[str, str] | None, group_names: Mapping[str, str] | None) -> list[Acl]:
+    """`acls` as the target needs them under the run's renames ({source: target} of the selected
+    `topics` and `groups`): a literal binding of a renamed topic or group names its new name; a
+    prefixed one gets the prefix that renames every selected topic (group) it matches, prepended
+    (`orders.` becomes `a.orders.`), and is left as it is where none of them is renamed. A prefixed
+    binding whose matches a rename splits (some renamed otherwise, or not at all) has no honest
+    translation: ConfigError naming each such binding and the way out. Other bindings stay."""
+    out, split = [], []
+    for acl in acls:
+        table = {"TOPIC": (topics, names or {}), "GROUP": (groups, group_names or {})}.get(acl.resource)
+        if table is None or (acl.name == "*" and acl.pattern == "LITERAL"):
+            out.append(acl)
+            continue
+        selected_names, rename = table
+        if acl.pattern == "LITERAL":
+            out.append(dataclasses.replace(acl, name=rename.get(acl.name, acl.name)))
+            continue
+        matched = [n for n in selected_names if n.startswith(acl.name)]
+        prefixes = {rename.get(n, n)[:-len(n)] if rename.get(n, n).endswith(n) else None for n in matched}
+        if len(prefixes) == 1 and None not in prefixes:
+            out.append(dataclasses.replace(acl, name=prefixes.pop() + acl.name))
+        else:
+            split.append(acl.text())
+    if split:
+        raise ConfigError("ACLs whose prefixed pattern the run's renames split (the topics or groups it matches are not "
+                          "all renamed by one prefix, so no prefixed pattern on the target covers just them): "
+                          + "; ".join(sorted(set(split))) + ". Rename those topics or groups alike, or run with "
+                          "acls=off and grant the ACLs on the target yourself; nothing was written")
+    return sorted(set(out))
 
 
 def compare(expected: Iterable[Acl], on_target: Iterable[Acl]) -> dict[str, list[Acl]]:
@@ -203,16 +236,19 @@ def own_principals(*clusters: ClusterConfig) -> set[str]:
 
 
 def plan(source: ClusterConfig, target: ClusterConfig, topics: Collection[str], groups: Collection[str],
-         scope: str) -> dict[str, Any]:
-    """What the run would do with ACLs, read-only: the expected bindings, the comparison with the
-    target's, the principals missing there, and whether each side has an authorizer."""
+         scope: str, names: Mapping[str, str] | None = None, group_names: Mapping[str, str] | None = None
+         ) -> dict[str, Any]:
+    """What the run would do with ACLs, read-only: the expected bindings (under the run's renames,
+    `names` and `group_names`: `renamed`), the comparison with the target's, the principals missing
+    there, and whether each side has an authorizer."""
     if check_scope(scope) == "off":
         return {"scope": scope}
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
         on_source = read_acls(source_admin, "source")
         if on_source is None:
             return {"scope": scope, "source_authorizer": False, "expected": []}
-        expected = selected(on_source, topics, groups, scope, own_principals(source, target))
+        expected = renamed(selected(on_source, topics, groups, scope, own_principals(source, target)), topics, groups,
+                           names, group_names)
         on_target = read_acls(target_admin, "target") if expected else []
         if on_target is None:
             raise ConfigError(f"the target cluster has no authorizer, so the {len(expected)} ACLs the applications "
@@ -250,10 +286,11 @@ def shown(planned: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def copy_acls(source: ClusterConfig, target: ClusterConfig, topics: Collection[str], groups: Collection[str],
-              scope: str) -> dict[str, Any]:
+              scope: str, names: Mapping[str, str] | None = None, group_names: Mapping[str, str] | None = None
+              ) -> dict[str, Any]:
     """The plan, with its missing bindings created on the target (CreateAcls is idempotent: a binding
     there already stays as it is) and the target read again: `on_target`, the expected ones there."""
-    planned = plan(source, target, topics, groups, scope)
+    planned = plan(source, target, topics, groups, scope, names, group_names)
     to_add = [Acl.from_row(r) for r in planned.get("to_add", [])]
     if not planned.get("expected"):
         return {**planned, "created": [], "on_target": 0}
@@ -303,10 +340,14 @@ def _once_all_there(there: Callable[[], int], expected: int, wait_s: float = 10.
         time.sleep(0.2)
 
 
-def migrate_acls(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, scope: str) -> dict[str, Any]:
-    """`copy_acls` for the snapshot's topics and groups, each attempt recorded (part acls/<attempt>)."""
+def migrate_acls(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, scope: str,
+                 renames: Renames = Renames()) -> dict[str, Any]:
+    """`copy_acls` for the snapshot's topics and groups (under the run's `renames`), each attempt
+    recorded (part acls/<attempt>)."""
     snapshot = read_snapshot(manifest)
-    result = copy_acls(source, target, sorted(snapshot["topics"]), sorted(snapshot.get("groups") or {}), scope)
+    topics, groups = sorted(snapshot["topics"]), sorted(snapshot.get("groups") or {})
+    result = copy_acls(source, target, topics, groups, scope, renames.topic_names(topics),
+                       {g: renames.group(g) for g in groups})
     manifest.write_once(Part.attempt(PART), result)
     return result
 

@@ -191,7 +191,7 @@ def migrate_acls(w: Window) -> dict[str, Any]:
     if skipped(run, "its ACLs there are left as they are"):
         return {}
     with timeline.timed(run.manifest, "migrate_acls"):
-        result = acls.migrate_acls(run.manifest, run.source, run.target, run.selection.acls)
+        result = acls.migrate_acls(run.manifest, run.source, run.target, run.selection.acls, run.request.renames)
     if result.get("expected"):
         log.info("ACLs: %d expected on the target, %d created, %d there already; %d there now", len(result["expected"]),
                  len(result["created"]), len(result["present"]), result["on_target"])
