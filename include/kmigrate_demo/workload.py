@@ -64,11 +64,13 @@ def _produce(producer: Producer, topic: str, partition: int, records: list[tuple
 
 
 def seed_mixed(source: ClusterConfig, source_connect: ConnectClient, prefix: str, workdir: Path,
-               records: int = 600) -> Workload:
-    """Create and fill the workload's topics, commit the groups, start the connectors; returns
-    once the connectors have caught up."""
+               records: int = 600, connectors: str | None = None) -> Workload:
+    """Create and fill the workload's topics, commit the groups, start the connectors (named
+    `<connectors>-file-source` and `-file-sink`; by default `connectors` is `prefix`); returns once
+    the connectors have caught up."""
     workdir.mkdir(parents=True, exist_ok=True)
-    w = Workload(prefix, workdir, {}, {}, {}, f"{prefix}-file-source", f"{prefix}-file-sink",
+    named = connectors or prefix
+    w = Workload(prefix, workdir, {}, {}, {}, f"{named}-file-source", f"{named}-file-sink",
                  workdir / "input.txt", workdir / "sink-on-source.txt", workdir / "sink-on-target.txt")
     orders, customers, payments, audit, lines, clicks = (
         w.topic(n) for n in ("orders", "customers", "payments", "audit", "lines", "clicks"))

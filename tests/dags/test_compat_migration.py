@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Producer
@@ -28,7 +29,7 @@ from tests.support.airflow import run_dag, task_states
 from tests.support.connect import delete_connectors
 from tests.support.kafka import all_watermarks as topic_watermarks
 from tests.support.kafka import create_topic, records_of
-from tests.support.migration import assert_migrated_exactly, partition_watermarks
+from tests.support.migration import assert_migrated_exactly, assert_workload_continues_on_target, partition_watermarks
 from tests.support.stack import Stack, close_pooled_clients, load_stack_module
 
 VERSIONS = os.environ.get("KMIGRATE_COMPAT_VERSIONS", "3.9.1").split(",")
@@ -205,15 +206,18 @@ def test_old_message_formats_and_configs_kafka_4_removed(compat_stack, dagbag, t
 def test_two_sources_consolidated_into_one_target_each_under_its_prefix(compat_stack, stack, dagbag, tmp_path):
     """A consolidation (issue 67): the default stack's source and the compat profile's (an older
     Kafka) hold the same workload under the same names (a plain topic, a compacted one,
-    transactions with aborts, log starts above zero, two consumer groups), moved into one target
-    (the default stack's) as `a.` and `b.`. Run a holds its claim on its target names while run b
-    runs: they share none. Every partition is equal under its new name on the one target, each
-    group's offsets sit in its renamed group, and neither source is written to."""
+    transactions with aborts, log starts above zero, two consumer groups, a file source and a file
+    sink connector), moved into one target (the default stack's, its one Connect cluster) as `a.`
+    and `b.`. Run a holds its claim on its target names while run b runs: they share none. Every
+    partition is equal under its new name on the one target, each group's offsets sit in its
+    renamed group and its consumers continue there, both sides' connectors continue on the target
+    at their offsets on their renamed topics, and neither source is written to."""
     prefix = f"consol{os.urandom(3).hex()}"
     sides = {"a": (stack, {}),
              "b": (compat_stack, {"source_kafka_conn_id": CONNECTIONS["source_kafka_conn_id"],
                                   "source_connect_conn_id": CONNECTIONS["source_connect_conn_id"]})}
-    workloads = {k: seed_mixed(s.source, s.source_connect, prefix, tmp_path / f"workload-{k}", records=200)
+    workloads = {k: seed_mixed(s.source, s.source_connect, prefix, tmp_path / f"workload-{k}", records=200,
+                               connectors=f"{prefix}-{k}")  # one Connect cluster on the target: names of their own
                  for k, (s, _) in sides.items()}
     try:
         before = {k: partition_watermarks(s.source, workloads[k].topics) for k, (s, _) in sides.items()}
@@ -224,7 +228,9 @@ def test_two_sources_consolidated_into_one_target_each_under_its_prefix(compat_s
         for k in ("b", "a"):
             w = workloads[k]
             run = run_dag(dagbag, **sides[k][1], topics_include=w.topic_pattern, groups=w.group_pattern,
-                          connectors=[], acls="off", topic_prefix=f"{k}.", group_prefix=f"{k}.", quiesce_seconds=2,
+                          connectors=[w.source_connector, w.sink_connector],
+                          connector_overrides={w.sink_connector: {"file": str(w.sink_file_target)}},
+                          topic_prefix=f"{k}.", group_prefix=f"{k}.", quiesce_seconds=2,
                           state_location=str(states[k]), run_name=f"{prefix}-{k}")
             assert str(run.state) == "success", (k, task_states(run))
         for k, (side, _) in sides.items():
@@ -241,8 +247,14 @@ def test_two_sources_consolidated_into_one_target_each_under_its_prefix(compat_s
             summary = summarize(Manifest(str(states[k]), f"{prefix}-{k}"))
             assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
             assert summary["groups"] == summary["groups_exact"] == 2
+            assert summary["connectors"] == summary["connectors_resumed"] == 2
+            assert stack.target_connect.config(w.sink_connector)["topics"] == f"{k}.{w.topic('orders')}"
+            assert_workload_continues_on_target(SimpleNamespace(source=side.source, target=stack.target), w,
+                                                {t: f"{k}.{t}" for t in w.topics},
+                                                {g: f"{k}.{g}" for g in w.groups})
         with ClusterAdmin(stack.target) as target:
             assert not set(target.list_topics()) & set(workloads["a"].topics)  # only the renamed names
     finally:
         for k, (side, _) in sides.items():
-            delete_connectors((side.source_connect,), (workloads[k].source_connector, workloads[k].sink_connector))
+            delete_connectors((side.source_connect, stack.target_connect),
+                              (workloads[k].source_connector, workloads[k].sink_connector))
