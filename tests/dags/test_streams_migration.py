@@ -165,6 +165,19 @@ def assert_counted_once(cluster, counts: collections.Counter) -> None:  # noqa: 
     assert not wrong, f"counts repeated or skipped (first, last, expected total): {wrong}"
 
 
+def stopped_mid_stream(stack, examples, app: str, rng: random.Random, counts: collections.Counter, workdir: Path,
+                       apps: list[WordCount]) -> WordCount:
+    """WordCountDemo on the source over 300 lines, then stopped with 100 more written, some of them
+    not processed yet: the app as a run finds it. Added to `apps` (the test stops them all)."""
+    produce_lines(stack.source, rng, 300, counts)
+    on_source = WordCount(examples, stack.source, app, workdir)
+    apps.append(on_source)
+    on_source.wait(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
+    produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
+    on_source.stop()
+    return on_source
+
+
 @pytest.fixture
 def examples():
     return _streams_examples()
@@ -175,13 +188,9 @@ def test_a_kafka_streams_exactly_once_app_stopped_right_before_the_run_continues
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
     fresh_topics(stack, app)
     rng, counts = random.Random(7), collections.Counter()
-    produce_lines(stack.source, rng, 300, counts)
-    on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
-    apps = [on_source]
+    apps: list[WordCount] = []
     try:
-        on_source.wait(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
-        produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
-        on_source.stop()
+        on_source = stopped_mid_stream(stack, examples, app, rng, counts, tmp_path / "source-app", apps)
         with ClusterAdmin(stack.source) as admin:
             assert admin.live_members(app), "Kafka Streams left its group on close (the case this test is about)"
 
@@ -214,13 +223,9 @@ def test_a_kafka_streams_exactly_once_app_moved_under_a_renamed_application_id_c
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
     fresh_topics(stack, app)
     rng, counts = random.Random(13), collections.Counter()
-    produce_lines(stack.source, rng, 300, counts)
-    on_source = WordCount(examples, stack.source, app, tmp_path / "source-app")
-    apps = [on_source]
+    apps: list[WordCount] = []
     try:
-        on_source.wait(lambda: consumed_all(stack.source, app), "WordCountDemo to process the first lines", 180)
-        produce_lines(stack.source, rng, 100, counts)  # mid-stream: the app stops with some of these unprocessed
-        on_source.stop()
+        stopped_mid_stream(stack, examples, app, rng, counts, tmp_path / "source-app", apps)
         with ClusterAdmin(stack.source) as admin:
             internal = sorted(t for t in admin.list_topics() if t.startswith(f"{app}-"))
         assert len(internal) == 2, internal  # its changelog and its repartition topic
