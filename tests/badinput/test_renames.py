@@ -51,20 +51,20 @@ def topic(stack):
 
 
 def test_what_a_renaming_run_cannot_move_is_refused_by_the_preflight(stack, topic):
-    sink = f"{topic}-sink"  # a sink whose dead letter queue is a topic the run renames: a key no rule rewrites
+    sink, dlq = f"{topic}-sink", f"{topic}-dlq"  # a sink whose dead letter queue the run renames: a key no rule rewrites
+    create_topic(stack.source, dlq, 1)
     stack.source_connect.create(sink, {"connector.class": FILE_SINK, "tasks.max": "1", "topics": topic,
                                        "file": f"/tmp/{sink}.txt", "errors.tolerance": "all",
-                                       "errors.deadletterqueue.topic.name": topic,
+                                       "errors.deadletterqueue.topic.name": dlq,
                                        "errors.deadletterqueue.topic.replication.factor": "1"})
+    both = Selection(topics_include=f"{topic}(-dlq)?", connectors=(sink,), acls="off")
     try:
         refused("rename: a connector key naming a renamed topic", lambda: check_run(
-            stack.source, stack.target, stack.source_connect, stack.target_connect,
-            Selection(topics_include=topic, connectors=(sink,), acls="off"), Renames(topic_prefix="a.")),
-            f"connector '{sink}'", f"errors.deadletterqueue.topic.name names {topic}", "connector_overrides")
+            stack.source, stack.target, stack.source_connect, stack.target_connect, both, Renames(topic_prefix="a.")),
+            f"connector '{sink}'", f"errors.deadletterqueue.topic.name names {dlq}", "connector_overrides")
         # set on the target by the run's overrides: the connector moves, its topics renamed
-        plan = check_run(stack.source, stack.target, stack.source_connect, stack.target_connect,
-                         Selection(topics_include=topic, connectors=(sink,), acls="off"), Renames(topic_prefix="a."),
-                         overrides={sink: {"errors.deadletterqueue.topic.name": f"a.{topic}"}})
+        plan = check_run(stack.source, stack.target, stack.source_connect, stack.target_connect, both,
+                         Renames(topic_prefix="a."), overrides={sink: {"errors.deadletterqueue.topic.name": f"a.{dlq}"}})
         assert [c["name"] for c in plan["connectors"]] == [sink]
     finally:
         stack.source_connect.delete(sink)

@@ -73,6 +73,7 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
     assert summary["groups"] == summary["groups_exact"] == 2
     assert summary["connectors"] == summary["connectors_resumed"] == 2
     assert summary["renamed_topics"] == names and summary["renamed_groups"] == group_names
+    billing = f"{w.prefix}.billing"
     report = render(summary)
     assert f"| {orders} → {renamed_orders} |" in report and f"| consumer group | {billing} | a.{billing} |" in report
 
