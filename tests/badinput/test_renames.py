@@ -2,10 +2,10 @@
 claimed, written or stopped: two source topics onto one target name, a target name Kafka does not
 take, an internal '__' name, the project's claims topic, two names that clash once '.' is read as
 '_', a map entry for what is not selected, a rename onto a target topic that holds other data or
-that another run holds, a Kafka Streams application whose internal topics would not follow its
-group, a connector whose config names a renamed topic in a key no rule rewrites, and a prefixed ACL
-whose topics a rename splits. The library's checks first, then through the migration DAG's
-preflight."""
+that another run holds, a group renamed onto another application's group, a Kafka Streams
+application whose internal topics would not follow its group, a connector whose config names a
+renamed topic in a key no rule rewrites, and a prefixed ACL whose topics a rename splits. The
+library's checks first, then through the migration DAG's preflight."""
 from __future__ import annotations
 
 import uuid
@@ -102,6 +102,17 @@ def test_a_rename_onto_a_target_topic_with_other_data_or_held_by_another_run_is_
                    written=nothing_at(state))
     with ClusterAdmin(stack.target) as admin:
         assert admin.watermarks(taken, 0) == (0, 1)  # untouched
+
+    # a group renamed onto a target group of another application (offsets for a topic not the run's)
+    group = f"{topic}-readers"
+    with ClusterAdmin(stack.source) as admin:
+        admin.alter_group_offsets(group, {(topic, 0): 2})
+    with ClusterAdmin(stack.target) as admin:
+        admin.alter_group_offsets(f"taken.{group}", {(taken, 0): 1})
+    refused("rename: a group onto another application's group", lambda: check_run(
+        stack.source, stack.target, None, None, Selection(topics_include=topic, groups=group, acls="off"),
+        Renames(topic_prefix="ours.", group_prefix="taken.")),
+        f"{group} -> taken.{group}", f"offsets for {taken}", "ids of their own")
 
     held = f"held.{topic}"
     claim_topics(stack.target, "another-run", [held], deployment=str(tmp_path / "other"))

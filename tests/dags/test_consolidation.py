@@ -42,6 +42,7 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
             "topic_prefix": "a.", "topic_renames": {orders: renamed_orders}, "group_prefix": "a.",
+            "pre_copy": True,  # the live rounds copy and verify under the new names too
             "quiesce_seconds": 2, "state_location": str(state), "run_name": "consolidated"}
     source_before = partition_watermarks(stack.source, w.topics)
 

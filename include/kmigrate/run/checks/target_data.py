@@ -1,5 +1,6 @@
-"""Whether a renamed topic's target already holds other data, asked before a run stops or writes
-anything (a consolidation renames onto a target that may hold a topic of that name already).
+"""Whether a renamed topic's target already holds other data, or a group's target id is another
+application's, asked before a run stops or writes anything (a consolidation renames onto a target
+that may hold a topic or a group of that name already).
 
 A target partition that ends past the source's end holds records the source never had; one that
 ends within the source holds this source's records only if its last records are the source's at
@@ -29,6 +30,29 @@ def check_renamed_targets(source: ClusterConfig, target: ClusterConfig, names: M
             "the run renames topics onto target topics that hold other data: " + "; ".join(found)
             + ". A rename must not merge two topics: choose another target name (topic_prefix, topic_renames), "
               "or delete the target topic if nothing uses it. Nothing was done")
+
+
+def check_target_groups(target: ClusterConfig, group_names: Mapping[str, str], names: Mapping[str, str]) -> None:
+    """ConfigError naming each group whose id on the target (`group_names`: {source group: target
+    group}) is a group there with offsets committed for topics other than the run's (`names`: their
+    target names): another application's group, which the run's offsets would join (two
+    consolidated sources' groups of one id, say)."""
+    ours = set(names.values())
+    found = []
+    with ClusterAdmin(target) as admin:
+        existing = set(admin.list_groups())
+        for group, there in sorted(group_names.items()):
+            if there not in existing:
+                continue
+            others = sorted({t for t, _ in admin.committed_offsets(there)} - ours)
+            if others:
+                found.append(f"{group} -> {there} (it has offsets for {', '.join(others[:5])}"
+                             f"{', ...' if len(others) > 5 else ''})")
+    if found:
+        raise ConfigError(
+            "the run's consumer groups would join groups of other applications on the target: " + "; ".join(found)
+            + ". Give them ids of their own there (group_prefix, group_renames), or leave them out of the run. "
+              "Nothing was done")
 
 
 def other_data(source: ClusterConfig, target: ClusterConfig, pairs: Mapping[str, str]) -> list[str]:

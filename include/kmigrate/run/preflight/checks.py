@@ -20,7 +20,7 @@ from kmigrate.run.connectors.renamed import renamed_config
 from kmigrate.run.copying.plan import topics_partitions
 from kmigrate.run.checks.request import REFRESH_S, RunRequest, check_request
 from kmigrate.run.checks.rights import check_rights
-from kmigrate.run.checks.target_data import check_renamed_targets
+from kmigrate.run.checks.target_data import check_renamed_targets, check_target_groups
 from kmigrate.run.checks.selection import Selection, select
 from kmigrate.run.mirror import drill, timings
 
@@ -90,8 +90,9 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
     connections reach (`identity`: the run records them and holds later steps to them). With
     `renames`, the names each topic and group gets on the target (`check_renames`): "target_topics"
     lists the target's names of all the topics, "renames" those that differ. With `check_targets`
-    (a run not yet resumed on the target), a renamed preserve-mode topic's target that exists must
-    hold this source's data at the same offsets (`target_data`)."""
+    (a run not yet resumed on the target) and renames, a renamed preserve-mode topic's target that
+    exists must hold this source's data at the same offsets, and a group's target id must not be a
+    group there with offsets for other topics (`target_data`)."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
@@ -119,9 +120,10 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                 renamed_config(name, info["type"], info["config"], names, overridden=(overrides or {}).get(name) or {})
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
         acl_plan = acls.plan(source, target, topics, groups, selection.acls, names, group_names)
-        if check_targets:
+        if check_targets and renames:
             modes = selection.modes(topics)
             check_renamed_targets(source, target, {t: n for t, n in names.items() if modes.get(t) != TRANSLATE})
+            check_target_groups(target, group_names, names)
         across = config_versions.changes_for(admin.topics_configs(topics, explicit_only=True), target)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
     return {
