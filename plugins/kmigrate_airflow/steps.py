@@ -24,6 +24,7 @@ from kmigrate.run.copying.plan import write_pre_copy_plan
 from kmigrate.run.mirror.failback import plan_failback
 from kmigrate.run.preflight.checks import check_params, check_run
 from kmigrate.run.records.events import finished
+from kmigrate.run.targets.prepare import created_topics
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.report.markdown import topic_result as topic_outcome
 from kmigrate.run.report.markdown import write_report
@@ -65,7 +66,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection, request.renames,
                      check_targets=not finished(run.manifest),  # a finished run's topics are in use on the target
-                     overrides=request.connector_overrides)
+                     overrides=request.connector_overrides, created=created_topics(run.manifest))
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed
         identity.check_begun(run.manifest, run.source, run.target, plan["identity"],
                              reversing=bool(request.failback_of))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -80,7 +80,8 @@ def check_renames(renames: Renames, selection: Selection, topics: Sequence[str],
 
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
               target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames(),
-              check_targets: bool = True, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              check_targets: bool = True, overrides: Mapping[str, Any] | None = None,
+              created: Collection[str] = ()) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
@@ -91,8 +92,9 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
     `renames`, the names each topic and group gets on the target (`check_renames`): "target_topics"
     lists the target's names of all the topics, "renames" those that differ. With `check_targets`
     (a run not yet resumed on the target) and renames, a renamed preserve-mode topic's target that
-    exists must hold this source's data at the same offsets, and a group's target id must not be a
-    group there with offsets for other topics (`target_data`)."""
+    exists must hold this source's data at the same offsets (but those in `created`, the target
+    topics the run created: its copy checks them as it resumes), and a group's target id must not
+    be a group there with offsets for other topics (`target_data`)."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
@@ -122,7 +124,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
         acl_plan = acls.plan(source, target, topics, groups, selection.acls, names, group_names)
         if check_targets and renames:
             modes = selection.modes(topics)
-            check_renamed_targets(source, target, {t: n for t, n in names.items() if modes.get(t) != TRANSLATE})
+            check_renamed_targets(source, target, {t: n for t, n in names.items()
+                                                   if modes.get(t) != TRANSLATE and n not in created})
             check_target_groups(target, group_names, names)
         across = config_versions.changes_for(admin.topics_configs(topics, explicit_only=True), target)
     offsets = sum(p["end"] - p["log_start"] for parts in partitions.values() for p in parts)
