@@ -15,6 +15,7 @@ from kmigrate.claims.runs import claim_topics, release_topics
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.renames import Renames
 from kmigrate.run.checks.selection import Selection
+from kmigrate.run.checks.target_data import check_renamed_targets
 from kmigrate.run.preflight.checks import check_run
 from kmigrate.run.targets.acls import Acl
 from kmigrate.run.targets.acls import renamed as renamed_acls
@@ -22,7 +23,7 @@ from kmigrate_demo.workload import FILE_SINK
 
 from tests.support.airflow import run_dag
 from tests.support.badinput import nothing_at, refused, refused_by_dag
-from tests.support.kafka import create_topic, produce
+from tests.support.kafka import TxnSeeder, create_topic, produce
 
 
 def test_renames_that_break_kafka_s_names_or_merge_topics_are_refused_by_the_rule():
@@ -113,6 +114,18 @@ def test_a_rename_onto_a_target_topic_with_other_data_or_held_by_another_run_is_
         stack.source, stack.target, None, None, Selection(topics_include=topic, groups=group, acls="off"),
         Renames(topic_prefix="ours.", group_prefix="taken.")),
         f"{group} -> taken.{group}", f"offsets for {taken}", "ids of their own")
+
+    # another team's topic whose last offsets are aborted transactions, as the source's are: read back past them
+    ended = f"{topic}-aborts"
+    for cluster, name, tag in ((stack.source, ended, "ours"), (stack.target, f"marks.{ended}", "theirs")):
+        create_topic(cluster, name, 1)
+        seeder = TxnSeeder(cluster, name)
+        seeder.records(5, tag)
+        for i in range(15):
+            seeder.transaction(1, f"{tag}-aborted-{i}", commit=False)
+    refused("rename: onto a topic with other data behind its aborted transactions", lambda: check_renamed_targets(
+        stack.source, stack.target, {ended: f"marks.{ended}"}),
+        f"{ended} -> marks.{ended}[0]'s records before its end 35 are not those of {ended}[0]")
 
     held = f"held.{topic}"
     claim_topics(stack.target, "another-run", [held], deployment=str(tmp_path / "other"))

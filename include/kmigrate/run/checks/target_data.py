@@ -5,8 +5,9 @@ that may hold a topic or a group of that name already).
 A target partition that ends past the source's end holds records the source never had; one that
 ends within the source holds this source's records only if its last records are the source's at
 the same offsets (the copy's own resume check, docs/DESIGN.md §4.3, asked here early: an earlier
-try of the same run leaves exactly such a prefix). Empty partitions, and records that are all
-markers or aborted, tell nothing and pass: the copy checks them again."""
+try of the same run leaves exactly such a prefix); read back from the end until a visible record is
+found, as markers and aborted records tell nothing. Empty partitions, and ones holding no visible
+record at all, pass: the copy checks them again."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -81,12 +82,17 @@ def other_data(source: ClusterConfig, target: ClusterConfig, pairs: Mapping[str,
             found[there] = (f"{there}[{partition}] ends at offset {target_high}, past the end {source_high} of "
                             f"{topic}[{partition}]")
             continue
-        start = max(target_low, target_high - LAST_OFFSETS)
-        theirs = [_record(m) for m in read_range(target, there, partition, start, target_high)]
-        ours = [_record(m) for m in read_range(source, topic, partition, start, target_high)]
-        if theirs != ours:
-            found[there] = (f"{there}[{partition}]'s records before its end {target_high} are not those of "
-                            f"{topic}[{partition}] at the same offsets")
+        window = LAST_OFFSETS
+        while True:  # back from the end until a visible record is read (markers and aborted records tell nothing)
+            start = max(target_low, target_high - window)
+            theirs = [_record(m) for m in read_range(target, there, partition, start, target_high)]
+            ours = [_record(m) for m in read_range(source, topic, partition, start, target_high)]
+            if theirs != ours:
+                found[there] = (f"{there}[{partition}]'s records before its end {target_high} are not those of "
+                                f"{topic}[{partition}] at the same offsets")
+            if theirs != ours or theirs or start == target_low:
+                break
+            window *= 8
     return [f"{topic} -> {line}" for topic, there in sorted(pairs.items()) if (line := found.get(there))]
 
 
