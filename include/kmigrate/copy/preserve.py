@@ -21,8 +21,8 @@ from kmigrate.kafka.records import (
     partition_digest,
     read_range,
     reader,
+    record_of,
     shared_reader,
-    timestamp_of,
 )
 from kmigrate.model import PRESERVE, OffsetRun, PartitionResult, WorkUnit
 
@@ -346,7 +346,8 @@ def _check_resume_point(source: ClusterConfig, target: ClusterConfig, unit: Work
         if compacted:
             on_source = read_range(source, topic, partition, start, target_high)
             _, problems = compacted_differences_of(
-                map(_record, on_source), lambda: map(_record, read_range(target, on_target, partition, start, target_high)),
+                map(record_of, on_source), lambda: map(record_of, read_range(target, on_target, partition, start,
+                                                                             target_high)),
                 target_only_ok=True)
             if problems:
                 raise _diverged(unit, (start, target_high), problems[0])
@@ -376,10 +377,6 @@ def _diverged(unit: WorkUnit, window: tuple[int, int], detail: str) -> TargetDiv
         f"({detail}), so it is not a copy of this partition: another producer wrote to it, or it holds another "
         "source's data. Nothing was written. Stop whatever writes to the target topic; if it is not in use, migrate "
         "this topic to a target where it does not exist yet", topic=topic, partition=partition, window=window)
-
-
-def _record(msg: Any) -> tuple[int, bytes | None, bytes | None, Any, int]:
-    return msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
 
 
 def _fingerprint(msg: Any) -> tuple[int, str]:

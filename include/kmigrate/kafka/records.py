@@ -218,6 +218,11 @@ def partition_digest(cluster: ClusterConfig, topic: str, partition: int, start: 
 Record = tuple[int, "bytes | None", "bytes | None", Any, int]  # offset, key, value, headers, timestamp
 
 
+def record_of(msg: Any) -> Record:
+    """A consumed record as the comparisons take it: (offset, key, value, headers, timestamp)."""
+    return msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
+
+
 def _key_id(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=16).digest()
 
@@ -331,8 +336,7 @@ def _records(cluster: ClusterConfig, topic: str, partition: int, start: int, end
     with shared_reader(cluster) as consumer, contextlib.closing(iter_range(consumer, topic, partition, start,
                                                                            end)) as chunks:
         for chunk in chunks:  # closed (unassigned) before the reader goes back to its pool
-            for msg in chunk:
-                yield msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
+            yield from map(record_of, chunk)
 
 
 def compacted_differences(source: ClusterConfig, target: ClusterConfig, topic: str, partition: int, start: int,

@@ -11,12 +11,11 @@ record at all, pass: the copy checks them again."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.admin import ClusterAdmin
-from kmigrate.kafka.records import read_range, timestamp_of
+from kmigrate.kafka.records import read_range, record_of
 
 # the offsets before a target partition's end read on both sides: its last records
 LAST_OFFSETS = 20
@@ -85,8 +84,8 @@ def other_data(source: ClusterConfig, target: ClusterConfig, pairs: Mapping[str,
         window = LAST_OFFSETS
         while True:  # back from the end until a visible record is read (markers and aborted records tell nothing)
             start = max(target_low, target_high - window)
-            theirs = [_record(m) for m in read_range(target, there, partition, start, target_high)]
-            ours = [_record(m) for m in read_range(source, topic, partition, start, target_high)]
+            theirs = list(map(record_of, read_range(target, there, partition, start, target_high)))
+            ours = list(map(record_of, read_range(source, topic, partition, start, target_high)))
             if theirs != ours:
                 found[there] = (f"{there}[{partition}]'s records before its end {target_high} are not those of "
                                 f"{topic}[{partition}] at the same offsets")
@@ -94,7 +93,3 @@ def other_data(source: ClusterConfig, target: ClusterConfig, pairs: Mapping[str,
                 break
             window *= 8
     return [f"{topic} -> {line}" for topic, there in sorted(pairs.items()) if (line := found.get(there))]
-
-
-def _record(msg: Any) -> tuple:
-    return msg.offset(), msg.key(), msg.value(), msg.headers(), timestamp_of(msg)
