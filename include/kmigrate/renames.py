@@ -104,6 +104,10 @@ class Renames:
         """Each of the source topics `names` to its target name (unchecked: `check_topics` checks)."""
         return {name: self.topic(name) for name in names}
 
+    def group_names(self, names: Iterable[str]) -> dict[str, str]:
+        """Each of the source groups `names` to its target id (unchecked: `check_groups` checks)."""
+        return {name: self.group(name) for name in names}
+
     def __bool__(self) -> bool:
         """Whether the rule renames anything (a prefix or a map entry is set)."""
         return bool(self.topic_prefix or self.topics or self.group_prefix or self.groups)
@@ -152,7 +156,7 @@ class Renames:
         ConfigError naming every offending group: a group_renames entry for a group not selected,
         two sources onto one target id, an empty target id."""
         selected = sorted(set(source_groups))
-        ids = {name: self.group(name) for name in selected}
+        ids = self.group_names(selected)
         problems = []
         if unknown := set(self.groups) - set(selected):
             problems.append(f"group_renames names consumer groups the run does not select ({_listed(unknown)}): "
@@ -188,6 +192,15 @@ class Renames:
 
         return cls(given("topic_prefix", ""), given("topic_renames", {}), given("group_prefix", ""),
                    given("group_renames", {}))
+
+
+def one_prefix(names: Mapping[str, str], sources: Iterable[str]) -> str | None:
+    """The one prefix that renames each of `sources` under `names` ({source: target}; a source not
+    in it keeps its name): "" when none is renamed; None when no single prefix does (a map entry
+    that is not prefix and name, two prefixes, or no source at all). What a pattern over the
+    sources' names needs in front of it to match their target names."""
+    prefixes = {names.get(s, s)[:-len(s)] if names.get(s, s).endswith(s) else None for s in sources}
+    return prefixes.pop() if len(prefixes) == 1 and None not in prefixes else None
 
 
 def _refused(what: str, problems: list[str]) -> str:

@@ -284,3 +284,14 @@ def test_a_map_the_check_returns_is_one_kafka_can_create(seed):
             assert legal_topic(target) and target == rule.topic(source)
             assert not target.startswith("__") or target == source
     assert refused > 20 and accepted > 20, (refused, accepted)  # both sides are exercised
+
+
+def test_one_prefix_is_the_prefix_that_renames_every_source_alike():
+    from kmigrate.renames import one_prefix
+
+    names = {"orders": "a.orders", "payments": "a.payments", "kept": "kept", "sales": "east.revenue"}
+    assert one_prefix(names, ["orders", "payments"]) == "a."
+    assert one_prefix(names, ["kept", "unlisted"]) == ""  # neither renamed
+    assert one_prefix(names, ["orders", "kept"]) is None  # renamed and kept: two prefixes
+    assert one_prefix(names, ["sales"]) is None  # a map entry that is no prefix of the name
+    assert one_prefix(names, []) is None

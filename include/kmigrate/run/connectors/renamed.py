@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from kmigrate.errors import ConfigError
+from kmigrate.renames import one_prefix
 
 SINK_TOPICS, SINK_REGEX = "topics", "topics.regex"
 # a source connector's keys that name the topic it writes, by class
@@ -69,13 +70,10 @@ def _renamed_regex(pattern: str, names: Mapping[str, str]) -> str | None:
     except re.error:
         return None
     matched = [t for t in names if matcher.fullmatch(t)]
-    prefixes = {names[t][: len(names[t]) - len(t)] if names[t].endswith(t) else None for t in matched}
-    if not matched or prefixes == {""}:
-        return pattern
-    if len(prefixes) != 1 or None in prefixes:
+    prefix = one_prefix(names, matched) if matched else ""  # none matched: nothing to rename
+    if prefix is None:
         return None
-    (prefix,) = prefixes
-    return f"{re.escape(prefix)}(?:{pattern})"
+    return f"{re.escape(prefix)}(?:{pattern})" if prefix else pattern
 
 
 def renamed_offsets(offsets: list[dict[str, Any]], names: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from kmigrate.errors import ConfigError, MissingAcls
 from kmigrate.kafka import quota_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
-from kmigrate.renames import Renames
+from kmigrate.renames import Renames, one_prefix
 from kmigrate.run.checks.rights import cluster_operations, operation_names
 from kmigrate.run.checks.selection import SCOPES
 from kmigrate.run.records.snapshot import read_snapshot
@@ -130,10 +130,9 @@ def renamed(acls: Iterable[Acl], topics: Collection[str], groups: Collection[str
         if acl.pattern == "LITERAL":
             out.append(dataclasses.replace(acl, name=rename.get(acl.name, acl.name)))
             continue
-        matched = [n for n in selected_names if n.startswith(acl.name)]
-        prefixes = {rename.get(n, n)[:-len(n)] if rename.get(n, n).endswith(n) else None for n in matched}
-        if len(prefixes) == 1 and None not in prefixes:
-            out.append(dataclasses.replace(acl, name=prefixes.pop() + acl.name))
+        prefix = one_prefix(rename, [n for n in selected_names if n.startswith(acl.name)])
+        if prefix is not None:
+            out.append(dataclasses.replace(acl, name=prefix + acl.name))
         else:
             split.append(acl.text())
     if split:
@@ -346,8 +345,7 @@ def migrate_acls(manifest: Manifest, source: ClusterConfig, target: ClusterConfi
     recorded (part acls/<attempt>)."""
     snapshot = read_snapshot(manifest)
     topics, groups = sorted(snapshot["topics"]), sorted(snapshot.get("groups") or {})
-    result = copy_acls(source, target, topics, groups, scope, renames.topic_names(topics),
-                       {g: renames.group(g) for g in groups})
+    result = copy_acls(source, target, topics, groups, scope, renames.topic_names(topics), renames.group_names(groups))
     manifest.write_once(Part.attempt(PART), result)
     return result
 
