@@ -32,7 +32,7 @@ _PREFIX = re.compile(PREFIX_PATTERN)
 # kmigrate's own topic on a target (kmigrate.claims.log.CLAIMS_TOPIC: the runs' claims of their topics), named
 # here so that the rule stays at the bottom of the library
 CLAIMS_TOPIC = "kmigrate-claims"
-# the params that state the rule, as `from_params` reads them and `as_record` writes them
+# the params that state the rule, as `from_params` reads them (the run records its params as given)
 PARAMS = ("topic_prefix", "topic_renames", "group_prefix", "group_renames")
 
 
@@ -171,16 +171,6 @@ class Renames:
         if problems:
             raise ConfigError(_refused("consumer group", problems))
         return ids
-
-    def as_record(self) -> dict[str, Any]:
-        """The rule as plain JSON (the run's manifest, its report), under its params' names."""
-        return {"topic_prefix": self.topic_prefix, "topic_renames": dict(self.topics),
-                "group_prefix": self.group_prefix, "group_renames": dict(self.groups)}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Renames:
-        """The rule `as_record` wrote (a record without it: the empty rule)."""
-        return cls.from_params(record)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Renames:

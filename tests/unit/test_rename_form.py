@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from airflow.sdk.definitions.param import ParamValidationError
 from kmigrate.errors import ConfigError
-from kmigrate.renames import Renames
+from kmigrate.renames import PARAMS, Renames
 
 from kmigrate_airflow.params import rename_params
 
@@ -65,6 +65,7 @@ def test_each_value_the_library_refuses_the_form_refuses(param, value, library):
 
 def test_the_defaults_and_ordinary_values_pass_both():
     params = rename_params()
+    assert set(params) == set(PARAMS)  # the form's params are those the rule reads (and the request record drops empty)
     assert {name: copy.deepcopy(p).resolve() for name, p in params.items()} == {
         "topic_prefix": None, "topic_renames": {}, "group_prefix": None, "group_renames": {}}
     assert not Renames.from_params({name: p.value for name, p in params.items()})

@@ -5,7 +5,6 @@ offending topic or group; and, over random selections and rules, a map the check
 one Kafka can create (one target a source, legal names, no two clashing once '.' is read as '_')."""
 from __future__ import annotations
 
-import json
 import random
 import re
 import string
@@ -14,7 +13,7 @@ import pytest
 from kmigrate import renames as renames_module
 from kmigrate.claims.log import CLAIMS_TOPIC
 from kmigrate.errors import ConfigError
-from kmigrate.renames import PARAMS, Renames, legal_topic
+from kmigrate.renames import Renames, legal_topic
 from kmigrate.run.checks.selection import CLAIMS_TOPIC as SELECTION_CLAIMS_TOPIC
 
 
@@ -55,16 +54,6 @@ def test_a_rule_is_a_frozen_value_equal_by_its_names():
         kept.topic_prefix = "z."  # type: ignore[misc]
     with pytest.raises(TypeError):
         kept.topics["x"] = "z"  # type: ignore[index]
-
-
-def test_the_record_is_plain_json_and_reads_back():
-    rule = Renames("a.", {"orders": "o"}, "g.", {"app": "a"})
-    record = rule.as_record()
-    assert record == {"topic_prefix": "a.", "topic_renames": {"orders": "o"}, "group_prefix": "g.",
-                      "group_renames": {"app": "a"}}
-    assert set(record) == set(PARAMS)
-    assert Renames.from_record(json.loads(json.dumps(record))) == rule
-    assert Renames.from_record(Renames().as_record()) == Renames() == Renames.from_record({})
 
 
 def test_the_params_are_read_into_the_rule():
