@@ -175,3 +175,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # reads (a node's id is `_id`): without this, --dist loadgroup spreads a group over the workers
             item._id = NodeId.parse(f"{item.nodeid}@{group}")
     items.sort(key=lambda item: -LONGEST.get(groups[id(item)], 0))  # stable: a group's own order kept
+
+
+BROKER_LOG_LINES = 30
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test of a stack's clusters carries the warnings and errors its brokers logged lately:
+    a failure in CI (a broker fenced, a topic without a leader) is then read from CI's output."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for name in ("stack", "secure_stack"):
+        used = getattr(item, "funcargs", {}).get(name)
+        if used is None:
+            continue
+        for log in sorted(Path(used.state_dir).glob("*-kafka*/logs/server.log")):
+            lines = broker_log_tail(log)
+            if lines:
+                report.sections.append((f"{log.parent.parent.name} warnings and errors (last {len(lines)})",
+                                        "\n".join(lines)))
+
+
+def broker_log_tail(log: Path, window: int = 512 * 1024) -> list[str]:
+    """The last BROKER_LOG_LINES WARN and ERROR lines of the last `window` bytes of a broker's log."""
+    with contextlib.suppress(OSError), open(log, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - window))
+        text = f.read().decode("utf-8", "replace")
+        return [line for line in text.splitlines() if " WARN " in line or " ERROR " in line][-BROKER_LOG_LINES:]
+    return []

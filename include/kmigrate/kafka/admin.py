@@ -383,21 +383,26 @@ class ClusterAdmin(GroupCalls):
         """Until each topic is in the metadata with its count of partitions, each led by a broker."""
         deadline = time.monotonic() + self.timeout_s
         waiting = dict(partitions)
+        seen: dict[str, str] = {}  # what the last answer said of each topic waited for, for the error
         while waiting:
             # the topics waited for alone (a metadata request for all of a big cluster's topics costs more)
             futures = self._admin.describe_topics(TopicCollection(sorted(waiting)), request_timeout=self.timeout_s)
             for topic, future in futures.items():
                 try:
                     described = future.result(timeout=self.timeout_s)
-                except KafkaException:
+                except KafkaException as exc:
+                    seen[topic] = exc.args[0].str()
                     continue  # not known to the broker answering yet
-                if (len(described.partitions) == waiting[topic]
-                        and all(p.leader is not None for p in described.partitions)):
+                led = sum(p.leader is not None for p in described.partitions)
+                if len(described.partitions) == waiting[topic] and led == waiting[topic]:
                     del waiting[topic]
+                else:
+                    seen[topic] = f"{led} of {waiting[topic]} partitions led"
             if waiting and time.monotonic() > deadline:
+                said = "; ".join(f"{topic}: {seen.get(topic, 'no answer')}" for topic in sorted(waiting))
                 raise ClusterUnavailable(
                     f"{self.cluster.name}: topics {', '.join(sorted(waiting))} have no leader for every partition "
-                    f"{self.timeout_s:.0f}s after creation; check the broker log")
+                    f"{self.timeout_s:.0f}s after creation ({said}); check the broker log")
             if waiting:
                 time.sleep(0.05)
 
