@@ -172,6 +172,12 @@ class Renames:
             raise ConfigError(_refused("consumer group", problems))
         return ids
 
+    def as_params(self) -> dict[str, Any]:
+        """The params that state this rule (`from_params` reads them back), those left empty left out."""
+        params = {"topic_prefix": self.topic_prefix, "topic_renames": dict(self.topics),
+                  "group_prefix": self.group_prefix, "group_renames": dict(self.groups)}
+        return {name: value for name, value in params.items() if value}
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Renames:
         """The rule of a run's params (PARAMS; each absent, null or empty: none). ConfigError naming

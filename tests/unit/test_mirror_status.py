@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import Mirror
 from kmigrate.run.mirror.spec import MirrorSpec, read_spec, write_spec
@@ -30,6 +31,23 @@ def test_a_runs_mirror_keeps_its_selection_and_refuses_another(tmp_path):
         MirrorSpec("x", interval_s=0).check()
     with pytest.raises(ConfigError, match="no mirror spec"):
         read_spec(Manifest(str(tmp_path), "other"))
+
+
+def test_a_mirrors_renames_are_kept_with_its_selection_and_a_spec_written_before_them_reads_as_none(tmp_path):
+    manifest = Manifest(str(tmp_path), "dr")
+    renames = Renames(topic_prefix="a.", groups={"billing": "team-a.billing"})
+    spec = MirrorSpec("orders", groups="billing", renames=renames)
+    write_spec(manifest, spec)
+    write_spec(manifest, spec)  # a restart: the same again
+    assert read_spec(manifest).renames == renames
+    assert manifest.read("mirror-spec")["renames"] == {"topic_prefix": "a.", "group_renames": {"billing": "team-a.billing"}}
+    with pytest.raises(ConfigError, match="start a new run id"):
+        write_spec(manifest, MirrorSpec("orders", groups="billing"))  # the same selection under other names
+    older = Manifest(str(tmp_path), "older")
+    older.write_once("mirror-spec", {"topics_include": "orders", "topics_exclude": "", "groups": "", "interval_s": 1.0,
+                                     "refresh_s": 10.0, "verify_every_s": 30.0, "term_s": 3600.0, "connectors": []})
+    assert read_spec(older).renames == Renames()
+    write_spec(older, read_spec(older))  # a mirror of before renames restarted: its spec the same
 
 
 def test_the_status_bounds_how_long_each_behind_record_waited():

@@ -2,13 +2,15 @@
 its timings and the connectors kept for an unplanned failover (`MirrorSpec`), written once in the
 run manifest (`write_spec`): a restarted mirror, a failover, a failback and a drill read it back
 (`read_spec`); a drill of a mirror and a planned failover move the mirror's selection instead of
-their own (`selection_mirror`, `with_mirror_selection`). Pure Python."""
+their own (`selection_mirror`, `with_mirror_selection`), under the names the mirror gives them on the DR
+cluster (its `renames`, a consolidation's: none, the source's). Pure Python."""
 from __future__ import annotations
 
 import dataclasses
 
 from kmigrate.errors import ConfigError
 from kmigrate.manifest import Manifest, ManifestConflict
+from kmigrate.renames import PARAMS as RENAME_PARAMS, Renames
 from kmigrate.run.checks import request
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import timings
@@ -34,6 +36,7 @@ class MirrorSpec:
     verify_every_s: float = timings.VERIFY_EVERY_S
     term_s: float = timings.TERM_S
     connectors: tuple[str, ...] = ()  # the source Connect cluster's, kept for an unplanned failover
+    renames: Renames = Renames()  # the names of its topics and groups on the DR cluster (none: the source's)
 
     def check(self) -> None:
         # its topics, groups and connectors, checked as a run's selection is
@@ -47,11 +50,21 @@ def write_spec(manifest: Manifest, spec: MirrorSpec) -> MirrorSpec:
     same run is refused (a restarted mirror keeps what it mirrors)."""
     spec.check()
     try:
-        manifest.write_once(SPEC, dataclasses.asdict(spec))
+        manifest.write_once(SPEC, _record(spec))
     except ManifestConflict as exc:
-        raise ConfigError(f"run {manifest.run_id} mirrors {manifest.read(SPEC)} already, not {dataclasses.asdict(spec)}; "
+        raise ConfigError(f"run {manifest.run_id} mirrors {manifest.read(SPEC)} already, not {_record(spec)}; "
                           "a run's mirror keeps its selection: start a new run id for another") from exc
     return spec
+
+
+def _record(spec: MirrorSpec) -> dict:
+    """The spec as the manifest keeps it: its renames as their params, and only when it renames (a
+    spec written before mirrors took renames reads and compares the same)."""
+    record = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "renames"}
+    record["connectors"] = list(spec.connectors)
+    if spec.renames:
+        record["renames"] = spec.renames.as_params()
+    return record
 
 
 def read_spec(manifest: Manifest) -> MirrorSpec:
@@ -59,7 +72,8 @@ def read_spec(manifest: Manifest) -> MirrorSpec:
     if stored is None:
         raise ConfigError(f"the run manifest at {manifest.location} has no mirror spec; start the mirror with its "
                           "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
-    return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ()))})
+    return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ())),
+                         "renames": Renames.from_params(stored.get("renames") or {})})
 
 
 def selection_mirror(run: request.RunRequest, *, failover: bool = False) -> str:
@@ -80,5 +94,6 @@ def with_mirror_selection(run: request.RunRequest, *, failover: bool = False) ->
     if not mirror:
         return run
     spec = read_spec(Manifest(run.state_location, mirror))
+    renames = {name: spec.renames.as_params().get(name) for name in RENAME_PARAMS}
     return run.with_params(topics_include=spec.topics_include, topics_exclude=spec.topics_exclude or None,
-                           groups=spec.groups or None)
+                           groups=spec.groups or None, **renames)
