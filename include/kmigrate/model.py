@@ -31,6 +31,11 @@ class WorkUnit:
     def renamed(self) -> bool:
         return self.target_topic != self.topic
 
+    @property
+    def target_key(self) -> tuple[str, int]:
+        """The partition as the target names it: (target_topic, partition)."""
+        return self.target_topic, self.partition
+
 
 @dataclasses.dataclass
 class OffsetRun:

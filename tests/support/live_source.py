@@ -256,19 +256,22 @@ def _view(cluster: ClusterConfig, topic: str, partition: int) -> dict[int, tuple
             for m in read_range(cluster, topic, partition, low, high)}
 
 
-def compare_with_model(stack: Any, topics: dict[str, int], compacted: set[str], model: Model) -> int:
+def compare_with_model(stack: Any, topics: dict[str, int], compacted: set[str], model: Model,
+                       names: dict[str, str] | None = None) -> int:
     """Every partition: both sides' log start and end equal; the read_committed views equal (on a
     compacted topic: what the source holds is on the target unless superseded there, and what only
     the target holds is superseded there); and the target's view is what the producers were told: every record on it
     one they wrote at that offset and saw committed, every such record from the log start on there
-    (on a compacted topic, the latest of each key). Returns the records compared."""
+    (on a compacted topic, the latest of each key). `names`: the topics' names on the target (a run's
+    renames; none: their own). Returns the records compared."""
     compared = 0
     with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
         for topic, count in topics.items():
             for partition in range(count):
+                there = (names or {}).get(topic, topic)
                 marks = source.watermarks_of([(topic, partition)])[(topic, partition)]
-                assert target.watermarks_of([(topic, partition)])[(topic, partition)] == marks, f"{topic}[{partition}]"
-                on_source, on_target = _view(stack.source, topic, partition), _view(stack.target, topic, partition)
+                assert target.watermarks_of([(there, partition)])[(there, partition)] == marks, f"{topic}[{partition}]"
+                on_source, on_target = _view(stack.source, topic, partition), _view(stack.target, there, partition)
                 told = {o: r for o, r in model.visible.get((topic, partition), {}).items() if o >= marks[0]}
                 where = f"{topic}[{partition}]"
                 for offset, record in on_target.items():

@@ -138,7 +138,7 @@ def test_a_stop_with_a_cluster_away_waits_for_the_tasks_only_not_for_readings_th
     manifest = Manifest(str(tmp_path), "dr")
     source_gone, reads = threading.Event(), []
 
-    def ends(cluster, keys, *, stable, timeout_s=None, away=False):  # noqa: ANN001, ANN202
+    def ends(cluster, keys, *, stable, timeout_s=None, away=False, names=None):  # noqa: ANN001, ANN202
         reads.append((cluster, time.monotonic()))
         if cluster == "source" and source_gone.is_set():
             time.sleep(0.3)  # stands in for STATUS_TIMEOUT_S: a broker gone answers nothing
@@ -182,7 +182,7 @@ def test_a_term_whose_tasks_end_first_with_a_cluster_away_ends_without_a_reading
     manifest = Manifest(str(tmp_path), "dr")
     source_gone, slow = threading.Event(), []
 
-    def ends(cluster, keys, *, stable, timeout_s=None, away=False):  # noqa: ANN001, ANN202
+    def ends(cluster, keys, *, stable, timeout_s=None, away=False, names=None):  # noqa: ANN001, ANN202
         if cluster == "source" and source_gone.is_set():
             if not away:
                 slow.append(time.monotonic())

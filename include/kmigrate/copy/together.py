@@ -56,7 +56,7 @@ class PartitionBatches:
     @property
     def target_key(self) -> TopicPartition:
         """The partition as the target names it (the run's renames)."""
-        return self.unit.target_topic, self.unit.partition
+        return self.unit.target_key
 
 
 def plain(batch: wire.Batch) -> bool:

@@ -113,10 +113,10 @@ def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit],
     def line() -> str:
         try:
             with ClusterAdmin(target, timeout_s=5) as admin:
-                ends = admin.end_offsets((u.target_topic, u.partition) for u in units)
+                ends = admin.end_offsets(u.target_key for u in units)
         except KmigrateError as exc:
             return f"the target's end offsets are not available ({exc})"
-        to_go = [max(0, u.end_offset - ends[(u.target_topic, u.partition)]) for u in units]
+        to_go = [max(0, u.end_offset - ends[u.target_key]) for u in units]
         now = time.time()
         first[:] = first or [(now, sum(to_go))]
         if manifest is not None:
@@ -153,7 +153,7 @@ def targets_settled(target: ClusterConfig, units: Sequence[WorkUnit], still_for_
     with ClusterAdmin(target, timeout_s=5) as admin:
         last, still_since = None, time.monotonic()
         while True:
-            ends = admin.end_offsets((u.target_topic, u.partition) for u in units)
+            ends = admin.end_offsets(u.target_key for u in units)
             now = time.monotonic()
             if ends != last:
                 last, still_since = ends, now
@@ -188,12 +188,12 @@ def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[
     if not candidates:
         return list(units), []
     with ClusterAdmin(target) as admin:
-        wanted = [(u.target_topic, u.partition) for u in candidates]
+        wanted = [u.target_key for u in candidates]
         # target topics the job has just created may not have their leaders yet: asked until they answer
         target_low, target_end = admin.start_offsets(wanted, retry=True), admin.end_offsets(wanted, retry=True)
 
     def settled(u: WorkUnit) -> bool:
-        key, on_target = (u.topic, u.partition), (u.target_topic, u.partition)
+        key, on_target = (u.topic, u.partition), u.target_key
         if source_low[key] >= u.end_offset:  # empty up to the snapshot end
             return target_low[on_target] == target_end[on_target] == u.end_offset
         return target_end[on_target] >= u.end_offset and target_low[on_target] == source_low[key] <= u.end_offset
@@ -201,7 +201,7 @@ def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[
     skipped = {(u.topic, u.partition) for u in candidates if settled(u)}
     rows = [{"ok": True, "skipped": True, **PartitionResult(
         u.topic, u.partition, u.mode, source_low[(u.topic, u.partition)], u.end_offset,
-        target_end[(u.target_topic, u.partition)], target_end[(u.target_topic, u.partition)],
+        target_end[u.target_key], target_end[u.target_key],
         target_topic=u.target_topic).as_row()}
         for u in units if (u.topic, u.partition) in skipped]
     return [u for u in units if (u.topic, u.partition) not in skipped], rows

@@ -85,7 +85,7 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
     leaders looked up in one request a cluster (`leaders.remember`). When that fails, or for a
     lease another copier holds, each copy does it on its own as copy_task alone does."""
     source, target = clients
-    tps, on_target = [key(u) for u, _ in items], [(u.target_topic, u.partition) for u, _ in items]
+    tps, on_target = [key(u) for u, _ in items], [u.target_key for u, _ in items]
     lease_s = CopyOptions().lease_s
     held = {key(u): PartitionLease(target, run_id, u.target_topic, u.partition, lease_s) for u, _ in items}
     configs = None
@@ -156,7 +156,7 @@ def verify_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]],
     marks: dict[tuple[str, int], tuple[int, int, int, int]] = {}
     prefixes: dict[tuple[str, int], batch_verify.Prefix] = {}
     fast = [key(u) for u, extras in items if u.mode == PRESERVE and not extras.get("live")]
-    named = {key(u): (u.target_topic, u.partition) for u, _ in items if u.renamed}  # the target's names, renamed
+    named = {key(u): u.target_key for u, _ in items if u.renamed}  # the target's names, renamed
     if fast:
         try:
             with shared_admin(target) as admin:  # first: a mirror copying meanwhile never puts it past the source

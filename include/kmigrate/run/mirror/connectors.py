@@ -25,6 +25,7 @@ from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
+from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.run.cutover.snapshot import snapshot_connectors
 from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 from kmigrate.run.records import timeline
@@ -45,18 +46,20 @@ class ConnectorWatch:
         self.pending: list[dict[str, Any]] = []  # readings not yet safe, oldest first
         self.failing: str | None = None
 
-    def tick(self, keys: Sequence[Key]) -> None:
+    def tick(self, keys: Sequence[Key], names: Mapping[str, str] | None = None) -> None:
         """Each pending reading without ends gets the source's ends now (its high watermarks: the
         connector's records may lie past an open transaction of another producer), what the DR
         cluster must hold for it; the newest reading whose ends the DR cluster holds, committed, is
         written; a new reading is taken when one is due. A Connect cluster away is said once, and
-        the last safe reading stays."""
+        the last safe reading stays. `names`: the topics' names on the DR cluster (the mirror's renames)."""
         if any(r["needs"] is None for r in self.pending):
             (now,) = kafka_ends.read(self.source, keys, (kafka_ends.HIGH,), STATUS_TIMEOUT_S, retry=True)
             for reading in self.pending:
                 reading["needs"] = now if reading["needs"] is None else reading["needs"]
         if self.pending:
-            (held,) = kafka_ends.read(self.target, keys, (kafka_ends.STABLE,), STATUS_TIMEOUT_S, retry=True)
+            there = {((names or {}).get(t, t), p): (t, p) for t, p in keys}
+            (on_dr,) = kafka_ends.read(self.target, list(there), (kafka_ends.STABLE,), STATUS_TIMEOUT_S, retry=True)
+            held = {there[k]: end for k, end in on_dr.items()}
             safe = [r for r in self.pending if all(held.get(k, -1) >= end for k, end in r["needs"].items())]
             if safe:
                 self.pending = self.pending[self.pending.index(safe[-1]) + 1:]
@@ -117,26 +120,38 @@ def kept(mirror: Manifest, dr_connect: ConnectClient | None, what: str) -> dict[
 
 
 def on_dr(name: str, entry: Mapping[str, Any], dr_bootstrap: str | None,
-          overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, str]:
-    """A kept connector's config on the DR Connect cluster: its bootstrap addresses the DR cluster's,
-    the user's overrides (and secrets) applied."""
+          overrides: Mapping[str, Mapping[str, Any]] | None, names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A kept connector's config on the DR Connect cluster: the topics it names under their names
+    there (`names`, the mirror's renames: `renamed.renamed_config`), its bootstrap addresses the DR
+    cluster's, the user's overrides (and secrets) applied."""
     own = (overrides or {}).get(name)
-    return target_config(with_secrets(name, entry, own), target_bootstrap=dr_bootstrap, overrides=own)
+    config = renamed_config(name, entry["type"], with_secrets(name, entry, own), names or {}, overridden=own or ())
+    return target_config(config, target_bootstrap=dr_bootstrap, overrides=own)
+
+
+def offsets_on_dr(entry: Mapping[str, Any], dr_ends: Mapping[Key, int], names: Mapping[str, str] | None = None
+                  ) -> list[dict[str, Any]]:
+    """A kept connector's offsets as placed on the DR cluster: `capped` at the DR ends (keyed by the
+    source's names), a sink's then under the topics' names there (`names`)."""
+    offsets = capped(entry, dr_ends)
+    return renamed_offsets(offsets, names) if names and entry["type"] == "sink" else offsets
 
 
 def promote_connectors(manifest: Manifest, dr_connect: ConnectClient | None, dr_ends: Mapping[Key, int], *,
                        dr_bootstrap: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                       wait_s: float = 60.0) -> dict[str, Any] | None:
+                       wait_s: float = 60.0, names: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The last safe reading's connectors on `dr_connect`, each in the state it had on the source
-    (None: the mirror watched no connector). Idempotent: a connector placed by an earlier attempt
-    is left as it is. Everything is checked before anything is created."""
+    (None: the mirror watched no connector), the topics they name under their names there
+    (`names`; `dr_ends` keyed by the source's names). Idempotent: a connector placed by an earlier
+    attempt is left as it is. Everything is checked before anything is created."""
     reading = kept(manifest, dr_connect, "failover")
     if reading is None:
         return None
     prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        config = on_dr(name, entry, dr_bootstrap, overrides)
-        prepared.append((name, entry["type"], config, capped(entry, dr_ends), exists_alike(dr_connect, name, config)))
+        config = on_dr(name, entry, dr_bootstrap, overrides, names)
+        prepared.append((name, entry["type"], config, offsets_on_dr(entry, dr_ends, names),
+                         exists_alike(dr_connect, name, config)))
     placed = [place_stopped(dr_connect, *one) for one in prepared]
     states = restore_states(dr_connect, {n: e["state"] for n, e in reading["connectors"].items()}, wait_s)
     return {"read_at": reading["read_at"], "safe_at": reading["safe_at"], "placed": placed, "states": states}

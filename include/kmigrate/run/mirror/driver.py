@@ -12,11 +12,14 @@ mirrored from the next term on, partitions added and configs changed on the sour
 copied no more from the next term on, which the driver begins as soon as a status finds the
 promotion; each status then reads the promoted partitions' ends on the source, and names any
 record written there since (split brain: never copied over what the DR cluster's producers write).
+A mirror that renames (its spec's `renames`, a consolidation's) keeps each topic and group under its
+name on the DR cluster; its own records (status, verifications, moves) name the source's.
 
 Pure Python: a term's copy is handed in (`copy_term`), so the driver runs the same under a Spark job
 (kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import socket
@@ -27,11 +30,12 @@ from typing import Any
 
 from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.errors import KmigrateError, WrongCluster
+from kmigrate.errors import ConfigError, KmigrateError, WrongCluster
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
+from kmigrate.renames import Renames
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.copying.precopy import compacted_topics
@@ -79,6 +83,9 @@ class Mirror:
         self.cancel, self.say = cancel, say
         self.verified = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", [])}
         self.partitions: dict[str, int] = {}  # mirrored topic -> partitions
+        self.names: dict[str, str] = {}  # mirrored topic -> its name on the DR cluster (the spec's renames)
+        self.group_ids: dict[str, str] = {}  # mirrored group -> its id on the DR cluster
+        self.refused: dict[str, str] = {}  # topics selected whose DR name the renames refuse: why, as said
         self.compacted: frozenset[str] = frozenset()
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
@@ -176,25 +183,54 @@ class Mirror:
             counts = admin.partition_counts(topics) if topics else {}
             groups = select(admin.list_groups(), self.spec.groups, what="consumer group") if self.spec.groups else []
         counts = {t: n for t, n in counts.items() if n}
+        names = self.dr_names(counts)
+        counts = {t: n for t, n in counts.items() if t in names}
         changed = counts != self.partitions
         if changed:
             new = sorted(set(counts) - set(self.partitions))
             grown = sorted(t for t in counts if t in self.partitions and counts[t] != self.partitions[t])
             if new:
-                claim_topics(self.target, self.manifest.run_id, sorted(counts), dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
-                             deployment=self.manifest.state_location,
+                claim_topics(self.target, self.manifest.run_id, sorted(names[t] for t in counts),
+                             dag=os.environ.get("AIRFLOW_CTX_DAG_ID"), deployment=self.manifest.state_location,
                              source_id=self.clusters["source"]["cluster_id"])
-            units = [WorkUnit(t, p, 0) for t, n in sorted(counts.items()) if t not in self.promoted for p in range(n)]
+            units = [WorkUnit(t, p, 0, target_topic=names[t]) for t, n in sorted(counts.items())
+                     if t not in self.promoted for p in range(n)]
             prepare_targets(self.source, self.target, units, manifest=self.manifest)
             if self.partitions or new:
                 self.say(f"mirroring {len(counts)} topics, {len(units)} partitions"
                          + (f"; new: {', '.join(new)}" if new and self.partitions else "")
                          + (f"; partitions added: {', '.join(grown)}" if grown else ""))
-            self.partitions = counts
+            self.partitions, self.names = counts, {t: names[t] for t in counts}
             self.compacted = compacted_topics(self.source, set(counts)) if counts else frozenset()
+        self.group_ids = self.spec.renames.group_names(groups) if self.spec.renames else {}
+        if self.spec.renames and groups:  # two groups onto one id on the DR cluster: none of those synced
+            self.group_ids = _only(self.spec.renames, set(), set(groups)).check_groups(groups)
         self.group_names = groups
         self.refreshed = time.monotonic()
         return changed
+
+    def dr_names(self, topics: Mapping[str, int]) -> dict[str, str]:
+        """Each selected topic's name on the DR cluster (the spec's renames; none: its own), but for
+        topics the renames refuse (a name Kafka does not take, two onto one, a clash with another's):
+        those are left out, each said once with why, and the others mirrored."""
+        rule = self.spec.renames
+        if not rule:
+            return {t: t for t in topics}
+        try:
+            names, refused = _only(rule, set(topics), set()).check_topics(topics), {}
+        except ConfigError:  # the topics mirrored already kept, each new one taken if it fits beside them
+            names, refused = {t: rule.topic(t) for t in topics if t in self.names}, {}
+            for topic in sorted(set(topics) - set(names)):
+                try:
+                    names = _only(rule, {*names, topic}, set()).check_topics([*names, topic])
+                except ConfigError as exc:
+                    refused[topic] = str(exc)
+        if refused != self.refused:
+            for topic, why in sorted(refused.items()):
+                if self.refused.get(topic) != why:
+                    self.say(f"not mirrored: {topic} ({why})")
+            self.refused = refused
+        return names
 
     def keys(self) -> list[Key]:
         """The partitions this mirror copies: the selection's, but the promoted topics'."""
@@ -208,7 +244,7 @@ class Mirror:
         self.promotions_changed = False
         keys = self.keys()
         source = mirror_status.ends(self.source, keys, stable=True, away=self.away)
-        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away)
+        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away, names=self.names)
         for key in keys:  # what a copy of this term may write: from the DR end now up to what the source holds
             began, end = self.asked.get(key, (dr[key][1], 0))
             self.asked[key] = [began, max(end, source[key][1])]
@@ -218,7 +254,7 @@ class Mirror:
         term = Term(self.terms, self.manifest.run_id, self.spec.term_s, self.manifest.state_location, once=once,
                     verify_every_s=self.spec.verify_every_s)
         self.manifest.replace(TERM, {"term": term.number, "ended": False})
-        units = [WorkUnit(t, p, source[(t, p)][1]) for t, p in keys]
+        units = [WorkUnit(t, p, source[(t, p)][1], target_topic=self.names.get(t, t)) for t, p in keys]
         extras = {k: {"own_end": self.own_ends.get(k), "previous": self.verified.get(k) if
                       self.verified.get(k, {}).get("equal") else None, "compacted": k[0] in self.compacted,
                       "began": self.asked[k][0]} for k in keys}
@@ -325,7 +361,7 @@ class Mirror:
         up to the DR ends, the status replaced."""
         started = time.time()
         source = mirror_status.ends(self.source, keys, stable=True, away=self.away)
-        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away)
+        dr = mirror_status.ends(self.target, keys, stable=False, away=self.away, names=self.names)
         self.away = False
         self.lag.note(started, {k: v[1] for k, v in source.items()})
         for key in keys:
@@ -340,7 +376,8 @@ class Mirror:
         parts = self.manifest.parts()
         moved = moved_groups(self.manifest, parts)
         groups = [g for g in self.group_names if g not in moved]
-        synced = group_sync.sync_groups(self.source, self.target, groups, mirrored) if groups else []
+        synced = group_sync.sync_groups(self.source, self.target, groups, mirrored, group_ids=self.group_ids,
+                                        names=self.names) if groups else []
         # the moved groups named as such: whether each move ended, and when
         synced += [{"group": g, "moved": r.get("state"), "at": r.get("ended") or r.get("began")} for g, r in sorted(moved.items())]
         promoted = self.promotions(parts)
@@ -353,7 +390,7 @@ class Mirror:
             "promoted": promoted}
         mirror_status.write(self.manifest, self.last_status)
         if self.connectors is not None:
-            self.connectors.tick(keys)
+            self.connectors.tick(keys, self.names)
         return self.last_status
 
     def promotions(self, parts: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -394,3 +431,10 @@ class Mirror:
                 if k in target and written_by_the_mirror(began, target[k][1], end)
                 and target[k][1] != self.own_ends.get(k)}
 
+
+
+def _only(rule: Renames, topics: set[str], groups: set[str]) -> Renames:
+    """`rule` with its map entries for `topics` and `groups` only: a mirror's selection changes as
+    it goes, and an entry for a topic not on the source now is no mistake there."""
+    return dataclasses.replace(rule, topics={s: t for s, t in rule.topics.items() if s in topics},
+                               groups={s: g for s, g in rule.groups.items() if s in groups})

@@ -32,19 +32,21 @@ STATUS_TIMEOUT_S = 10.0
 
 
 def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s: float = STATUS_TIMEOUT_S,
-         away: bool = False) -> dict[Key, tuple[int, int]]:
+         away: bool = False, names: Mapping[str, str] | None = None) -> dict[Key, tuple[int, int]]:
     """{partition: (log start, end)} of `keys` on `cluster` (`kafka.ends.read`: raw ListOffsets to the
     leaders, both kinds asked before any answer is read); `stable`: the end is the last stable
     offset (what a live source has decided). A reading that fails (a leader moving, a broker away)
     is tried again, the leaders looked up anew, until `timeout_s` (its `retry`). `away` (the last reading
     failed): ClusterUnavailable at once when nothing listens (`ends.check_listening`), or when the
     reading fails, so that a driver whose source is gone sees its stop each interval, not after each
-    reading's timeout."""
+    reading's timeout. `names`: the topics' names on `cluster` (a mirror's on the DR cluster, its
+    renames), each partition read under its name there and keyed as asked."""
     if not keys:
         return {}
     kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
-    starts, last = kafka_ends.read(cluster, keys, kinds, timeout_s, away=away, retry=True)
-    return {k: (starts[k], last[k]) for k in keys}
+    there = {(names.get(t, t), p): (t, p) for t, p in keys} if names else {k: k for k in keys}
+    starts, last = kafka_ends.read(cluster, list(there), kinds, timeout_s, away=away, retry=True)
+    return {asked: (starts[k], last[k]) for k, asked in there.items()}
 
 
 class Lag:

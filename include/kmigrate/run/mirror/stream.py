@@ -106,7 +106,7 @@ class Streams:
             with shared_admin(self.source) as admin:
                 source_leader = leaders.leader(self.source, *key, admin.client)
             with shared_admin(self.target) as admin:
-                target_leader = leaders.leader(self.target, *key, admin.client)
+                target_leader = leaders.leader(self.target, *f.unit.target_key, admin.client)
         except Exception as exc:  # noqa: BLE001 - a cluster not answering (KmigrateError, KafkaException)
             f.whole_only, f.error = False, f"not followed in step ({exc})"  # the copy looks the leaders up again
             log.info("mirror %s[%d]: not followed in step (%s)", *key, exc)
@@ -280,6 +280,7 @@ class _Writer:
                 self.conns[lane] = self._held.enter_context(leaders.connection(self.target, lane[0]))
                 self.pending[lane] = collections.deque()
             mine = {key: parts[key] for key in keys}
+            on_dr = {part.target_key: part for part in mine.values()}  # a Produce request names the DR partitions
             producer_for(self.conns[lane], mine)
             for key in keys:  # a partition's first write in step took a producer id: kept for its next writes and copies
                 if not writes[key][0].f.producer:
@@ -287,7 +288,7 @@ class _Writer:
             for request in produce_requests(mine, checks):
                 while len(self.pending[lane]) >= MAX_IN_FLIGHT:
                     self._receive(lane)
-                batches, expected = stamped(mine, request)
+                batches, expected = stamped(on_dr, {mine[key].target_key: b for key, b in request.items()})
                 self.pending[lane].append((multi.send_produce(self.conns[lane], batches), expected, turn))
                 turn.unanswered += 1
         return held
@@ -323,7 +324,7 @@ class _Writer:
         if answered != correlation_id:
             (host, port), _ = lane
             raise ConnectionError(f"the DR broker {host}:{port} answered request {answered}, not {correlation_id}")
-        take_answers({key: part for key, (_, part) in turn.writes.items()}, expected, answers)
+        take_answers({part.target_key: part for _, part in turn.writes.values()}, expected, answers)
         turn.unanswered -= 1
 
     def _take_in(self, turn: _Turn) -> None:
@@ -351,7 +352,7 @@ class _Writer:
         self.turns.clear()
 
     def _unknown(self, s: _Streamed) -> None:
-        leaders.forget(self.target, [(s.f.unit.topic, s.f.unit.partition)])
+        leaders.forget(self.target, [s.f.unit.target_key])
         s.f.committed = None
         s.f.producer.clear()  # its sequence is not known
         s.failed = True

@@ -109,7 +109,8 @@ def mirror_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     options = CopyOptions(run_id=term.run_id, verify=False, live=True, retry_for_s=RETRY_FOR_S, guard=term_goes_on,
                           idle_timeout_s=RETRY_FOR_S,
                           **({"fetch_max_bytes": fetch_max_bytes} if fetch_max_bytes else {}))
-    held = {k: PartitionLease(target, term.run_id, *k, options.lease_s) for k in keys}
+    # the DR partitions' leases, as every copier of the DR cluster takes them: under their names there
+    held = {k: PartitionLease(target, term.run_id, *p.unit.target_key, options.lease_s) for k, p in partitions.items()}
     copies = ThreadPoolExecutor(min(COPIES_AT_ONCE, len(keys)), "mirror-copy") if len(keys) > 1 else None
     # what the process holds as the term begins (a Spark Python worker's imports: about 100,000 objects) is
     # left out of the collector's full passes, which took 50-85 ms each with the GIL held, a stall of every
@@ -119,8 +120,8 @@ def mirror_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
     try:
         try:
             leases.acquire_all(list(held.values()))
-            for cluster in clients:
-                leaders.remember(cluster, keys)
+            leaders.remember(source, keys)
+            leaders.remember(target, [p.unit.target_key for p in partitions.values()])
         except KmigrateError as exc:  # each copy takes its lease on its own
             log.info("mirror: taking the term's leases at once failed (%s)", exc)
         if term.once:  # a round: each partition behind copied up to the source's last stable offset now
@@ -136,8 +137,8 @@ def mirror_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tup
         if copies is not None:
             copies.shutdown(wait=True)
         leases.release_all(list(held.values()))
-        for cluster in clients:
-            leaders.forget(cluster, keys)
+        leaders.forget(source, keys)
+        leaders.forget(target, [p.unit.target_key for p in partitions.values()])
     return [partitions[(u.topic, u.partition)].row() for u, _ in items]
 
 
@@ -282,7 +283,7 @@ def _copy(source: ClusterConfig, target: ClusterConfig, f: _Partition, lease: Pa
     f.own_end = f.committed = result.target_end
     f.whole_only = result.records == result.whole_records  # none at all too: an idle partition waits in a Fetch
     f.source_start = options.ends_read[0]
-    f.batch_limit = int((options.target_configs or {}).get(f.unit.topic, {}).get("max.message.bytes", 0)) or None
+    f.batch_limit = int((options.target_configs or {}).get(f.unit.target_topic, {}).get("max.message.bytes", 0)) or None
     f.error, f.failures = None, 0
     f.records += result.records
     f.copies += 1
@@ -300,14 +301,16 @@ def _behind(source: ClusterConfig, target: ClusterConfig, partitions: dict[Key, 
     away = any(partitions[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
     try:
         starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S, away=away)
-        dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
+        there = {partitions[k].unit.target_key: k for k in keys}  # the DR partitions under their names there
+        dr_read = ends.read(target, list(there), (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
+        dr_starts, dr_ends = ({there[k]: v for k, v in read.items()} for read in dr_read)
         # behind, or not copied yet this term: a partition's first copy of a term makes the resume checks (what
         # lies below its DR end is the source's), then it waits in step, even with nothing to copy
         behind = [k for k in keys
                   if dr_ends[k] < stable[k] or dr_starts[k] < starts[k] or partitions[k].committed is None]
         if behind:
             with shared_admin(target, OFFSETS_TIMEOUT_S) as admin:
-                configs = admin.topics_configs({topic for topic, _ in behind})  # once a read, not once a copy
+                configs = admin.topics_configs({partitions[k].unit.target_topic for k in behind})  # once a read
     except KmigrateError as exc:  # a cluster away for now: every partition read waits, named
         for key in keys:
             _failed(partitions[key], f"reading the partitions' offsets: {exc}")
@@ -333,8 +336,8 @@ def _own_end_now(source: ClusterConfig, target: ClusterConfig, f: _Partition) ->
     moves past it (as the driver's own count of what was written unreported, `written_unreported`)."""
     if f.began is None:
         return f.own_end
-    key = (f.unit.topic, f.unit.partition)
-    dr_end = ends.read(target, [key], (ends.HIGH,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
+    key, there = (f.unit.topic, f.unit.partition), f.unit.target_key
+    dr_end = ends.read(target, [there], (ends.HIGH,), OFFSETS_TIMEOUT_S, retry=True)[0][there]
     source_end = ends.read(source, [key], (ends.STABLE,), OFFSETS_TIMEOUT_S, retry=True)[0][key]
     return dr_end if written_by_the_mirror(f.began, dr_end, source_end) else f.own_end
 

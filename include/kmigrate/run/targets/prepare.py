@@ -288,8 +288,8 @@ def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]
     count = target_admin.partition_count(topic)
     if count is None or any(u.partition >= count for u in units):
         return True
-    ends = target_admin.end_offsets((u.target_topic, u.partition) for u in units)
-    return any(ends[(u.target_topic, u.partition)] < u.end_offset for u in units)
+    ends = target_admin.end_offsets(u.target_key for u in units)
+    return any(ends[u.target_key] < u.end_offset for u in units)
 
 
 def created_topics(manifest: Manifest) -> set[str]:
