@@ -33,6 +33,7 @@ from kmigrate.kafka import txn_wire
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import Mirror
 from kmigrate.run.mirror.spec import MirrorSpec, write_spec
@@ -301,3 +302,60 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
           f"{sum(r['offsets'] for r in lost.values())}, {len(promoted['aborted'])} transactions aborted, "
           f"{promoted['behind_records']} behind at the mirror's last status, {repeated} lines written again by the "
           "source connector")
+
+
+def test_an_unplanned_failover_of_a_renamed_mirror_promotes_its_dr_names(stack, lone_source, tmp_path, request):
+    """A mirror that renames (a DR cluster that is a consolidation target) failed over unplanned: the DR
+    ends, the group and the sink connector promoted under the DR names, the DR cluster's topic and group
+    of the source's own names (another team's) untouched; the failback, which does not follow renames
+    yet, refused before it changes anything."""
+    source, target = lone_source.config, stack.target
+    prefix = f"ufr{uuid.uuid4().hex[:6]}"
+    tx, group, sink, sunk = f"{prefix}.tx", f"{prefix}.readers", f"{prefix}-sink", tmp_path / "sunk.txt"
+    renames = Renames(topic_prefix="dr.", group_prefix="dr-")
+    create_topic(source, tx, 2)
+    create_topic(target, tx, 1)  # another team's, under the source's name
+    produce(target, tx, [(b"theirs", b"x")])
+    theirs = records_of(target, tx, 0)
+    commit_offsets(target, group, {(tx, 0): 1})
+    source_connect = lone_source.start_connect()
+    source_connect.create(sink, {"connector.class": FILE_SINK, "tasks.max": "1", "file": str(sunk), "topics": tx})
+    manifest = Manifest(str(tmp_path / "state"), "unplanned-renamed")
+    spec = write_spec(manifest, MirrorSpec(re.escape(prefix) + r"\..*", groups=re.escape(group), interval_s=0.2,
+                                           term_s=5, verify_every_s=2, connectors=(sink,), renames=renames))
+    watch = ConnectorWatch(manifest, source, target, source_connect, [sink], every_s=1)
+    mirror = Mirror(manifest, source, target, spec, connectors=watch, say=lambda line: print("mirror:", line))
+    runner = threading.Thread(target=mirror.run, daemon=True)
+    dr_connect = ConnectClient("http://localhost:28083")
+    request.addfinalizer(lambda: delete_connectors([dr_connect], [sink]))
+    for p in (0, 1):
+        produce(source, tx, [(b"k", b"r%d.%d" % (p, i)) for i in range(30)], p)
+    runner.start()
+    try:
+        wait_until(lambda: (s := mirror_status.read(manifest)) and all(p["dr_end"] == 30 for p in s["partitions"]),
+                   "the mirror caught up", 120)
+        commit_offsets(source, group, {(tx, 0): 7, (tx, 1): 5})
+        wait_until(lambda: any(g.get("dr_group") == f"dr-{group}" for g in mirror_status.read(manifest)["groups"]),
+                   "the group mirrored", 60)
+        wait_until(lambda: (kept := manifest.read(CONNECTORS)) and kept["connectors"][sink]["offsets"],
+                   "the sink's offsets kept", 60)
+        lone_source.kill()
+        promoted = unplanned_failover(manifest, source, target, stale_after_s=30, dr_connect=dr_connect)
+        runner.join(60)
+        assert not runner.is_alive()
+    finally:
+        request_stop(manifest, "the test is done")
+        runner.join(120)
+    assert {(r["topic"], r["partition"], r.get("dr_topic"), r["dr_end"]) for r in promoted["partitions"]} == {
+        (tx, 0, f"dr.{tx}", 30), (tx, 1, f"dr.{tx}", 30)}
+    [row] = promoted["groups"]
+    assert (row["group"], row["dr_group"], row["past_dr_end"], row["offsets"]) == (
+        group, f"dr-{group}", 0, {f"dr.{tx}[0]": 7, f"dr.{tx}[1]": 5})
+    assert dr_connect.config(sink)["topics"] == f"dr.{tx}"  # the sink reads the DR names
+    wait_until(lambda: len(lines_of(sunk)) >= 60, "the sink's file holds every record", 60)
+    with ClusterAdmin(target) as admin:  # the source's names on the DR cluster: another team's, as they were
+        assert {k: c.offset for k, c in admin.committed(group).items()} == {(tx, 0): 1}
+        assert admin.partition_count(tx) == 1
+    assert records_of(target, tx, 0) == theirs
+    for p in (0, 1):
+        assert [r[1:3] for r in records_of(target, f"dr.{tx}", p)] == [(b"k", b"r%d.%d" % (p, i)) for i in range(30)]

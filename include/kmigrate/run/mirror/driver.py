@@ -386,7 +386,7 @@ class Mirror:
         self.totals["rounds"] += 1
         self.last_status = {**mirror_status.of_round(
             self.rounds, started, ended, source, dr, self.errors, synced, self.totals,
-            {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term),
+            {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term, self.names),
             "promoted": promoted}
         mirror_status.write(self.manifest, self.last_status)
         if self.connectors is not None:

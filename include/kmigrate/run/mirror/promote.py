@@ -17,7 +17,10 @@ The course, each step idempotent (a retry does it again, to the same end):
 
 Once the source can be read again, `lost_records` gives, for each partition, the records it holds
 past the DR end the failover promoted: what the failover lost, which a failback must not mirror
-back over what the DR cluster wrote since (those partitions have diverged)."""
+back over what the DR cluster wrote since (those partitions have diverged).
+
+A mirror that renames kept each topic and group under its name on the DR cluster (its status names
+both): each step reads and writes those there, and the part names both (`dr_topic`, `dr_group`)."""
 from __future__ import annotations
 
 import time
@@ -124,16 +127,20 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
     if not last or not last.get("partitions"):
         raise ConfigError(f"the mirror of run {manifest.run_id} never reported a partition: there is nothing on the "
                           "DR cluster to promote")
-    keys = [(p["topic"], p["partition"]) for p in last["partitions"]]
-    aborted = abort_open(manifest.run_id, target, keys)
-    (dr_ends,) = kafka_ends.read(target, keys, (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True)
+    names = {p["topic"]: p.get("dr_topic", p["topic"]) for p in last["partitions"]}  # each topic's on the DR cluster
+    on_dr = {(names[p["topic"]], p["partition"]): (p["topic"], p["partition"]) for p in last["partitions"]}
+    aborted = abort_open(manifest.run_id, target, list(on_dr))
+    (read,) = kafka_ends.read(target, list(on_dr), (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True)
+    dr_ends = {on_dr[k]: end for k, end in read.items()}  # keyed by the source's names, as the status
     rpo = [{"topic": p["topic"], "partition": p["partition"], "dr_end": dr_ends[(p["topic"], p["partition"])],
             "source_end_last_seen": p["source_end"],
             "behind_records": max(0, p["source_end"] - dr_ends[(p["topic"], p["partition"])]),
-            "behind_s": p["behind_s"]} for p in last["partitions"]]
-    groups = check_groups(target, [g["group"] for g in last.get("groups", []) if "group" in g], dr_ends)
+            "behind_s": p["behind_s"], **({"dr_topic": p["dr_topic"]} if "dr_topic" in p else {})}
+           for p in last["partitions"]]
+    group_ids = {g["group"]: g.get("dr_group", g["group"]) for g in last.get("groups", []) if "group" in g}
+    groups = check_groups(target, group_ids, dr_ends, names)
     connectors = promote_connectors(manifest, dr_connect, dr_ends, dr_bootstrap=target.bootstrap_servers,
-                                    overrides=overrides)
+                                    overrides=overrides, names=names)
     promoted = {"at": timeline.iso(time.time()), "began": timeline.iso(began), "seconds": round(time.time() - began, 3),
                 "mirror_last_status": last["heartbeat"], "aborted": aborted, "partitions": rpo, "groups": groups,
                 "connectors": connectors}
@@ -145,9 +152,10 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
 
 
 def abort_open(run_id: str, target: ClusterConfig, keys: list[Key]) -> list[dict[str, Any]]:
-    """The transactions the run's mirror left open on `keys` aborted (fenced by its copier's
-    transactional id of each partition); a transaction still open after that is someone else's,
-    named (the DR topics are the mirror's: nothing else should write them)."""
+    """The transactions the run's mirror left open on `keys` (the DR partitions, under their names
+    there) aborted (fenced by its copier's transactional id of each partition, which names the DR
+    topic); a transaction still open after that is someone else's, named (the DR topics are the
+    mirror's: nothing else should write them)."""
     stable, ends = kafka_ends.read(target, keys, (kafka_ends.STABLE, kafka_ends.HIGH), READ_TIMEOUT_S, retry=True)
     open_ = [k for k in keys if stable[k] < ends[k]]
     for topic, partition in open_:
@@ -164,15 +172,19 @@ def abort_open(run_id: str, target: ClusterConfig, keys: list[Key]) -> list[dict
     return [{"topic": t, "partition": p, "from": stable[(t, p)], "to": ends[(t, p)]} for t, p in open_]
 
 
-def check_groups(target: ClusterConfig, groups: list[str], dr_ends: Mapping[Key, int]) -> list[dict[str, Any]]:
+def check_groups(target: ClusterConfig, groups: Mapping[str, str], dr_ends: Mapping[Key, int],
+                 names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Each group's committed offsets on the DR cluster's mirrored partitions, checked to lie within
-    the DR ends (the mirror capped them there; DR ends do not move back)."""
+    the DR ends (the mirror capped them there; DR ends do not move back). `groups`: each group to
+    its id on the DR cluster; `names`: each topic to its name there (`dr_ends` keyed by the source's)."""
+    there = {((names or {}).get(t, t), p): (t, p) for t, p in dr_ends}
     rows = []
     with shared_admin(target) as admin:
-        for group in groups:
-            committed = {k: c.offset for k, c in admin.committed(group).items() if k in dr_ends}
-            past = {k: o for k, o in committed.items() if o > dr_ends[k]}
-            rows.append({"group": group, "partitions": len(committed), "past_dr_end": len(past),
+        for group, on_dr in sorted(groups.items()):
+            committed = {k: c.offset for k, c in admin.committed(on_dr).items() if k in there}
+            past = {k: o for k, o in committed.items() if o > dr_ends[there[k]]}
+            rows.append({"group": group, **({"dr_group": on_dr} if on_dr != group else {}),
+                         "partitions": len(committed), "past_dr_end": len(past),
                          "offsets": {f"{t}[{p}]": o for (t, p), o in sorted(committed.items())}})
     return rows
 

@@ -77,11 +77,12 @@ def of_round(number: int, started: float, ended: float, source: Mapping[Key, tup
              dr: Mapping[Key, tuple[int, int]], failed: Mapping[Key, str], groups: list[dict[str, Any]],
              totals: Mapping[str, int], behind_s: Mapping[Key, float | None] | None = None,
              own_ends: Mapping[Key, int] | None = None, asked: Mapping[Key, list[int]] | None = None,
-             term: int | None = None) -> dict[str, Any]:
+             term: int | None = None, names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Status `number` (`source`: each partition's log start and last stable offset read at `started`;
     `dr`: its log start and end on the DR cluster read after; `behind_s`: Lag's bound of each;
     `own_ends`: where the mirror's own copies left the DR ends, and `asked`: the copies not reported
-    done, both kept for a restart; `term`: the copy's term, running or just ended)."""
+    done, both kept for a restart; `term`: the copy's term, running or just ended; `names`: the
+    topics' names on the DR cluster, a row's `dr_topic` where it differs)."""
     partitions = []
     for key in sorted(source):
         behind = max(0, source[key][1] - dr[key][1])
@@ -91,6 +92,8 @@ def of_round(number: int, started: float, ended: float, source: Mapping[Key, tup
                            "behind_s": (behind_s or {}).get(key) if behind else 0.0,
                            "error": failed.get(key) if lagging else None,
                            "own_end": (own_ends or {}).get(key), "asked": (asked or {}).get(key)})
+        if (names or {}).get(key[0], key[0]) != key[0]:
+            partitions[-1]["dr_topic"] = names[key[0]]
     behind_records, behind_s_max = lag(partitions)
     return {"round": number, "term": term, "as_of": timeline.iso(started), "heartbeat": timeline.iso(ended),
             "round_s": round(ended - started, 3), "host": socket.gethostname(), "pid": os.getpid(),
