@@ -14,6 +14,11 @@ to stop (a failover). Its status, with each partition's lag (records, seconds), 
 `mirror-status` of the run manifest named `run_name`. The `connectors` named are read as the mirror
 goes (config, state, offsets); each reading is kept once the DR cluster holds what the source did
 when it was taken, for an unplanned failover to start them on the DR Connect cluster.
+
+A DR cluster that is a consolidation target keeps the topics and groups under other names
+(`topic_prefix`, `topic_renames`, `group_prefix`, `group_renames`, as `kafka_migration` takes them;
+offsets unchanged): the failovers and drills of this mirror follow them. A failback, and moving
+applications one at a time, do not yet, and refuse a mirror that renames.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from kmigrate_airflow.params import (
     dag_args,
     kafka_params,
     mirror_params,
+    rename_params,
     selection_params,
     spark_params,
     state_params,
@@ -40,6 +46,7 @@ from kmigrate_airflow.params import (
         **kafka_params("DR Kafka connection", "Kafka provider connection of the disaster-recovery cluster"),
         **selection_params("Topics to mirror", groups_description="Regular expression over group ids whose offsets "
                                                                   "follow; empty: none"),
+        **rename_params(),
         **connect_params(),
         "connectors": connectors_param("Names of source Connect connectors whose configs, states and offsets the "
                                        "mirror keeps for an unplanned failover (placed on the target Connect "

@@ -85,7 +85,7 @@ def start_mirror(run: RunFrame, log: Any) -> int | None:
     retry, a second trigger). Returns the process id started, if one was."""
     request, manifest, run_name = run.request, run.manifest, run.name
     spec = MirrorSpec(request.topics_include, request.topics_exclude, request.groups, float(request.interval_s),
-                      float(request.refresh_s), connectors=request.connectors or ())
+                      float(request.refresh_s), connectors=request.connectors or (), renames=request.renames)
     with no_retry():
         write_spec(manifest, spec)
         if request.failback_of:  # a mirror back to the original: its clusters proven, what diverged named,

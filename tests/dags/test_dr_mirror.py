@@ -17,7 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.cutover import course
 from kmigrate.run.report.markdown import summarize
 from kmigrate_demo.workload import seed_mixed
@@ -25,11 +27,12 @@ from kmigrate_spark.clients import write_clients
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import CONNECTORS
 from kmigrate.run.mirror.driver import STARTS, VERIFIED
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import request_stop
 
 from tests.support.airflow import run_dag, task_states, window_cells
 from tests.support.connect import delete_connectors, file_source_config
-from tests.support.kafka import create_topic, produce, seed_plain
+from tests.support.kafka import create_topic, produce, records_of, seed_plain
 from tests.support.migration import (
     assert_migrated_exactly,
     assert_same_partition,
@@ -155,6 +158,52 @@ def test_a_planned_failover_of_a_mirrored_workload_moves_records_groups_and_conn
         assert summary["connectors"] == summary["connectors_resumed"] == 2
         assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
         assert_workload_continues_on_target(stack, w)
+    finally:
+        request_stop(manifest, "the test is done")
+        kill_mirrors(manifest)
+        delete_connectors((stack.source_connect, stack.target_connect), (w.source_connector, w.sink_connector))
+
+
+def test_a_planned_failover_of_a_renamed_mirror_moves_the_workload_under_its_dr_names(stack, dagbag, tmp_path, server):
+    """A mirror that renames (a DR cluster that is a consolidation target: a topic prefix, a map entry
+    that wins over it, a group prefix), started by its job from the spec, failed over planned: every
+    partition equal under its DR name, the groups under their DR ids, the connectors continuing on
+    the DR names; the source's names are not created on the DR cluster."""
+    prefix = f"dagrenamed{uuid.uuid4().hex[:6]}"
+    w = seed_mixed(stack.source, stack.source_connect, prefix, tmp_path / "workload", records=200)
+    orders = w.topic("orders")
+    renames = Renames(topic_prefix="b.", topics={orders: f"east.{prefix}.orders"}, group_prefix="b.")
+    names, group_names = renames.topic_names(w.topics), renames.group_names(w.groups)
+    state, run_name = tmp_path / "state", f"dr-{uuid.uuid4().hex[:6]}"
+    manifest = Manifest(str(state), run_name)
+    write_spec(manifest, MirrorSpec(w.topic_pattern, groups=w.group_pattern, interval_s=0.5, verify_every_s=1.0,
+                                    term_s=5.0, renames=renames))
+    clients = write_clients(tmp_path / "clients.json", stack.source, stack.target)
+    mirror = start_mirror(state, run_name, clients, server)  # the job reads the spec
+    try:
+        wait_caught_up(manifest, stack.source, w.topics)
+        source_before = partition_watermarks(stack.source, w.topics)
+        run = run_dag(dagbag, "kafka_dr_failover", run_name=run_name, state_location=str(state),
+                      connectors=[w.source_connector, w.sink_connector],
+                      connector_overrides={w.sink_connector: {"file": str(w.sink_file_target)}}, quiesce_seconds=2,
+                      spark_connect_conn_id="spark_connect_mirror", stale_after_s=15)
+        out, _ = mirror.communicate(timeout=60)
+        assert str(run.state) == "success", task_states(run)
+        assert mirror.returncode == 0 and "stopped at status" in out, out[-3000:]
+        summary = summarize(manifest)
+        assert summary["partitions"] == summary["partitions_equal"] == sum(w.topics.values())
+        assert summary["groups"] == summary["groups_exact"] == 2
+        assert summary["renamed_topics"] == names and summary["renamed_groups"] == group_names
+        assert partition_watermarks(stack.source, w.topics) == source_before
+        with ClusterAdmin(stack.target) as target:
+            assert not set(target.list_topics()) & set(w.topics), "a source name was created on the DR cluster"
+            for (topic, partition), marks in source_before.items():
+                assert target.watermarks(names[topic], partition) == marks, (topic, partition)
+                assert records_of(stack.target, names[topic], partition) == records_of(stack.source, topic, partition)
+            for group in w.groups:
+                assert not target.committed(group), f"{group} set on the DR cluster under its source name"
+        assert stack.target_connect.config(w.sink_connector)["topics"] == names[orders]
+        assert_workload_continues_on_target(stack, w, names, group_names)
     finally:
         request_stop(manifest, "the test is done")
         kill_mirrors(manifest)
