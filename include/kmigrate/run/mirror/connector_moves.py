@@ -26,7 +26,7 @@ from kmigrate.run.checks import identity
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.cutover.snapshot import snapshot_connectors
-from kmigrate.run.mirror.moves import wait_held
+from kmigrate.run.mirror.moves import refuse_renamed, wait_held
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import connector_part as part
 
@@ -83,7 +83,9 @@ def move_sinks(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
                wait_s: float = 300.0, poll_s: float = 0.05) -> list[dict[str, Any]]:
     """The sink connectors `names` moved: each refused before anything is stopped when it reads a
     topic the mirror does not hold (`mirrored()` names those it does: none when it has no status);
-    stopped on the source; their offsets held by the DR cluster; placed there, in their state."""
+    stopped on the source; their offsets held by the DR cluster; placed there, in their state. A
+    mirror that renames is refused first (`moves.refuse_renamed`)."""
+    refuse_renamed(manifest)
     held = mirrored()
     if not held:
         raise ConfigError(f"run {manifest.run_id!r} has no mirror status naming a topic: moving sink connectors "

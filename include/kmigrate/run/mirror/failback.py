@@ -13,7 +13,9 @@ failback whose connections were not swapped would delete on the DR cluster), the
 diverged partition of its own selection with its range; only when asked on that call (`rebuild`)
 does it delete their topics on the original, recording first what is discarded, so that the mirror
 creates them again like the DR cluster's and copies them whole. `plan_failback` shows the same,
-read-only, before."""
+read-only, before. A failback of a mirror that renames (a consolidation's) is refused by both before
+anything else (`refuse_renamed`): it would select, compare and delete by names that are not the
+original's."""
 from __future__ import annotations
 
 import time
@@ -30,12 +32,25 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
-from kmigrate.run.mirror.spec import read_spec
+from kmigrate.run.mirror.spec import read_spec, refuse_renames
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import created_topics
 
 DISCARDED = "failback/discarded"
+# the way out of a failback of a mirror that renames, as it stands: the identity check refuses a run from
+# the DR cluster to the original as swapped (the original mirrored to it), and a mirror takes no renames
+RENAMED_WAY_OUT = (
+    "Nothing moves the workload back onto the original under its original names yet: a mirror back takes no "
+    "renames, and a kafka_migration from the DR cluster to the original is refused as a swapped source and target "
+    "(the original mirrored to the DR cluster). Keep the workload on the DR cluster, or move it on to another "
+    "cluster with a kafka_migration from the DR cluster whose topic_renames and group_renames map each DR name "
+    "back to its original name")
+
+
+def refuse_renamed(failed_over: Manifest) -> None:
+    """ConfigError, with the way out, when the mirror of the failed-over run renames (`refuse_renames`)."""
+    refuse_renames(failed_over, "a failback", RENAMED_WAY_OUT)
 
 
 def diverged(failed_over: Manifest, original: ClusterConfig, topics: Collection[str] | None = None
@@ -79,7 +94,8 @@ def plan_failback(failed_over: Manifest, seen: dict[str, Any], original: Cluster
     clusters proven to be the failover's reversed (`identity.check_failback`), and what it would delete
     on the original (the preflight shows it before anything is deleted): the diverged partitions of
     its own selection (`include`, `exclude`), and each of their topics with its partitions and the
-    offsets discarded; the connectors it would stop there."""
+    offsets discarded; the connectors it would stop there. A mirror that renames is refused first."""
+    refuse_renamed(failed_over)
     identity.check_failback(failed_over, seen)
     topics = selected(failed_over, include, exclude)
     rows = diverged(failed_over, original, topics)
@@ -116,7 +132,9 @@ def prepare_failback(failed_over: Manifest, back: Manifest, dr: ClusterConfig, o
     own selection named (with what those stale copies wrote), refused (ConfigError, with the way out)
     unless `rebuild`, asked on this call (an opt-in of an earlier call is not kept); with it, what
     will be discarded recorded in `back`'s part DISCARDED, then their topics deleted on the original.
-    A retry deletes again only what the mirror has not created since, and only with `rebuild`."""
+    A retry deletes again only what the mirror has not created since, and only with `rebuild`. A
+    failed-over mirror that renames is refused first (`refuse_renamed`), before its clusters are read."""
+    refuse_renamed(failed_over)
     check_clusters(failed_over, back, dr, original, original_connect)
     names = failed_over_connectors(failed_over)
     if names and original_connect is not None:

@@ -19,7 +19,11 @@ A move of a group (`move_group`), each step safe to run again:
    cluster. Nothing is written on the source; the clusters are the mirror's own (`identity`).
 
 A moved group moves back (`move_group_back`) while none of its topics is promoted: its offsets on
-the DR cluster written on the source, the one write on the source a move makes, asked by its owner."""
+the DR cluster written on the source, the one write on the source a move makes, asked by its owner.
+
+No move follows a mirror's renames yet (a consolidation's: its topics and groups under other names on
+the DR cluster): each move of a group, a topic or a connector refuses a mirror that renames before
+anything else (`refuse_renamed`)."""
 from __future__ import annotations
 
 import logging
@@ -35,6 +39,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.spec import refuse_renames
 from kmigrate.run.records import moves as moved
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import promoted_topics
@@ -49,6 +54,16 @@ class MirrorBehind(KmigrateError):
     """The DR cluster does not hold a moved group's records yet (the mirror is behind, or stopped)."""
 
 
+def refuse_renamed(manifest: Manifest) -> None:
+    """ConfigError, with the way out, when the mirror of run `manifest` renames (`refuse_renames`): a
+    move of consumer groups, producers or connectors one application at a time reads and writes the DR
+    cluster by the source's names. A planned failover moves the whole mirror under its names."""
+    refuse_renames(manifest, "moving applications one at a time", (
+        f"Move the whole workload at once instead, with a planned failover of the mirror (kafka_dr_failover, "
+        f"run_name {manifest.run_id}), which moves its topics, consumer groups and connectors under the mirror's "
+        "names"))
+
+
 def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, group: str, *,
                wait_s: float = 300.0, poll_s: float = 0.2, say: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Move consumer group `group` of the mirror run `manifest` onto the DR cluster `target` (the
@@ -56,6 +71,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     and for the mirror (`waited_s`), and how long from the group's last member gone to its offsets
     written on the DR cluster (`window_s`). Each wait gives up after `wait_s`, naming what it waited
     for and the way out; a move given up is tried again as it is."""
+    refuse_renamed(manifest)
     part = moved.part(group)
     record = manifest.read(part) or {}
     if record.get("state") == moved.BACK:  # moved back to the source since: moved anew
@@ -200,6 +216,7 @@ def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterCo
     (refused while it has members on the source) and read back; the move is recorded as back, and
     the mirror syncs the group again. The only write a move makes on the source: the group's own
     offsets, which its owner asked back. A row: the group, its partitions, the window."""
+    refuse_renamed(manifest)
     part = moved.part(group)
     record = manifest.read(part) or {}
     if record.get("state") not in ("moving", "moved"):  # (moved.BACK: moved back already)

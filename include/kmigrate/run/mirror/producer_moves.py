@@ -41,7 +41,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
-from kmigrate.run.mirror.moves import READ_TIMEOUT_S, wait_for, wait_held
+from kmigrate.run.mirror.moves import READ_TIMEOUT_S, refuse_renamed, wait_for, wait_held
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, topic_part
 from kmigrate.run.targets.prepare import restore_target_topic
@@ -70,7 +70,9 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     out; a move given up is tried again as it is. `connectors`: the application's source connectors,
     stopped on the source Connect cluster (`connect`: the source's, the DR cluster's) before the
     writers are waited for, placed on the DR Connect cluster with their offsets once the topics are
-    promoted (`connector_moves`), before the promotion is recorded as ended."""
+    promoted (`connector_moves`), before the promotion is recorded as ended. A mirror that renames is
+    refused first (`moves.refuse_renamed`)."""
+    refuse_renamed(manifest)
     topics = sorted(set(topics))
     source_connect, dr_connect = connect
     if connectors and (source_connect is None or dr_connect is None):

@@ -3,7 +3,8 @@ its timings and the connectors kept for an unplanned failover (`MirrorSpec`), wr
 run manifest (`write_spec`): a restarted mirror, a failover, a failback and a drill read it back
 (`read_spec`); a drill of a mirror and a planned failover move the mirror's selection instead of
 their own (`selection_mirror`, `with_mirror_selection`), under the names the mirror gives them on the DR
-cluster (its `renames`, a consolidation's: none, the source's). Pure Python."""
+cluster (its `renames`, a consolidation's: none, the source's); what does not follow those names yet
+refuses a mirror that renames (`refuse_renames`). Pure Python."""
 from __future__ import annotations
 
 import dataclasses
@@ -74,6 +75,34 @@ def read_spec(manifest: Manifest) -> MirrorSpec:
                           "topic selection (kafka_dr_mirror's start task, or the job's --topics)")
     return MirrorSpec(**{**stored, "connectors": tuple(stored.get("connectors", ())),
                          "renames": Renames.from_params(stored.get("renames") or {})})
+
+
+def refuse_renames(mirror: Manifest, what: str, way_out: str) -> None:
+    """ConfigError when the mirror of run `mirror` renames (its spec's `renames`): `what` (an
+    operation on the mirror, e.g. "a failback") does not follow a mirror's renames yet. The error
+    names the run, its renames and `way_out`; called first, before anything is read of the clusters
+    or written. A run without a mirror spec renames nothing (the operation names that itself)."""
+    if mirror.read(SPEC) is None:
+        return
+    renames = read_spec(mirror).renames
+    if renames:
+        raise ConfigError(f"{what} is not supported yet for a mirror that renames (the mirror of run {mirror.run_id} "
+                          f"keeps its topics and consumer groups on the DR cluster under other names: "
+                          f"{shown(renames)}); refused before anything was read or changed. {way_out}")
+
+
+def shown(renames: Renames) -> str:
+    """The rule as its params, each map cut to its first five entries (a message's, not a record's)."""
+    parts = []
+    for name, value in renames.as_params().items():
+        if isinstance(value, dict):
+            pairs = sorted(value.items())
+            value = ", ".join(f"{s} -> {t}" for s, t in pairs[:5]) + (f" and {len(pairs) - 5} more"
+                                                                      if len(pairs) > 5 else "")
+            parts.append(f"{name} {value}")
+        else:
+            parts.append(f"{name} {value!r}")
+    return "; ".join(parts)
 
 
 def selection_mirror(run: request.RunRequest, *, failover: bool = False) -> str:
