@@ -19,6 +19,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import WrongCluster
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.renames import Renames
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import status as mirror_status
@@ -151,6 +152,34 @@ def test_rebuild_diverged_deletes_the_topics_of_the_failbacks_own_selection_and_
     refused("failback retried without rebuild_diverged after one with it",
             lambda: prepare_failback(manifest, back, stack.target, stack.source, rebuild=False, say=lambda _: None),
             f"{a}[0] offsets 10-14", "rebuild_diverged", written=untouched(stack, [a, b], connector), destructive=True)
+
+
+def test_a_failback_of_a_mirror_that_renames_deletes_nothing(stack, unique_name, tmp_path):
+    """A failed-over mirror that kept its topics on the DR cluster under a prefix (a consolidation's): a
+    failback does not follow renames yet, so it is refused by name before its clusters are read, though
+    the original holds offsets the DR cluster never got and rebuild_diverged is asked (it would delete)."""
+    a = f"{unique_name}.a"
+    create_topic(stack.source, a, 1)
+    produce(stack.source, a, [(b"k", b"v%d" % i) for i in range(15)], 0)
+    manifest = Manifest(str(tmp_path / "state"), f"{unique_name}-dr")
+    write_spec(manifest, MirrorSpec(re.escape(unique_name) + r"\..*", renames=Renames(topic_prefix="dr.")))
+    identity.record(manifest, identity.observe(stack.source, stack.target))  # as the mirror recorded them
+    manifest.write_once(Part.PROMOTED, {"at": "2026-12-06T00:00:00Z",  # 5 offsets lost by the failover
+                                        "partitions": [{"topic": a, "partition": 0, "dr_end": 10}]})
+    back = back_run(tmp_path, "back", re.escape(unique_name) + r"\..*")
+    before = all_watermarks(stack.source, a)
+
+    def written() -> list[str]:
+        return ([f"{a} deleted or changed on the original"] if a not in topics_on(stack.source)
+                or all_watermarks(stack.source, a) != before else []) + [
+            f"failback part {p}" for p in (DISCARDED, identity.IDENTITY) if back.exists(p)]
+    refused("failback of a mirror that renames", lambda: prepare_failback(
+        manifest, back, stack.target, stack.source, rebuild=True, say=lambda _: None),
+        "a failback is not supported yet for a mirror that renames", "topic_prefix 'dr.'", "kafka_migration",
+        written=written, destructive=True)
+    refused("failback preflight of a mirror that renames", lambda: plan_failback(
+        manifest, identity.observe(stack.target, stack.source), stack.source, re.escape(unique_name) + r"\..*"),
+        "not supported yet for a mirror that renames", written=written, destructive=True)
 
 
 def test_an_unplanned_failover_to_a_mistyped_source_is_refused_while_the_real_source_runs(stack, unique_name, tmp_path):
