@@ -108,6 +108,17 @@ class Renames:
         """Each of the source groups `names` to its target id (unchecked: `check_groups` checks)."""
         return {name: self.group(name) for name in names}
 
+    def only(self, topics: Iterable[str], groups: Iterable[str]) -> Renames:
+        """The rule with its map entries restricted to the source `topics` and `groups` (the prefixes
+        kept): the same names for those, no entry for anything else. What a run that moves a mirror's
+        selection under the mirror's names checks (a planned failover, a drill of a mirror): an entry
+        of the mirror's whose topic or group is not selected now (promoted or moved since, deleted on
+        the source) is none of the run's doing, where a migration's own entry for a name it does not
+        select is a typo that `check_topics` and `check_groups` refuse."""
+        topics, groups = set(topics), set(groups)
+        return dataclasses.replace(self, topics={s: t for s, t in self.topics.items() if s in topics},
+                                   groups={s: t for s, t in self.groups.items() if s in groups})
+
     def __bool__(self) -> bool:
         """Whether the rule renames anything (a prefix or a map entry is set)."""
         return bool(self.topic_prefix or self.topics or self.group_prefix or self.groups)

@@ -130,6 +130,19 @@ def test_a_map_entry_for_a_topic_not_selected_is_refused_naming_each():
     assert "orders" not in text.split("(alpha, zeta)")[0]
 
 
+def test_only_keeps_the_map_entries_of_the_names_given_and_the_prefixes():
+    rule = Renames("a.", {"orders": "o", "payments": "p"}, "g.", {"billing": "b", "audit": "x"})
+    only = rule.only(["orders", "refunds"], ["audit"])
+    assert only == Renames("a.", {"orders": "o"}, "g.", {"audit": "x"})
+    assert only.topic_names(["orders", "refunds"]) == rule.topic_names(["orders", "refunds"])  # the same names
+    assert only.check_topics(["orders", "refunds"]) == {"orders": "o", "refunds": "a.refunds"}
+    assert only.check_groups(["audit"]) == {"audit": "x"}
+    with pytest.raises(ConfigError, match=r"does not select \(payments\)"):  # the rule itself still refuses
+        rule.check_topics(["orders", "refunds"])
+    assert not Renames(topics={"orders": "o"}).only([], [])  # nothing left: keeps every name
+    assert hash(only) == hash(Renames("a.", {"orders": "o"}, "g.", {"audit": "x"}))
+
+
 def test_two_sources_onto_one_target_are_refused_naming_them():
     text = refusal(Renames(topics={"orders": "all", "payments": "all", "refunds": "x"}), ["orders", "payments",
                                                                                          "refunds", "x"])

@@ -18,7 +18,7 @@ import datetime
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -203,6 +203,9 @@ class RunRequest:
     dry_run: bool = False
     spark: SparkSettings = SparkSettings()
     mirror_run: str = ""  # a drill of this mirror
+    # the mirror whose selection and names the run moves in place of its own (kmigrate.run.mirror.spec.
+    # with_mirror_selection: a drill's, a planned failover's); "": its own. Not a param: set with that selection
+    mirror_selection: str = ""
     failback_of: str = ""  # a mirror back to the original of this failed-over mirror
     rebuild_diverged: bool = False
     unplanned: bool = False
@@ -265,6 +268,12 @@ class RunRequest:
         """What the run moves: its topics and groups, its connectors, translate mode and ACL scope."""
         return Selection(self.topics_include, self.topics_exclude, self.groups, self.connectors or (),
                          self.translate_topics, self.acls)
+
+    def renames_for(self, topics: Iterable[str], groups: Iterable[str] = ()) -> Renames:
+        """The run's renames as it holds them to what it selects now (its source `topics` and `groups`):
+        as given; a mirror's (`mirror_selection`) restricted to them (`Renames.only`), its entries for
+        what is not selected now (promoted, moved or deleted since) left out rather than refused."""
+        return self.renames.only(topics, groups) if self.mirror_selection else self.renames
 
     def with_params(self, **changed: Any) -> RunRequest:
         """The request of these params changed (a failover's and a drill's: their mirror's selection)."""

@@ -104,13 +104,15 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
                   groups: str | None = None, source_connect: ConnectClient | None = None,
                   connectors: Sequence[str] | str | None = None,
                   modes: Mapping[str, str] | Callable[[Sequence[str]], Mapping[str, str]] | None = None,
-                  live: bool = False, renames: Renames = Renames()) -> dict[str, Any]:
+                  live: bool = False, renames: Renames = Renames(), mirrored: bool = False) -> dict[str, Any]:
     """The run's snapshot, taken now or read back when the run already has one; the plan part
     is written from it. `modes`: each topic's copy mode, or a function of the selected topics
     that gives them (the topics are then listed once, here). Nothing is written when any
     selection is invalid or anything named is missing. `live`: the source keeps writing (a DR drill):
     each partition ends at its last stable offset, a transaction open there left out. `renames`: the
-    run's (the plan's units name each topic's partition on the target)."""
+    run's (the plan's units name each topic's partition on the target), held to the snapshot's topics
+    (`Renames.check_topics`); `mirrored` (they are a mirror's: a planned failover, a drill of a mirror),
+    an entry for a topic not in the snapshot (promoted or deleted since) is left out, not refused."""
 
     def take() -> dict[str, Any]:
         with ClusterAdmin(source) as admin:
@@ -140,8 +142,9 @@ def take_snapshot(manifest: Manifest, source: ClusterConfig, *, topics_include: 
 
     snapshot = manifest.get_or_create(Part.SNAPSHOT, take)
     topic_modes = modes(sorted(snapshot["topics"])) if callable(modes) else modes
+    rule = renames.only(snapshot["topics"], snapshot["groups"]) if mirrored else renames
     manifest.write_once(Part.PLAN, plan_from_topics(snapshot["topics"], topic_modes,
-                                                    renames.check_topics(snapshot["topics"])))
+                                                    rule.check_topics(snapshot["topics"])))
     return snapshot
 
 

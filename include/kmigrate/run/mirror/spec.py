@@ -118,11 +118,13 @@ def selection_mirror(run: request.RunRequest, *, failover: bool = False) -> str:
 
 def with_mirror_selection(run: request.RunRequest, *, failover: bool = False) -> request.RunRequest:
     """The `run` with the topic and group selection of the mirror whose selection it moves
-    (`selection_mirror`), read from that mirror's spec; the `run` as it is when it moves its own."""
+    (`selection_mirror`), read from that mirror's spec, and its names (the request's `mirror_selection`
+    names the mirror); the `run` as it is when it moves its own."""
     mirror = selection_mirror(run, failover=failover)
     if not mirror:
         return run
     spec = read_spec(Manifest(run.state_location, mirror))
     renames = {name: spec.renames.as_params().get(name) for name in RENAME_PARAMS}
-    return run.with_params(topics_include=spec.topics_include, topics_exclude=spec.topics_exclude or None,
-                           groups=spec.groups or None, **renames)
+    moved = run.with_params(topics_include=spec.topics_include, topics_exclude=spec.topics_exclude or None,
+                            groups=spec.groups or None, **renames)
+    return dataclasses.replace(moved, mirror_selection=mirror)  # its renames held to it so (`renames_for`)

@@ -81,7 +81,7 @@ def check_renames(renames: Renames, selection: Selection, topics: Sequence[str],
 def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: ConnectClient | None,
               target_connect: ConnectClient | None, selection: Selection, renames: Renames = Renames(),
               check_targets: bool = True, overrides: Mapping[str, Any] | None = None,
-              created: Collection[str] = ()) -> dict[str, Any]:
+              created: Collection[str] = (), mirrored: bool = False) -> dict[str, Any]:
     """Read-only checks before anything is written, and the plan a dry run shows: both clusters
     answer and differ, the selections are valid and match something, the principal has the rights
     the run needs on both (`rights`), the connectors exist, both Connect clusters answer and can do
@@ -94,7 +94,9 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
     (a run not yet resumed on the target) and renames, a renamed preserve-mode topic's target that
     exists must hold this source's data at the same offsets (but those in `created`, the target
     topics the run created: its copy checks them as it resumes), and a group's target id must not
-    be a group there with offsets for other topics (`target_data`)."""
+    be a group there with offsets for other topics (`target_data`). `mirrored`: the selection and
+    renames are a mirror's (a planned failover, a drill of a mirror): a map entry for a topic or group
+    not selected now is left out (`Renames.only`), not refused as a typo."""
     selection.check()
     versions.check_apis(source, "source")
     versions.check_apis(target, "target")
@@ -107,6 +109,8 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                               f"{selection.topics_include!r} and exclude {selection.topics_exclude!r}; fix the selection")
         partitions = topics_partitions(admin, topics)
         groups = select(admin.list_groups(), selection.groups, what="consumer group") if selection.groups else []
+        if mirrored:
+            renames = renames.only(topics, groups)
         names, group_names = check_renames(renames, selection, topics, groups)
         check_rights(admin, target_admin, topics, groups, names, group_names)
         connectors, infos = [], {}

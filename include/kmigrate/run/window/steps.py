@@ -106,7 +106,7 @@ def stop_connectors(w: Window) -> None:
     w.topics = topics = selected_topics(run.source, run.selection)
     if not run.manifest.exists(Part.SNAPSHOT):
         targets.check_target_topics(run.manifest, run.source, run.target, topics,
-                                    run.request.renames.check_topics(topics))
+                                    run.request.renames_for(topics).check_topics(topics))
     with shared_admin(run.source) as admin:  # the quiesce's client (kept in this process's pool)
         admin.check_reachable()
     names = run.selection.connectors
@@ -158,7 +158,8 @@ def snapshot(w: Window, drill: bool = False) -> dict[str, int]:
         taken = take_snapshot(run.manifest, run.source, topics_include=selection.topics_include,
                               topics_exclude=selection.topics_exclude or None, groups=selection.groups or None,
                               source_connect=run.source_connect, connectors=list(selection.connectors) or None,
-                              modes=selection.modes, live=drill, renames=run.request.renames)
+                              modes=selection.modes, live=drill, renames=run.request.renames,
+                              mirrored=bool(run.request.mirror_selection))
         if not drill:
             names = run.request.renames.topic_names(taken["topics"])
             for topic, change in targets.reconcile_target_topics(run.manifest, run.source, run.target, names).items():
