@@ -2,17 +2,27 @@
 mirror's names, its renames read from the mirror's spec (kmigrate.run.mirror.spec.with_mirror_selection):
 those renames are held to what the run selects now, an entry for a topic or group promoted, moved or
 deleted since left out (`RunRequest.renames_for`, the snapshot's `mirrored`), where a migration's
-own entry for a name it does not select is refused as a typo. From a run manifest alone."""
+own entry for a name it does not select is refused as a typo. A drill of a mirror reads the DR
+cluster under those names (kmigrate.run.mirror.drill: the cut's ends, the groups' offsets, the
+connectors it places dry). From a run manifest alone, the clusters faked."""
 from __future__ import annotations
+
+import contextlib
+import time
 
 import pytest
 from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
+from kmigrate.kafka.group_admin import Committed
 from kmigrate.manifest import Manifest, Part
 from kmigrate.renames import Renames
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.cutover.snapshot import take_snapshot
+from kmigrate.run.mirror import drill
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.connectors import CONNECTORS
 from kmigrate.run.mirror.spec import MirrorSpec, with_mirror_selection, write_spec
+from kmigrate.run.records import timeline
 
 NOWHERE = ClusterConfig.from_bootstrap("source", "127.0.0.1:1")  # the snapshot is read back: never reached
 RENAMES = Renames(topic_prefix="a.", topics={"orders": "a.ord", "payments": "a.pay"}, groups={"billing": "a.bill"})
@@ -61,3 +71,122 @@ def test_the_snapshot_of_a_mirrors_selection_leaves_out_the_entries_of_topics_it
     with pytest.raises(ConfigError, match=r"topic_renames names topics the run does not select \(payments\)"):
         take_snapshot(migration, NOWHERE, topics_include=".*", renames=RENAMES)
     assert not migration.exists(Part.PLAN)
+
+
+class DrAdmin:
+    """The DR cluster's admin client as the drill reads it: last stable offsets and committed offsets,
+    by the names there; a partition or group asked by another name is not there."""
+
+    def __init__(self, ends, groups):
+        self.ends, self.groups, self.asked = ends, groups, []
+
+    def stable_ends(self, keys, retry=False):
+        self.asked += list(keys)
+        return {k: self.ends.get(k, 0) for k in keys}
+
+    def committed(self, group):
+        self.asked.append(group)
+        return {k: Committed(o, "") for k, o in self.groups.get(group, {}).items()}
+
+
+def drill_of(tmp_path, renames: Renames) -> tuple[Manifest, Manifest]:
+    """A running mirror of `orders` (2 partitions) and group `billing` with `renames`, and a drill's
+    snapshot of it: the cut at 10 and 7, billing at 9 and 7 (its offset past the end stands at the end)."""
+    mirror = Manifest(str(tmp_path), "m")
+    write_spec(mirror, MirrorSpec("orders", groups="billing", renames=renames))
+    mirror_status.write(mirror, {"heartbeat": timeline.iso(time.time()), "partitions": [
+        {"topic": "orders", "partition": p, "behind_records": 1, "behind_s": 0.5} for p in (0, 1)]})
+    run = Manifest(str(tmp_path), "drill")
+    run.write_once(Part.SNAPSHOT, {"topics": {"orders": {"partitions": [{"partition": 0, "end": 10},
+                                                                       {"partition": 1, "end": 7}]}},
+                                   "groups": {"billing": {"offsets": [{"topic": "orders", "partition": 0, "offset": 9},
+                                                                      {"topic": "orders", "partition": 1, "offset": 8}]}}})
+    return run, mirror
+
+
+CONSOLIDATED = Renames(topic_prefix="a.", group_prefix="a.")
+
+
+@pytest.mark.parametrize("renames, orders, billing", [(Renames(), "orders", "billing"),
+                                                      (CONSOLIDATED, "a.orders", "a.billing")])
+def test_a_drill_of_a_mirror_reads_the_cut_and_the_groups_on_the_dr_cluster_under_the_mirrors_names(
+        tmp_path, monkeypatch, renames, orders, billing):
+    run, mirror = drill_of(tmp_path, renames)
+    # on the DR cluster: the mirror's partitions and group under its names, and a topic bearing the source's
+    # name that another application writes there (its group offsets are none of the drill's)
+    stray = {} if orders == "orders" else {("orders", 0): 0}
+    admin = DrAdmin({**stray, (orders, 0): 10, (orders, 1): 7},
+                    {billing: {(orders, 0): 9, (orders, 1): 7, ("stray", 0): 1, **stray}})
+    monkeypatch.setattr(drill, "shared_admin", lambda cluster: contextlib.nullcontext(admin))
+    reached = drill.reach_cut(run, mirror, NOWHERE, timeout_s=1, say=lambda _: None)
+    assert (reached["partitions"], reached["groups"], reached["rpo_records"]) == (2, 1, 2)
+    assert set(admin.asked) == {(orders, 0), (orders, 1), billing}
+
+
+def test_a_drill_short_of_the_cut_names_each_partition_and_group_with_its_name_on_the_dr_cluster(tmp_path, monkeypatch):
+    run, mirror = drill_of(tmp_path, CONSOLIDATED)
+    # the source's names on the DR cluster hold everything, the mirror's names less: the drill reads the latter
+    admin = DrAdmin({("orders", 0): 10, ("orders", 1): 7, ("a.orders", 0): 10, ("a.orders", 1): 6},
+                    {"billing": {("orders", 0): 9, ("orders", 1): 7}, "a.billing": {("a.orders", 0): 8}})
+    monkeypatch.setattr(drill, "shared_admin", lambda cluster: contextlib.nullcontext(admin))
+    monkeypatch.setattr(drill.time, "sleep", lambda s: None)
+    with pytest.raises(ConfigError) as short:
+        drill.reach_cut(run, mirror, NOWHERE, timeout_s=0, say=lambda _: None)
+    assert str(short.value) == (
+        "the DR cluster did not reach the drill's cut in 0s: orders (on the DR cluster a.orders)[1] at 6 of 7; "
+        "group billing (on the DR cluster a.billing) orders (on the DR cluster a.orders)[0] at 8 of 9; "
+        "group billing (on the DR cluster a.billing) orders (on the DR cluster a.orders)[1] at -1 of 7; "
+        "check the mirror's status (mirror-status) and retry")
+    assert not run.exists(drill.CUT)
+
+
+def test_the_keys_of_the_cut_on_the_dr_cluster_and_a_groups_offsets_back_under_the_sources_names():
+    names = {"orders": "a.orders", "refunds": "refunds"}
+    assert drill.on_dr_keys({("orders", 0): 5, ("refunds", 1): 2}, names) == {("a.orders", 0): ("orders", 0),
+                                                                              ("refunds", 1): ("refunds", 1)}
+    assert drill.from_dr({("a.orders", 0): 4, ("orders", 0): 9, ("refunds", 1): 2}, names) == {
+        ("orders", 0): 4, ("refunds", 1): 2}
+
+
+class DrConnect:
+    """The DR Connect cluster the dry failover places on: what it was given, by connector."""
+
+    url = "http://dr-connect"
+
+    def __init__(self):
+        self.placed, self.deleted = {}, []
+
+    def connectors(self):
+        return []
+
+    def delete(self, name):
+        self.deleted.append(name)
+
+
+@pytest.mark.parametrize("renames, topic", [(Renames(), "orders"), (Renames(topics={"orders": "a.orders"}), "a.orders")])
+def test_a_dry_failover_places_the_mirrors_connectors_under_its_names(tmp_path, monkeypatch, renames, topic):
+    _, mirror = drill_of(tmp_path, renames)
+    mirror.replace(CONNECTORS, {"read_at": "t", "safe_at": "t", "connectors": {
+        "sink": {"type": "sink", "state": "RUNNING", "secret_keys": [],
+                 "config": {"connector.class": "FileStreamSink", "topics": "orders,audit", "file": "/out"},
+                 "offsets": [{"partition": {"kafka_topic": "orders", "kafka_partition": 0}, "offset": {"kafka_offset": 12}},
+                             {"partition": {"kafka_topic": "audit", "kafka_partition": 0}, "offset": {"kafka_offset": 3}}]},
+        "source": {"type": "source", "state": "RUNNING", "secret_keys": [],
+                   "config": {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                              "topic": "orders", "file": "/in"},
+                   "offsets": [{"partition": {"filename": "/in"}, "offset": {"position": 40}}]}}})
+    connect = DrConnect()
+
+    def place(dr_connect, name, kind, config, offsets, exists):
+        connect.placed[name] = (config, offsets)
+        return {"offsets": offsets}
+    monkeypatch.setattr(drill, "place_stopped", place)
+    out = drill.dry_connectors(mirror, connect, {("orders", 0): 10}, dr_bootstrap="dr:9092", say=lambda _: None)
+    assert [c["name"] for c in out] == ["sink", "source"] and connect.deleted == ["sink", "source"]
+    sink_config, sink_offsets = connect.placed["sink"]
+    assert sink_config["topics"] == f"{topic},audit"  # audit: not the drill's, its name kept
+    assert sink_offsets == [{"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 10}},
+                            {"partition": {"kafka_topic": "audit", "kafka_partition": 0}, "offset": {"kafka_offset": 3}}]
+    source_config, source_offsets = connect.placed["source"]
+    assert source_config["topic"] == topic and source_offsets == [{"partition": {"filename": "/in"},
+                                                                   "offset": {"position": 40}}]

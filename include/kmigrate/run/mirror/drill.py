@@ -12,7 +12,12 @@ source or the mirror. Nothing is written to the source, nor to the mirrored topi
 3. `dry_connectors` places the connectors the mirror keeps on the DR Connect cluster, STOPPED, with
    their offsets read back, and removes them: what a failover would start, shown to work.
 4. The RTO measured is the trigger to all of that: what a failover needs before the applications
-   can start on the DR cluster."""
+   can start on the DR cluster.
+
+A mirror that renames (a consolidation's: `orders` kept on the DR cluster as `a.orders`) is read
+there under its names (its spec's `renames`): the cut's partitions and the groups' offsets by their
+DR names, compared under the source's; the connectors' topics and a sink's offsets renamed as a
+migration's are (kmigrate.run.connectors.renamed)."""
 from __future__ import annotations
 
 import time
@@ -26,6 +31,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.request import STALE_AFTER_S, RunRequest
 from kmigrate.run.connectors.migrate import place_stopped
+from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.connectors import capped, kept, on_dr
@@ -59,6 +65,20 @@ def cut_ends(snapshot: Mapping[str, Any]) -> dict[Key, int]:
     return {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
 
 
+def on_dr_keys(cut: Mapping[Key, int], names: Mapping[str, str]) -> dict[Key, Key]:
+    """Each partition of the `cut` on the DR cluster (its topic under its name there, `names`: the
+    mirror's {source topic: DR topic}) to the source's partition it holds."""
+    return {(names.get(t, t), p): (t, p) for t, p in cut}
+
+
+def from_dr(committed: Mapping[Key, int], names: Mapping[str, str]) -> dict[Key, int]:
+    """A group's offsets on the DR cluster (`committed`, by DR topic) keyed by the source's topics of
+    `names` ({source topic: DR topic}); an offset on a DR topic that is none of theirs left out (it
+    may bear a source topic's name and belong to another application)."""
+    source_of = {dr: source for source, dr in names.items()}
+    return {(source_of[t], p): offset for (t, p), offset in committed.items() if t in source_of}
+
+
 def check_slots_left(mirror: Manifest, remote: str | None, param: str = "spark_connect_conn_id") -> None:
     """ConfigError when the drill's Spark jobs would go to the Spark Connect server at `remote` and
     the running mirror holds every task slot there: they would wait for the mirror's term to end."""
@@ -88,15 +108,19 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
                           f"{'none' if status is None else status['heartbeat']}); a drill of a mirror needs it "
                           "running: start kafka_dr_mirror, or drill without mirror_run (a copy of its own)")
     cut = cut_ends(snapshot)
+    # the mirror's names on the DR cluster: its partitions and groups read there by them
+    renames = read_spec(mirror).renames
+    names = renames.topic_names({t for t, _ in cut})
+    keys = on_dr_keys(cut, names)
     # a group's offset past its partition's end (a commit may say so) stands at the end, as the mirror copies it
     wanted = {(g, o["topic"], o["partition"]): min(o["offset"], cut.get((o["topic"], o["partition"]), o["offset"]))
               for g, e in snapshot["groups"].items() for o in e["offsets"]}
     began, deadline = time.monotonic(), time.monotonic() + timeout_s
     while True:
         with shared_admin(target) as admin:
-            held = admin.stable_ends(list(cut), retry=True)
-            committed = {(g, t, p): c.offset for g in {k[0] for k in wanted}
-                         for (t, p), c in admin.committed(g).items()}
+            held = {keys[k]: end for k, end in admin.stable_ends(list(keys), retry=True).items()}
+            committed = {(g, t, p): offset for g in {k[0] for k in wanted} for (t, p), offset in from_dr(
+                {k: c.offset for k, c in admin.committed(renames.group(g)).items()}, names).items()}
         short = {k: (held[k], end) for k, end in cut.items() if held[k] < end}
         groups_short = {k: (committed.get(k, -1), o) for k, o in wanted.items() if committed.get(k, -1) < o}
         if not short and not groups_short:
@@ -104,8 +128,9 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
         if time.monotonic() > deadline:
             raise ConfigError(
                 f"the DR cluster did not reach the drill's cut in {timeout_s:.0f}s: "
-                + "; ".join([f"{t}[{p}] at {h} of {e}" for (t, p), (h, e) in sorted(short.items())[:10]]
-                            + [f"group {g} {t}[{p}] at {h} of {o}" for (g, t, p), (h, o) in sorted(groups_short.items())[:10]])
+                + "; ".join([f"{_named(t, names)}[{p}] at {h} of {e}" for (t, p), (h, e) in sorted(short.items())[:10]]
+                            + [f"group {_named(g, renames.group_names([g]))} {_named(t, names)}[{p}] at {h} of {o}"
+                               for (g, t, p), (h, o) in sorted(groups_short.items())[:10]])
                 + "; check the mirror's status (mirror-status) and retry")
         time.sleep(0.2)
     rpo_records, rpo_seconds = mirror_status.lag(p for p in status["partitions"] if (p["topic"], p["partition"]) in cut)
@@ -118,12 +143,20 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
     return reached
 
 
+def _named(name: str, names: Mapping[str, str]) -> str:
+    """A source topic's or group's name, with its name on the DR cluster when the mirror renames it."""
+    return name if names.get(name, name) == name else f"{name} (on the DR cluster {names[name]})"
+
+
 def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: Mapping[Key, int], *,
                    dr_bootstrap: str | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
                    say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """The connectors the mirror keeps placed on `dr_connect` STOPPED with their offsets (read back),
     then deleted: what a failover would start. A connector of that name on the DR Connect cluster
-    already is refused, and left alone."""
+    already is refused, and left alone. `dr_ends`: the DR cluster's ends a sink's offsets are capped
+    at, by the source's (topic, partition). Under the mirror's renames, the topics each config names
+    and a sink's offsets take their DR names (`renamed_config`, `renamed_offsets`, as a migration's
+    connectors do), every config prepared before any connector is placed."""
     reading = kept(mirror, dr_connect, "drill")
     if reading is None:
         return []
@@ -132,12 +165,18 @@ def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: 
     if taken:
         raise ConfigError(f"connectors {', '.join(taken)} exist on the DR Connect cluster ({dr_connect.url}) already: "
                           "a dry failover would not touch them. Delete them there if they are leftovers, then retry")
-    out = []
+    names = read_spec(mirror).renames.topic_names({t for t, _ in dr_ends})
+    prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        config = on_dr(name, entry, dr_bootstrap, overrides)
+        own = (overrides or {}).get(name) or {}  # the keys it sets are left as the override has them
+        config = renamed_config(name, entry["type"], on_dr(name, entry, dr_bootstrap, overrides), names, overridden=own)
+        offsets = capped(entry, dr_ends)  # a sink's by the source's partitions, capped, then under their DR names
+        prepared.append((name, entry, config, renamed_offsets(offsets, names) if entry["type"] == "sink" else offsets))
+    out = []
+    for name, entry, config, offsets in prepared:
         began = time.monotonic()
         try:
-            placed = place_stopped(dr_connect, name, entry["type"], config, capped(entry, dr_ends), False)
+            placed = place_stopped(dr_connect, name, entry["type"], config, offsets, False)
         finally:
             try:
                 dr_connect.delete(name)
