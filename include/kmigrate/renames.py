@@ -201,6 +201,13 @@ class Renames:
                    given("group_renames", {}))
 
 
+def partitions_there(keys: Iterable[tuple[str, int]], names: Mapping[str, str]) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each partition of `keys` ((topic, partition), by the source's names) under its topic's name
+    on the target (`names`; a topic not in it keeps its name), to the partition as given: what a
+    reading of the target asks for, and how its answers are keyed back."""
+    return {(names.get(t, t), p): (t, p) for t, p in keys}
+
+
 def one_prefix(names: Mapping[str, str], sources: Iterable[str]) -> str | None:
     """The one prefix that renames each of `sources` under `names` ({source: target}; a source not
     in it keeps its name): "" when none is renamed; None when no single prefix does (a map entry

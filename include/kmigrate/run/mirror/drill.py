@@ -29,12 +29,12 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
+from kmigrate.renames import partitions_there
 from kmigrate.run.checks.request import STALE_AFTER_S, RunRequest
 from kmigrate.run.connectors.migrate import place_stopped
-from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.connectors import capped, kept, on_dr
+from kmigrate.run.mirror.connectors import kept, offsets_on_dr, on_dr
 from kmigrate.run.mirror.spec import read_spec
 from kmigrate.run.records import timeline
 
@@ -63,12 +63,6 @@ def overridable(request: RunRequest) -> tuple[list[str] | None, dict[str, str]]:
 def cut_ends(snapshot: Mapping[str, Any]) -> dict[Key, int]:
     """The drill's cut: each snapshot partition's end."""
     return {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
-
-
-def on_dr_keys(cut: Mapping[Key, int], names: Mapping[str, str]) -> dict[Key, Key]:
-    """Each partition of the `cut` on the DR cluster (its topic under its name there, `names`: the
-    mirror's {source topic: DR topic}) to the source's partition it holds."""
-    return {(names.get(t, t), p): (t, p) for t, p in cut}
 
 
 def from_dr(committed: Mapping[Key, int], names: Mapping[str, str]) -> dict[Key, int]:
@@ -111,7 +105,7 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
     # the mirror's names on the DR cluster: its partitions and groups read there by them
     renames = read_spec(mirror).renames
     names = renames.topic_names({t for t, _ in cut})
-    keys = on_dr_keys(cut, names)
+    keys = partitions_there(cut, names)
     # a group's offset past its partition's end (a commit may say so) stands at the end, as the mirror copies it
     wanted = {(g, o["topic"], o["partition"]): min(o["offset"], cut.get((o["topic"], o["partition"]), o["offset"]))
               for g, e in snapshot["groups"].items() for o in e["offsets"]}
@@ -168,10 +162,8 @@ def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: 
     names = read_spec(mirror).renames.topic_names({t for t, _ in dr_ends})
     prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        own = (overrides or {}).get(name) or {}  # the keys it sets are left as the override has them
-        config = renamed_config(name, entry["type"], on_dr(name, entry, dr_bootstrap, overrides), names, overridden=own)
-        offsets = capped(entry, dr_ends)  # a sink's by the source's partitions, capped, then under their DR names
-        prepared.append((name, entry, config, renamed_offsets(offsets, names) if entry["type"] == "sink" else offsets))
+        prepared.append((name, entry, on_dr(name, entry, dr_bootstrap, overrides, names),
+                         offsets_on_dr(entry, dr_ends, names)))
     out = []
     for name, entry, config, offsets in prepared:
         began = time.monotonic()

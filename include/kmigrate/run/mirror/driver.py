@@ -19,7 +19,6 @@ Pure Python: a term's copy is handed in (`copy_term`), so the driver runs the sa
 (kmigrate_spark.mirror_job) and in a test."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import socket
@@ -35,7 +34,6 @@ from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
-from kmigrate.renames import Renames
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.copying.precopy import compacted_topics
@@ -204,7 +202,7 @@ class Mirror:
             self.compacted = compacted_topics(self.source, set(counts)) if counts else frozenset()
         self.group_ids = self.spec.renames.group_names(groups) if self.spec.renames else {}
         if self.spec.renames and groups:  # two groups onto one id on the DR cluster: none of those synced
-            self.group_ids = _only(self.spec.renames, set(), set(groups)).check_groups(groups)
+            self.group_ids = self.spec.renames.only((), groups).check_groups(groups)
         self.group_names = groups
         self.refreshed = time.monotonic()
         return changed
@@ -217,12 +215,12 @@ class Mirror:
         if not rule:
             return {t: t for t in topics}
         try:
-            names, refused = _only(rule, set(topics), set()).check_topics(topics), {}
+            names, refused = rule.only(set(topics), ()).check_topics(topics), {}
         except ConfigError:  # the topics mirrored already kept, each new one taken if it fits beside them
             names, refused = {t: rule.topic(t) for t in topics if t in self.names}, {}
             for topic in sorted(set(topics) - set(names)):
                 try:
-                    names = _only(rule, {*names, topic}, set()).check_topics([*names, topic])
+                    names = rule.only({*names, topic}, ()).check_topics([*names, topic])
                 except ConfigError as exc:
                     refused[topic] = str(exc)
         if refused != self.refused:
@@ -431,10 +429,3 @@ class Mirror:
                 if k in target and written_by_the_mirror(began, target[k][1], end)
                 and target[k][1] != self.own_ends.get(k)}
 
-
-
-def _only(rule: Renames, topics: set[str], groups: set[str]) -> Renames:
-    """`rule` with its map entries for `topics` and `groups` only: a mirror's selection changes as
-    it goes, and an entry for a topic not on the source now is no mistake there."""
-    return dataclasses.replace(rule, topics={s: t for s, t in rule.topics.items() if s in topics},
-                               groups={s: g for s, g in rule.groups.items() if s in groups})

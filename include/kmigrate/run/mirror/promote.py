@@ -37,6 +37,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest, Part
+from kmigrate.renames import partitions_there
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import STALE_AFTER_S
 from kmigrate.run.mirror import status as mirror_status
@@ -128,7 +129,7 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
         raise ConfigError(f"the mirror of run {manifest.run_id} never reported a partition: there is nothing on the "
                           "DR cluster to promote")
     names = {p["topic"]: p.get("dr_topic", p["topic"]) for p in last["partitions"]}  # each topic's on the DR cluster
-    on_dr = {(names[p["topic"]], p["partition"]): (p["topic"], p["partition"]) for p in last["partitions"]}
+    on_dr = partitions_there([(p["topic"], p["partition"]) for p in last["partitions"]], names)
     aborted = abort_open(manifest.run_id, target, list(on_dr))
     (read,) = kafka_ends.read(target, list(on_dr), (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True)
     dr_ends = {on_dr[k]: end for k, end in read.items()}  # keyed by the source's names, as the status
@@ -177,7 +178,7 @@ def check_groups(target: ClusterConfig, groups: Mapping[str, str], dr_ends: Mapp
     """Each group's committed offsets on the DR cluster's mirrored partitions, checked to lie within
     the DR ends (the mirror capped them there; DR ends do not move back). `groups`: each group to
     its id on the DR cluster; `names`: each topic to its name there (`dr_ends` keyed by the source's)."""
-    there = {((names or {}).get(t, t), p): (t, p) for t, p in dr_ends}
+    there = partitions_there(dr_ends, names or {})
     rows = []
     with shared_admin(target) as admin:
         for group, on_dr in sorted(groups.items()):

@@ -18,6 +18,7 @@ from typing import Any
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.manifest import Manifest
+from kmigrate.renames import partitions_there
 from kmigrate.run.records import timeline
 
 PART = "mirror-status"
@@ -44,7 +45,7 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
     if not keys:
         return {}
     kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
-    there = {(names.get(t, t), p): (t, p) for t, p in keys} if names else {k: k for k in keys}
+    there = partitions_there(keys, names or {})
     starts, last = kafka_ends.read(cluster, list(there), kinds, timeout_s, away=away, retry=True)
     return {asked: (starts[k], last[k]) for k, asked in there.items()}
 
