@@ -74,7 +74,7 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         if request.failback_of:
             plan["failback"] = plan_failback(Manifest(request.state_location, request.failback_of),
                                              plan["identity"], run.target, run.selection.topics_include,
-                                             run.selection.topics_exclude)
+                                             run.selection.topics_exclude, request.renames)
             log.info("failback of run %s: deletes on the original %s, stops there %s", request.failback_of,
                      plan["failback"]["delete_topics"] if request.rebuild_diverged else "nothing (rebuild_diverged "
                      f"off; diverged: {len(plan['failback']['diverged'])} partitions)", plan["failback"]["stop_connectors"])

@@ -113,3 +113,19 @@ def test_the_refusal_names_the_run_its_renames_cut_short_and_the_way_out(tmp_pat
     write_spec(kept, MirrorSpec("t.*"))
     refuse_renames(kept, "x", "y")
     refuse_renames(Manifest(str(tmp_path), "none"), "x", "y")
+
+
+def test_a_failback_whose_mirror_back_would_rename_is_refused_before_anything_else(tmp_path):
+    """The failback's own mirror back given renames (a kafka_dr_mirror run with failback_of and a prefix):
+    what it deletes and rebuilds on the original is named by the original's names, which that mirror
+    would not write; refused in the preflight and in the step, the failed-over mirror keeping its names."""
+    failed_over = mirror(tmp_path, "kept", Renames())
+    back = Manifest(str(tmp_path), "back-renamed")
+    write_spec(back, MirrorSpec("orders|payments", renames=Renames(topic_prefix="x.")))
+    for call in (lambda: failback.plan_failback(failed_over, {}, ORIGINAL, "orders|payments",
+                                                renames=Renames(topic_prefix="x.")),
+                 lambda: failback.prepare_failback(failed_over, back, DR, ORIGINAL, rebuild=True, say=print)):
+        with pytest.raises(ConfigError, match="so its mirror back renames nothing") as refused:
+            call()
+        assert "topic_prefix 'x.'" in str(refused.value) and "without topic_prefix" in str(refused.value)
+    assert back.parts() == ["mirror-spec"]

@@ -32,7 +32,8 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
-from kmigrate.run.mirror.spec import read_spec, refuse_renames
+from kmigrate.renames import Renames
+from kmigrate.run.mirror.spec import read_spec, refuse_renames, shown
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import created_topics
@@ -48,9 +49,16 @@ RENAMED_WAY_OUT = (
     "back to its original name")
 
 
-def refuse_renamed(failed_over: Manifest) -> None:
-    """ConfigError, with the way out, when the mirror of the failed-over run renames (`refuse_renames`)."""
+def refuse_renamed(failed_over: Manifest, back: Renames = Renames()) -> None:
+    """ConfigError, with the way out, when the mirror of the failed-over run renames (`refuse_renames`),
+    or the mirror back would (`back`): what it deletes and rebuilds on the original is named by the
+    original's names, which a mirror back that renamed would not write."""
     refuse_renames(failed_over, "a failback", RENAMED_WAY_OUT)
+    if back:
+        raise ConfigError(f"a failback moves the topics and groups back to the original under the names they had there, "
+                          f"so its mirror back renames nothing (it was given {shown(back)}); refused before anything "
+                          "was read or changed. Trigger it again without topic_prefix, topic_renames, group_prefix "
+                          "and group_renames")
 
 
 def diverged(failed_over: Manifest, original: ClusterConfig, topics: Collection[str] | None = None
@@ -89,13 +97,14 @@ def check_clusters(failed_over: Manifest, back: Manifest, dr: ClusterConfig, ori
 
 
 def plan_failback(failed_over: Manifest, seen: dict[str, Any], original: ClusterConfig, include: str,
-                  exclude: str | None = None) -> dict[str, Any]:
+                  exclude: str | None = None, renames: Renames = Renames()) -> dict[str, Any]:
     """A failback of `failed_over` between the clusters `seen` (`identity.observe`), read-only: its
     clusters proven to be the failover's reversed (`identity.check_failback`), and what it would delete
     on the original (the preflight shows it before anything is deleted): the diverged partitions of
     its own selection (`include`, `exclude`), and each of their topics with its partitions and the
-    offsets discarded; the connectors it would stop there. A mirror that renames is refused first."""
-    refuse_renamed(failed_over)
+    offsets discarded; the connectors it would stop there. A mirror that renames, and a failback given
+    `renames` for its mirror back, are refused first."""
+    refuse_renamed(failed_over, renames)
     identity.check_failback(failed_over, seen)
     topics = selected(failed_over, include, exclude)
     rows = diverged(failed_over, original, topics)
@@ -133,8 +142,9 @@ def prepare_failback(failed_over: Manifest, back: Manifest, dr: ClusterConfig, o
     unless `rebuild`, asked on this call (an opt-in of an earlier call is not kept); with it, what
     will be discarded recorded in `back`'s part DISCARDED, then their topics deleted on the original.
     A retry deletes again only what the mirror has not created since, and only with `rebuild`. A
-    failed-over mirror that renames is refused first (`refuse_renamed`), before its clusters are read."""
-    refuse_renamed(failed_over)
+    failed-over mirror that renames, and a mirror back that would, are refused first (`refuse_renamed`),
+    before the clusters are read."""
+    refuse_renamed(failed_over, read_spec(back).renames)
     check_clusters(failed_over, back, dr, original, original_connect)
     names = failed_over_connectors(failed_over)
     if names and original_connect is not None:
