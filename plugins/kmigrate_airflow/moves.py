@@ -15,7 +15,7 @@ from kmigrate.errors import ConfigError
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.board import write_board
 from kmigrate.run.mirror.completion import end_if_complete
-from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks
+from kmigrate.run.mirror.connector_moves import move_sinks
 from kmigrate.run.mirror.moves import move_group, move_group_back
 from kmigrate.run.mirror.producer_moves import VerificationFailed, promote_topics
 
@@ -46,7 +46,7 @@ def move_consumers(params: dict[str, Any] | None = None, run_id: str | None = No
     if sinks:
         with no_retry(ConfigError):
             rows += move_sinks(run.manifest, run.source, run.target, run.connect_client("source"), run.connect_client("target"),
-                               sinks, mirrored=lambda: mirrored_topics(mirror_status.read(run.manifest) or {}),
+                               sinks, mirrored=lambda: mirror_status.mirrored_topics(mirror_status.read(run.manifest) or {}),
                                target_bootstrap=run.target.bootstrap_servers,
                                overrides=run.request.connector_overrides, wait_s=run.request.move_wait_s)
     return {"moved": rows, **_board_and_end(run)}

@@ -16,9 +16,10 @@ import types
 import pytest
 from kmigrate.errors import ConfigError, ConnectUnreachable
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.connector_moves import mirrored_topics, move_sinks, part
+from kmigrate.run.mirror.connector_moves import move_sinks, part
 from kmigrate.run.mirror.producer_moves import promote_topics
 from kmigrate.run.mirror.spec import MirrorSpec
 
@@ -51,11 +52,12 @@ class Appender(threading.Thread):
 
 
 @contextlib.contextmanager
-def running_pipeline(stack, unique_name: str, tmp_path, run: str):  # noqa: ANN001
+def running_pipeline(stack, unique_name: str, tmp_path, run: str, renames: Renames = Renames()):  # noqa: ANN001
     """A FileStreamSource from a growing file into a topic and a FileStreamSink from it, on the source
-    Connect cluster, the topic mirrored, the sink writing; the connectors deleted on both sides after."""
+    Connect cluster, the topic mirrored (under its name in `renames` on the DR cluster), the sink
+    writing; the connectors deleted on both sides after."""
     topic = f"{unique_name}.lines"
-    p = types.SimpleNamespace(topic=topic, source=f"{unique_name}-src", sink=f"{unique_name}-sink",
+    p = types.SimpleNamespace(topic=topic, dr_topic=renames.topic(topic), source=f"{unique_name}-src", sink=f"{unique_name}-sink",
                               given=tmp_path / "in.txt", outputs=(tmp_path / "out-source.txt", tmp_path / "out-dr.txt"),
                               manifest=Manifest(str(tmp_path / "state"), run), appender=Appender(tmp_path / "in.txt"),
                               clients=(stack.source_connect, stack.target_connect))
@@ -65,7 +67,8 @@ def running_pipeline(stack, unique_name: str, tmp_path, run: str):  # noqa: ANN0
         stack.source_connect.create(p.source, file_source_config(p.given, topic))
         stack.source_connect.create(p.sink, {"connector.class": FILE_SINK, "tasks.max": "1",
                                              "file": str(p.outputs[0]), "topics": topic})
-        with mirrored(stack, p.manifest, MirrorSpec(re.escape(topic), interval_s=0.5, verify_every_s=2.0, term_s=60.0)):
+        with mirrored(stack, p.manifest, MirrorSpec(re.escape(topic), interval_s=0.5, verify_every_s=2.0, term_s=60.0,
+                                                    renames=renames)):
             wait_for_round(p.manifest, 1, timeout_s=120)
             p.appender.start()
             wait_until(lambda: len(lines_of(p.outputs[0])) >= 200, "the sink writing on the source", 60)
@@ -77,7 +80,7 @@ def running_pipeline(stack, unique_name: str, tmp_path, run: str):  # noqa: ANN0
 
 def _move_sink(stack, p) -> list:  # noqa: ANN001
     return move_sinks(p.manifest, stack.source, stack.target, *p.clients, [p.sink],
-                      mirrored=lambda: mirrored_topics(mirror_status.read(p.manifest) or {}),
+                      mirrored=lambda: mirror_status.mirrored_topics(mirror_status.read(p.manifest) or {}),
                       target_bootstrap=stack.target.bootstrap_servers, overrides={p.sink: {"file": str(p.outputs[1])}},
                       wait_s=60)
 
@@ -87,8 +90,12 @@ def _move_source(stack, p) -> dict:  # noqa: ANN001
                           connect=p.clients)
 
 
-def test_a_connect_pipeline_moved_sink_first_then_source_loses_and_repeats_no_line(stack, unique_name, tmp_path):
-    with running_pipeline(stack, unique_name, tmp_path, "connectors") as p:
+@pytest.mark.parametrize("renames", [Renames(), Renames(topic_prefix="dr.")], ids=["names kept", "renamed"])
+def test_a_connect_pipeline_moved_sink_first_then_source_loses_and_repeats_no_line(stack, unique_name, tmp_path,
+                                                                                   renames):
+    """Renamed: the mirror keeps the topic under another name on the DR cluster; both connectors go
+    on there on that name."""
+    with running_pipeline(stack, unique_name, tmp_path, "connectors", renames) as p:
         rows = _move_sink(stack, p)
         assert [(r["name"], r["state_now"]) for r in rows] == [(p.sink, "RUNNING")], rows
         assert stack.source_connect.state(p.sink) == "STOPPED"
@@ -97,6 +104,7 @@ def test_a_connect_pipeline_moved_sink_first_then_source_loses_and_repeats_no_li
         row = _move_source(stack, p)
         assert [(c["name"], c["state_now"]) for c in row["connectors"]] == [(p.source, "RUNNING")], row
         assert stack.source_connect.state(p.source) == "STOPPED"
+        assert stack.target_connect.config(p.sink)["topics"] == stack.target_connect.config(p.source)["topic"] == p.dr_topic
         _every_line_once_through(stack, p)
 
 
@@ -132,12 +140,12 @@ def _every_line_once_through(stack, p) -> None:  # noqa: ANN001
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {count()} lines of {p.appender.written}; DR: "
                              f"{[stack.target_connect.status(n) for n in (p.source, p.sink)]}; DR records "
-                             f"{len(records_of(stack.target, p.topic, 0))}") from None
+                             f"{len(records_of(stack.target, p.dr_topic, 0))}") from None
     p.appender.stop()
     wait_until(lambda: count() >= p.appender.written, "every line through the pipeline", 60)
     lines = p.given.read_text().splitlines()
     assert [line for path in p.outputs for line in lines_of(path)] == lines
-    assert [r[2].decode() for r in records_of(stack.target, p.topic, 0)] == lines
+    assert [r[2].decode() for r in records_of(stack.target, p.dr_topic, 0)] == lines
 
 
 def test_a_sink_connector_reading_a_topic_outside_the_mirror_is_refused_before_it_is_stopped(stack, unique_name,
@@ -155,7 +163,7 @@ def test_a_sink_connector_reading_a_topic_outside_the_mirror_is_refused_before_i
         with mirrored(stack, manifest, MirrorSpec(re.escape(topic), interval_s=0.5, term_s=60.0)):
             wait_for_round(manifest, 1, timeout_s=120)
             with pytest.raises(ConfigError, match=rf"does not hold: {re.escape(outside)}.*nothing was stopped"):
-                move_sinks(*args, mirrored=lambda: mirrored_topics(mirror_status.read(manifest) or {}),
+                move_sinks(*args, mirrored=lambda: mirror_status.mirrored_topics(mirror_status.read(manifest) or {}),
                            target_bootstrap=None)
         assert stack.source_connect.state(name) == "RUNNING" and manifest.read(part(name)) is None
     finally:

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kmigrate.errors import ClusterUnavailable, ConfigError, GroupActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.cutover.snapshot import snapshot_groups
 from kmigrate.run.mirror import moves, producer_moves
 from kmigrate.run.mirror import status as mirror_status
@@ -127,20 +128,34 @@ def test_a_move_that_waited_in_vain_for_the_group_to_stop_names_its_members_and_
             assert admin.committed_offsets(group) == {(topic, 0): 4}
 
 
+@pytest.mark.parametrize("renames", [Renames(), Renames(topic_prefix="dr.", group_prefix="dr-")],
+                         ids=["names kept", "renamed"])
 def test_a_moved_group_moves_back_to_the_source_at_its_offsets_there_and_not_once_its_topic_is_promoted(
-        stack, unique_name, tmp_path):
+        stack, unique_name, tmp_path, renames):
+    """Renamed: the mirror keeps the topic and the group under other names on the DR cluster, where the
+    group moves and is read from on its way back; an offset the group holds there on a topic the mirror
+    does not hold stays there."""
     topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    dr_topic, dr_group = renames.topic(topic), renames.group(group)
     create_topic(stack.source, topic, 1)
     produce(stack.source, topic, [(None, b"%d" % i) for i in range(20)])
     _commit(stack.source, group, topic, 10)
     manifest = Manifest(str(tmp_path / "state"), "moves-back")
-    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0)
+    spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5, term_s=60.0,
+                      renames=renames)
     with mirrored(stack, manifest, spec):
         wait_caught_up(manifest, stack.source, {topic: 1}, timeout_s=120)
         with pytest.raises(ConfigError, match="was not moved"):
             moves.move_group_back(manifest, stack.source, stack.target, group, wait_s=5)
         moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
-        _commit(stack.target, group, topic, 15)  # the application read on the DR cluster up to 15
+        with ClusterAdmin(stack.target) as admin:
+            assert admin.committed_offsets(dr_group) == {(dr_topic, 0): 10}
+        _commit(stack.target, dr_group, dr_topic, 15)  # the application read on the DR cluster up to 15
+        if renames:  # and a topic of the DR cluster's own, which the mirror does not hold
+            own = f"{unique_name}-dr-own"
+            create_topic(stack.target, own, 1)
+            produce(stack.target, own, [(None, b"x")] * 5)
+            _commit(stack.target, dr_group, own, 3)
         row = moves.move_group_back(manifest, stack.source, stack.target, group, wait_s=60)
         assert row["partitions"] == 1, row
         with ClusterAdmin(stack.source) as admin:

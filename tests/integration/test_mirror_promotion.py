@@ -15,6 +15,7 @@ import pytest
 from kmigrate.errors import ClusterUnavailable, ConfigError, ProducersActive
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
+from kmigrate.renames import Renames
 from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.run.mirror import moves, producer_moves
 from kmigrate.run.mirror import status as mirror_status
@@ -35,12 +36,22 @@ def ends_of(cluster, topic: str) -> dict[int, int]:  # noqa: ANN001
         return {p: e for (_, p), e in admin.end_offsets([(topic, p) for p in range(PARTITIONS)]).items()}
 
 
-def test_an_application_moved_consumers_first_then_producers_reads_every_record_once(stack, unique_name, tmp_path):
+@pytest.mark.parametrize("renames", [Renames(), Renames(topic_prefix="dr.", group_prefix="dr-")],
+                         ids=["names kept", "renamed"])
+def test_an_application_moved_consumers_first_then_producers_reads_every_record_once(stack, unique_name, tmp_path,
+                                                                                     renames):
+    """Renamed: the mirror keeps the topic and the group under other names on the DR cluster (a
+    consolidation target, which holds a topic of the source's name of another team's): the moves go
+    to those names, the other team's topic untouched."""
     topic, group = f"{unique_name}.orders", f"{unique_name}-app"
+    dr_topic, dr_group = renames.topic(topic), renames.group(group)
     create_topic(stack.source, topic, PARTITIONS)
+    if renames:
+        create_topic(stack.target, topic, 1)
+        produce(stack.target, topic, [(None, b"another team's")])
     manifest = Manifest(str(tmp_path / "state"), "promote")
     spec = MirrorSpec(re.escape(unique_name) + r"\..*", groups=re.escape(group), interval_s=0.5,
-                      verify_every_s=2.0, term_s=60.0)
+                      verify_every_s=2.0, term_s=60.0, renames=renames)
     writer = Writer(stack.source, topic, PARTITIONS)
     read: dict = {}
     with mirrored(stack, manifest, spec):
@@ -48,9 +59,9 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
         writer.start()
         read_as(stack.source, group, topic, read, lambda: sum(map(len, read.values())) >= 200)
         moves.move_group(manifest, stack.source, stack.target, group, wait_s=60)
-        dr_writer = Writer(stack.target, topic, PARTITIONS, first=10**6)
+        dr_writer = Writer(stack.target, dr_topic, PARTITIONS, first=10**6)
         done = threading.Event()
-        reading = threading.Thread(target=read_as, args=(stack.target, group, topic, read, done.is_set),
+        reading = threading.Thread(target=read_as, args=(stack.target, dr_group, dr_topic, read, done.is_set),
                                    kwargs={"auto.offset.reset": "error"}, daemon=True)
         reading.start()
         wait_until(lambda: sum(map(len, read.values())) >= 400, "the moved consumer reading on the DR cluster", 60)
@@ -72,7 +83,7 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
         assert row_of_topic["split_brain"] == [{"partition": 1, "records": 1, "first_offset": promoted[1]}]
         assert all(p["topic"] != topic for p in status["partitions"])  # the mirror copies it no more
         dr_writer.stop()
-        dr_ends = ends_of(stack.target, topic)
+        dr_ends = ends_of(stack.target, dr_topic)
         wait_until(lambda: all(max([o for o, _ in read.get(p, [])], default=-1) + 1 >= dr_ends[p]
                                for p in range(PARTITIONS)), "the consumer read to the DR cluster's ends", 60)
         done.set()
@@ -83,11 +94,13 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
     for p in range(PARTITIONS):
         offsets = [o for o, _ in read[p]]
         assert offsets == list(range(dr_ends[p])), f"partition {p}: read {len(offsets)} of {dr_ends[p]}"
-        on_dr = records_of(stack.target, topic, p)
+        on_dr = records_of(stack.target, dr_topic, p)
         assert on_dr[:promoted[p]] == records_of(stack.source, topic, p, 0, promoted[p]), f"partition {p}"
         assert [v for _, v in read[p]] == [r[2] for r in on_dr], f"partition {p}: values differ"
         assert all(int(r[2]) >= 10**6 for r in on_dr[promoted[p]:]) and len(on_dr) > promoted[p]
-    assert b"split" not in {r[2] for r in records_of(stack.target, topic, 1)}
+    assert b"split" not in {r[2] for r in records_of(stack.target, dr_topic, 1)}
+    if renames:  # the other team's topic of the source's name: as it was
+        assert [r[2] for r in records_of(stack.target, topic, 0)] == [b"another team's"]
 
     # a failover of the mirror leaves the promoted topic out (the DR cluster's producers write it)
     with pytest.raises(ConfigError, match=rf"but those promoted on the DR cluster \({re.escape(topic)}\)"):
@@ -99,7 +112,7 @@ def test_an_application_moved_consumers_first_then_producers_reads_every_record_
         assert all(p["topic"] != topic for p in status["partitions"])
         [again] = [r for r in status["promoted"] if r["topic"] == topic]
         assert again["from_term"] == 0 and again["split_brain"][0]["records"] == 1
-    assert ends_of(stack.target, topic) == dr_ends
+    assert ends_of(stack.target, dr_topic) == dr_ends
 
 
 def test_a_promotion_refused_while_written_and_when_written_during_it_goes_back_to_the_mirror(

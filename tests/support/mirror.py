@@ -14,7 +14,7 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import Mirror
-from kmigrate.run.mirror.spec import MirrorSpec
+from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.task import copy_term_here
 from kmigrate.run.mirror.term import request_stop
 
@@ -81,7 +81,9 @@ def stop_mirror(manifest: Manifest, process: subprocess.Popen, timeout_s: float 
 @contextlib.contextmanager
 def mirrored(stack, manifest: Manifest, spec: MirrorSpec, copy_term=None):  # noqa: ANN001
     """The mirror's driver on a thread of this process, its terms copied here (`copy_term_here`, or
-    `copy_term`); stopped on leaving."""
+    `copy_term`), its spec written in the run manifest first as the mirror's job writes it (what the
+    moves, failovers and drills of the mirror read); stopped on leaving."""
+    write_spec(manifest, spec)
     copy_term = copy_term or (lambda units, extras, term: copy_term_here((stack.source, stack.target), units, extras,
                                                                          term))
     mirror = Mirror(manifest, stack.source, stack.target, spec, copy_term, say=lambda _: None)

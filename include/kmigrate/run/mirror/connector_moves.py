@@ -7,6 +7,8 @@ cluster, the user's overrides, its secrets read again from the source worker) an
 reads them back, and brings it into the state it had on the source. The mirror keeps every record
 at its source offset, so a sink connector's offsets carry over as they are, once the DR cluster
 holds every record below them; a source connector's offsets are positions in its own system.
+Under the mirror's renames a connector's topics and a sink's offsets take their names on the DR
+cluster (`renamed.renamed_config`, `renamed_offsets`, as a migration's).
 
 Each connector's move is recorded in the mirror's run manifest (`records.moves.connector_part`): its
 state on the source before the move (a retry, which finds it stopped, keeps the first reading), and
@@ -26,7 +28,9 @@ from kmigrate.run.checks import identity
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.cutover.snapshot import snapshot_connectors
-from kmigrate.run.mirror.moves import refuse_renamed, wait_held
+from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
+from kmigrate.run.mirror.moves import wait_held
+from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import connector_part as part
 
@@ -58,16 +62,21 @@ def stop_on_source(manifest: Manifest, source_connect: ConnectClient, names: Seq
 
 def place_on_dr(manifest: Manifest, source_connect: ConnectClient, target_connect: ConnectClient,
                 entries: Mapping[str, Mapping[str, Any]], *, target_bootstrap: str | None,
-                overrides: Mapping[str, Mapping[str, Any]] | None = None, wait_s: float = 60.0) -> list[dict[str, Any]]:
+                overrides: Mapping[str, Mapping[str, Any]] | None = None, wait_s: float = 60.0,
+                names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """Each connector of `entries` (read by `stop_on_source`) placed STOPPED on `target_connect` with
-    its offsets, then brought into the state it had on the source, and recorded as moved. Every
-    config is checked before anything is created."""
+    its offsets, then brought into the state it had on the source, and recorded as moved; the topics
+    it names and a sink's offsets under their names on the DR cluster (`names`, the mirror's
+    renames). Every config is checked before anything is created."""
     records = {n: manifest.read(part(n)) or {} for n in entries}
     prepared = []
     for name, entry in sorted(entries.items()):
-        config = target_config(restored(entry, name, source_connect), target_bootstrap=target_bootstrap,
-                               overrides=(overrides or {}).get(name))
-        prepared.append((name, entry["type"], config, entry["offsets"], exists_alike(target_connect, name, config)))
+        own = (overrides or {}).get(name)
+        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names or {},
+                                overridden=own or ())
+        config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
+        offsets = renamed_offsets(entry["offsets"], names) if names and entry["type"] == "sink" else entry["offsets"]
+        prepared.append((name, entry["type"], config, offsets, exists_alike(target_connect, name, config)))
     placed = [place_stopped(target_connect, *one) for one in prepared]
     states = restore_states(target_connect, {n: records[n]["state_before"] for n in entries}, wait_s)
     for name, entry in entries.items():
@@ -83,10 +92,10 @@ def move_sinks(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
                wait_s: float = 300.0, poll_s: float = 0.05) -> list[dict[str, Any]]:
     """The sink connectors `names` moved: each refused before anything is stopped when it reads a
     topic the mirror does not hold (`mirrored()` names those it does: none when it has no status);
-    stopped on the source; their offsets held by the DR cluster; placed there, in their state. A
-    mirror that renames is refused first (`moves.refuse_renamed`)."""
-    refuse_renamed(manifest)
+    stopped on the source; their offsets held by the DR cluster; placed there, in their state (under
+    the mirror's renames, their topics and offsets under the names there)."""
     held = mirrored()
+    on_dr = mirror_renames(manifest).topic_names(held)  # each topic's name on the DR cluster
     if not held:
         raise ConfigError(f"run {manifest.run_id!r} has no mirror status naming a topic: moving sink connectors "
                           f"{', '.join(names)} needs a running mirror of their topics (kafka_dr_mirror)")
@@ -99,15 +108,10 @@ def move_sinks(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     entries = stop_on_source(manifest, source_connect, names, "sink", wait_s=min(wait_s, 60.0))
     offsets = {n: {(o["partition"]["kafka_topic"], int(o["partition"]["kafka_partition"])): int(o["offset"]["kafka_offset"])
                    for o in e["offsets"]} for n, e in entries.items()}
-    wait_held(target, {k: v for o in offsets.values() for k, v in o.items()}, wait_s, poll_s,
+    wait_held(target, {(on_dr[t], p): v for o in offsets.values() for (t, p), v in o.items()}, wait_s, poll_s,
               f"the DR cluster to hold every record below the offsets of {', '.join(names)}", "move them again")
     return place_on_dr(manifest, source_connect, target_connect, entries, target_bootstrap=target_bootstrap,
-                       overrides=overrides)
-
-
-def mirrored_topics(status: Mapping[str, Any]) -> set[str]:
-    """The topics a mirror's status holds on the DR cluster: those it copies, and those promoted there."""
-    return {p["topic"] for p in status.get("partitions", [])} | {r["topic"] for r in status.get("promoted", [])}
+                       overrides=overrides, names=on_dr)
 
 
 def _topics_read(connect: ConnectClient, name: str) -> set[str]:

@@ -21,9 +21,9 @@ A move of a group (`move_group`), each step safe to run again:
 A moved group moves back (`move_group_back`) while none of its topics is promoted: its offsets on
 the DR cluster written on the source, the one write on the source a move makes, asked by its owner.
 
-No move follows a mirror's renames yet (a consolidation's: its topics and groups under other names on
-the DR cluster): each move of a group, a topic or a connector refuses a mirror that renames before
-anything else (`refuse_renamed`)."""
+A mirror that renames (a consolidation's: its topics and groups under other names on the DR cluster,
+`spec.mirror_renames`) moves each group to its id there, its offsets onto the topics' names there,
+and back from them; its records keep the source's names."""
 from __future__ import annotations
 
 import logging
@@ -39,7 +39,8 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.spec import refuse_renames
+from kmigrate.renames import Renames
+from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import moves as moved
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import promoted_topics
@@ -54,14 +55,14 @@ class MirrorBehind(KmigrateError):
     """The DR cluster does not hold a moved group's records yet (the mirror is behind, or stopped)."""
 
 
-def refuse_renamed(manifest: Manifest) -> None:
-    """ConfigError, with the way out, when the mirror of run `manifest` renames (`refuse_renames`): a
-    move of consumer groups, producers or connectors one application at a time reads and writes the DR
-    cluster by the source's names. A planned failover moves the whole mirror under its names."""
-    refuse_renames(manifest, "moving applications one at a time", (
-        f"Move the whole workload at once instead, with a planned failover of the mirror (kafka_dr_failover, "
-        f"run_name {manifest.run_id}), which moves its topics, consumer groups and connectors under the mirror's "
-        "names"))
+def on_dr(offsets: Mapping[Key, Any], renames: Renames) -> dict[Key, Any]:
+    """`offsets` (by the source's partitions) keyed by the partitions' names on the DR cluster."""
+    return {(renames.topic(t), p): value for (t, p), value in offsets.items()}
+
+
+def named(group: str, dr_group: str) -> str:
+    """A group as a message names it: its id, and its id on the DR cluster where that differs."""
+    return repr(group) + (f" (on the DR cluster {dr_group!r})" if dr_group != group else "")
 
 
 def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, group: str, *,
@@ -70,8 +71,10 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     steps above); a row: the group, its partitions, how long the move waited for the group to stop
     and for the mirror (`waited_s`), and how long from the group's last member gone to its offsets
     written on the DR cluster (`window_s`). Each wait gives up after `wait_s`, naming what it waited
-    for and the way out; a move given up is tried again as it is."""
-    refuse_renamed(manifest)
+    for and the way out; a move given up is tried again as it is. Under the mirror's renames the
+    group moves to its id on the DR cluster, onto the topics' names there."""
+    renames = mirror_renames(manifest)
+    dr_group = renames.group(group)
     part = moved.part(group)
     record = manifest.read(part) or {}
     if record.get("state") == moved.BACK:  # moved back to the source since: moved anew
@@ -82,7 +85,7 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
                           "running mirror of its topics (kafka_dr_mirror); start it, or name its run")
     identity.record(manifest, identity.observe(source, target), what=f"move of consumer group {group!r}")
     if record.get("state") == "moved":
-        _check_written(target, group, _offsets(record["offsets"]))
+        _check_written(target, dr_group, on_dr(_offsets(record["offsets"]), renames))
         say(f"consumer group {group!r} was moved already ({len(record['offsets'])} partitions): start it on the "
             "DR cluster")
         return {"group": group, "partitions": len(record["offsets"]), "moved_before": True}
@@ -90,7 +93,8 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     if not record:  # a group that cannot move is refused before the mirror stops syncing it
         with shared_admin(source, READ_TIMEOUT_S) as source_admin:
             _check_inside(manifest.run_id, status, group, source_admin.committed(group))
-        record = {"group": group, "state": "moving", "began": timeline.iso(time.time())}
+        record = {"group": group, "state": "moving", "began": timeline.iso(time.time()),
+                  **({"dr_group": dr_group} if dr_group != group else {})}
         manifest.replace(part, record)
     round_now = status.get("round") or 0
     wait_for(lambda: (mirror_status.read(manifest) or {}).get("round", 0) >= round_now + 2, wait_s, poll_s,
@@ -108,21 +112,22 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
         if promoted:
             say(f"consumer group {group!r} reads {', '.join(promoted)}, promoted on the DR cluster already: it goes on "
                 "there at the offsets it left on the source, where nothing new was written since")
-        wait_held(target, {k: c.offset for k, c in committed.items()}, wait_s, poll_s,
+        there = on_dr(committed, renames)  # the offsets as the DR cluster names their partitions
+        wait_held(target, {k: c.offset for k, c in there.items()}, wait_s, poll_s,
                   f"the DR cluster to hold every record below consumer group {group!r}'s offsets", "move the group again",
                   retry=False)
-        on_dr = dr_admin.live_members(group)
-        if on_dr:
-            raise GroupActive(f"consumer group {group!r} has members on the DR cluster already ({', '.join(on_dr)}): "
-                              "its consumers there own its offsets. Stop them, then move the group again; their "
-                              "offsets are replaced by the source's", group=group)
-        dr_admin.alter_group_offsets(group, committed)
+        members = dr_admin.live_members(dr_group)
+        if members:
+            raise GroupActive(f"consumer group {named(group, dr_group)} has members on the DR cluster already "
+                              f"({', '.join(members)}): its consumers there own its offsets. Stop them, then move the "
+                              "group again; their offsets are replaced by the source's", group=group)
+        dr_admin.alter_group_offsets(dr_group, there)
     window_s = time.monotonic() - gone
-    _check_written(target, group, committed, exact=True)
+    _check_written(target, dr_group, there, exact=True)
     manifest.replace(part, {**record, "state": "moved", "ended": timeline.iso(time.time()), "window_s": round(window_s, 3),
                             "offsets": [[t, p, c.offset, c.metadata] for (t, p), c in sorted(committed.items())]})
-    say(f"consumer group {group!r}: {len(committed)} partitions' offsets written on the DR cluster as the source "
-        f"has them ({window_s:.2f} s after its last member left): start it on the DR cluster")
+    say(f"consumer group {named(group, dr_group)}: {len(committed)} partitions' offsets written on the DR cluster as "
+        f"the source has them ({window_s:.2f} s after its last member left): start it on the DR cluster")
     return {"group": group, "partitions": len(committed), "waited_s": round(gone - began, 3),
             "window_s": round(window_s, 3), "moved_before": False}
 
@@ -215,8 +220,11 @@ def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterCo
     the application there), its offsets there, with their metadata, are written on the source exactly
     (refused while it has members on the source) and read back; the move is recorded as back, and
     the mirror syncs the group again. The only write a move makes on the source: the group's own
-    offsets, which its owner asked back. A row: the group, its partitions, the window."""
-    refuse_renamed(manifest)
+    offsets, which its owner asked back, on the mirror's topics (under the mirror's renames, from its
+    id and the topics' names on the DR cluster; an offset on a topic the mirror does not hold stays
+    there, named). A row: the group, its partitions, the window."""
+    renames = mirror_renames(manifest)
+    dr_group = renames.group(group)
     part = moved.part(group)
     record = manifest.read(part) or {}
     if record.get("state") not in ("moving", "moved"):  # (moved.BACK: moved back already)
@@ -229,10 +237,15 @@ def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterCo
                           "source no longer holds what is written there, so the group stays on the DR cluster "
                           "(a failback of the mirror moves it back with its topics)")
     identity.record(manifest, identity.observe(source, target), what=f"move back of consumer group {group!r}")
+    held = {renames.topic(t): t for t in mirror_status.mirrored_topics(mirror_status.read(manifest) or {})}
     with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
-        _wait_no_members(dr_admin, group, "the DR cluster", wait_s, poll_s)
+        _wait_no_members(dr_admin, dr_group, "the DR cluster", wait_s, poll_s)
         gone = time.monotonic()
-        committed = dr_admin.committed(group)
+        on_dr_now = dr_admin.committed(dr_group)
+        committed = {(held[t], p): c for (t, p), c in on_dr_now.items() if t in held}
+        if others := sorted({t for t, _ in on_dr_now if t not in held}):
+            say(f"consumer group {named(group, dr_group)} has offsets on the DR cluster on topics the mirror does not "
+                f"hold ({', '.join(others)}): they stay there")
         (source_ends,) = ends.read(source, list(committed), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
         past = {k: (c.offset, source_ends[k]) for k, c in committed.items() if c.offset > source_ends[k]}
         if past:

@@ -19,7 +19,8 @@ A promotion of topics (`promote_topics`), each step safe to run again:
 7. the settings the copy set on the DR topics put back to the source's (`restore_target_topic`);
    recorded as ended: the owner starts the producers on the DR cluster.
 A record written on the source to a promoted topic afterwards is split brain: the mirror's status
-names it, and copies it never. Nothing is written on the source."""
+names it, and copies it never. Nothing is written on the source. Under the mirror's renames each
+step reads and writes the DR topics by their names there; the records keep the source's."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -35,13 +36,15 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
+from kmigrate.renames import partitions_there
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
 from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
-from kmigrate.run.mirror.moves import READ_TIMEOUT_S, refuse_renamed, wait_for, wait_held
+from kmigrate.run.mirror.moves import READ_TIMEOUT_S, wait_for, wait_held
+from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, topic_part
 from kmigrate.run.targets.prepare import restore_target_topic
@@ -70,10 +73,9 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     out; a move given up is tried again as it is. `connectors`: the application's source connectors,
     stopped on the source Connect cluster (`connect`: the source's, the DR cluster's) before the
     writers are waited for, placed on the DR Connect cluster with their offsets once the topics are
-    promoted (`connector_moves`), before the promotion is recorded as ended. A mirror that renames is
-    refused first (`moves.refuse_renamed`)."""
-    refuse_renamed(manifest)
+    promoted (`connector_moves`), before the promotion is recorded as ended."""
     topics = sorted(set(topics))
+    names = mirror_renames(manifest).topic_names(topics)  # each topic's name on the DR cluster
     source_connect, dr_connect = connect
     if connectors and (source_connect is None or dr_connect is None):
         raise ConfigError(f"moving connectors {', '.join(connectors)} needs both Connect clusters; name the source's "
@@ -87,7 +89,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     if all(r.get("ended") for r in records.values()):
         say(f"{', '.join(topics)} promoted already: their producers write on the DR cluster")
         return {"topics": topics, "partitions": sum(len(r["ends"]) for r in records.values()), "promoted_before": True}
-    held = connector_moves.mirrored_topics(status)
+    held = mirror_status.mirrored_topics(status)
     outside = [t for t in topics if t not in held]
     if outside:
         raise ConfigError(f"the mirror of run {manifest.run_id!r} does not hold {', '.join(outside)}: a topic is "
@@ -107,10 +109,10 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
         keys = [(t, p) for t in pending for p in range(counts[t])]
         last, stopped = _wait_stopped(source, keys, quiet_s, wait_s, poll_s)
         steps["still"] = time.monotonic()
-        wait_held(target, last, wait_s, poll_s, "the mirror to copy the topics to promote up to the source's ends",
-                  "move again")
+        wait_held(target, {(names[t], p): e for (t, p), e in last.items()}, wait_s, poll_s,
+                  "the mirror to copy the topics to promote up to the source's ends", "move again")
         steps["drained"] = time.monotonic()
-        verified = _verify(manifest, source, target, last)
+        verified = _verify(manifest, source, target, last, names)
         steps["verified"] = time.monotonic()
         for topic in pending:
             records[topic] = {**records[topic], "state": IS_PROMOTED, "promoted_at": timeline.iso(time.time()),
@@ -118,12 +120,14 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
             manifest.replace(topic_part(topic), records[topic])
     _wait_copied_no_more(manifest, topics, wait_s, poll_s)
     steps["copied_no_more"] = time.monotonic()
-    _check_unwritten(manifest, source, target, records)
+    _check_unwritten(manifest, source, target, records, names)
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
-        configs = {t: restore_target_topic(source_admin, target_admin, t) for t in topics}
+        configs = {t: restore_target_topic(source_admin, target_admin, t, names[t]) for t in topics}
     steps["restored"] = time.monotonic()
     placed = connector_moves.place_on_dr(manifest, source_connect, dr_connect, entries,
-                                         target_bootstrap=target.bootstrap_servers, overrides=overrides) if entries else []
+                                         target_bootstrap=target.bootstrap_servers, overrides=overrides,
+                                         names=mirror_renames(manifest).topic_names(
+                                             mirror_status.mirrored_topics(status))) if entries else []
     if placed:
         steps["connectors"] = time.monotonic()
     window_s = time.monotonic() - stopped
@@ -176,13 +180,16 @@ def _wait_stopped(source: ClusterConfig, keys: Sequence[Key], quiet_s: float, wa
         time.sleep(poll_s)
 
 
-def _verify(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, last: Mapping[Key, int]) -> int:
-    """Each partition verified up to its end in `last`, past what the mirror verified while live (its
-    last equal row); the records read. VerificationFailed naming every difference."""
+def _verify(manifest: Manifest, source: ClusterConfig, target: ClusterConfig, last: Mapping[Key, int],
+            names: Mapping[str, str]) -> int:
+    """Each partition verified up to its end in `last` (on the DR cluster under its topic's name in
+    `names`), past what the mirror verified while live (its last equal row); the records read.
+    VerificationFailed naming every difference."""
     rows = {(r["topic"], r["partition"]): r for r in (manifest.read(VERIFIED) or {}).get("rows", []) if r.get("equal")}
     compacted = compacted_topics(source, {t for t, _ in last})
     with concurrent.futures.ThreadPoolExecutor(VERIFY_AT_ONCE, thread_name_prefix="promote-verify") as pool:
-        found = list(pool.map(lambda k: verify_partition(source, target, WorkUnit(k[0], k[1], last[k]),
+        found = list(pool.map(lambda k: verify_partition(source, target, WorkUnit(k[0], k[1], last[k],
+                                                                                  target_topic=names[k[0]]),
                                                          live=rows.get(k), compacted=k[0] in compacted), sorted(last)))
     unequal = [r for r in found if not r["equal"]]
     if unequal:
@@ -208,12 +215,15 @@ def _wait_copied_no_more(manifest: Manifest, topics: Sequence[str], wait_s: floa
 
 
 def _check_unwritten(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
-                     records: Mapping[str, Mapping[str, Any]]) -> None:
-    """Both clusters' ends still those promoted. Else the topics go back to the mirror (promoting
-    again: it copies what was written) and ProducersActive names what was written."""
+                     records: Mapping[str, Mapping[str, Any]], names: Mapping[str, str]) -> None:
+    """Both clusters' ends still those promoted (the DR topics read under their names in `names`).
+    Else the topics go back to the mirror (promoting again: it copies what was written) and
+    ProducersActive names what was written."""
     promoted = {(t, int(p)): e for t, r in records.items() for p, e in r["ends"].items()}
     (source_high,) = ends.read(source, list(promoted), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
-    (dr_high,) = ends.read(target, list(promoted), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
+    there = partitions_there(promoted, names)
+    (on_dr,) = ends.read(target, list(there), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
+    dr_high = {there[k]: end for k, end in on_dr.items()}
     written = {k: (source_high[k], dr_high[k]) for k, e in promoted.items() if source_high[k] != e or dr_high[k] != e}
     if not written:
         return

@@ -77,14 +77,18 @@ def read_spec(manifest: Manifest) -> MirrorSpec:
                          "renames": Renames.from_params(stored.get("renames") or {})})
 
 
+def mirror_renames(mirror: Manifest) -> Renames:
+    """The names the mirror of run `mirror` gives its topics and groups on the DR cluster (a run
+    without a mirror spec: none, the source's)."""
+    return read_spec(mirror).renames if mirror.read(SPEC) is not None else Renames()
+
+
 def refuse_renames(mirror: Manifest, what: str, way_out: str) -> None:
     """ConfigError when the mirror of run `mirror` renames (its spec's `renames`): `what` (an
     operation on the mirror, e.g. "a failback") does not follow a mirror's renames yet. The error
     names the run, its renames and `way_out`; called first, before anything is read of the clusters
     or written. A run without a mirror spec renames nothing (the operation names that itself)."""
-    if mirror.read(SPEC) is None:
-        return
-    renames = read_spec(mirror).renames
+    renames = mirror_renames(mirror)
     if renames:
         raise ConfigError(f"{what} is not supported yet for a mirror that renames (the mirror of run {mirror.run_id} "
                           f"keeps its topics and consumer groups on the DR cluster under other names: "

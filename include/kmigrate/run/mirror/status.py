@@ -103,6 +103,12 @@ def of_round(number: int, started: float, ended: float, source: Mapping[Key, tup
             "partitions": partitions, "groups": groups, "totals": dict(totals), "stopped": False, "error": None}
 
 
+def mirrored_topics(status: Mapping[str, Any]) -> set[str]:
+    """The topics a mirror's status holds on the DR cluster (by the source's names): those it copies,
+    and those promoted there."""
+    return {p["topic"] for p in status.get("partitions", [])} | {r["topic"] for r in status.get("promoted", [])}
+
+
 def lag(partitions: Iterable[Mapping[str, Any]]) -> tuple[int, float]:
     """Rows with `behind_records` and `behind_s` (a status's partitions, or what a failover or drill
     took of them): the records behind in all, and the longest wait (an unknown one counts as none)."""
