@@ -18,7 +18,8 @@ when it was taken, for an unplanned failover to start them on the DR Connect clu
 A DR cluster that is a consolidation target keeps the topics and groups under other names
 (`topic_prefix`, `topic_renames`, `group_prefix`, `group_renames`, as `kafka_migration` takes them;
 offsets unchanged): the failovers, drills and moves of applications one at a time onto this
-mirror follow them. A failback does not yet, and refuses a mirror that renames.
+mirror follow them. A failback of it (`failback_of`) takes them reversed by itself (each DR name
+back to the original's) and refuses rename params of its own.
 """
 from __future__ import annotations
 

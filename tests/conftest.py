@@ -153,7 +153,7 @@ SHARED = {
 # to the Spark Connect server). The items are ordered so, and make test keeps that order
 # (--no-loadscope-reorder; pytest-xdist would otherwise hand out the groups with the most tests first):
 # a worker that starts a long group last keeps the suite waiting.
-LONGEST = {"multi-stack": 714, "secure-stack": 199, "tests/dags/test_dr_unplanned.py": 193,
+LONGEST = {"multi-stack": 714, "secure-stack": 199, "tests/dags/test_dr_unplanned.py": 390,
            "spark-servers": 171, "tests/dags/test_source_changes.py": 148, "tests/dags/test_kafka_migration.py": 98,
            "tests/dags/test_dr_mirror.py": 95, "tests/chaos/test_chaos.py": 93, "tests/dags/test_trigger_form.py": 60,
            "tests/integration/test_copier.py": 60, "tests/dags/test_streams_migration.py": 59, "compat-stack": 57,

@@ -19,6 +19,7 @@ from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.checks.selection import Selection
+from kmigrate.run.mirror.failback import with_failback_names
 from kmigrate.run.mirror.spec import with_mirror_selection
 from kmigrate.run.records import timeline
 
@@ -37,7 +38,7 @@ class RunFrame:
 
     def __init__(self, params: dict[str, Any], run_id: str | None = None, *, failover: bool = False) -> None:
         with no_retry():  # a drill of a mirror, a planned failover (`failover`'s tasks): the mirror's selection
-            request = with_mirror_selection(run_request(params, run_id), failover=failover)
+            request = with_failback_names(with_mirror_selection(run_request(params, run_id), failover=failover))
         self.request = request
         self.params = request.params  # as given: what the run records of its request
         self.name: str = request.name

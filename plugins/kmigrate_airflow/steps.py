@@ -65,7 +65,8 @@ def check_before(run: RunFrame) -> dict[str, Any]:
         log.info("the Spark jobs run with spark-submit on spark_default%s",
                  f" (no Airflow connection {spark_connect!r})" if spark_connect else "")
     plan = check_run(run.source, run.target, run.source_connect, run.target_connect, run.selection, request.renames,
-                     check_targets=not finished(run.manifest),  # a finished run's topics are in use on the target
+                     # a finished run's topics are in use on the target, and a failback's original holds its own
+                     check_targets=not finished(run.manifest) and not request.failback_of,
                      overrides=request.connector_overrides, created=created_topics(run.manifest),
                      mirrored=bool(request.mirror_selection))
     with no_retry():  # the clusters are the run's (a retry, a failover), a failback's the failover's reversed

@@ -23,7 +23,7 @@ from kmigrate.renames import Renames
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import Selection
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.run.mirror.failback import DISCARDED, plan_failback, prepare_failback
+from kmigrate.run.mirror.failback import DISCARDED, back_names, plan_failback, prepare_failback
 from kmigrate.run.mirror.driver import Mirror
 from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import STOP, request_stop
@@ -154,32 +154,55 @@ def test_rebuild_diverged_deletes_the_topics_of_the_failbacks_own_selection_and_
             f"{a}[0] offsets 10-14", "rebuild_diverged", written=untouched(stack, [a, b], connector), destructive=True)
 
 
-def test_a_failback_of_a_mirror_that_renames_deletes_nothing(stack, unique_name, tmp_path):
-    """A failed-over mirror that kept its topics on the DR cluster under a prefix (a consolidation's): a
-    failback does not follow renames yet, so it is refused by name before its clusters are read, though
-    the original holds offsets the DR cluster never got and rebuild_diverged is asked (it would delete)."""
-    a = f"{unique_name}.a"
-    create_topic(stack.source, a, 1)
-    produce(stack.source, a, [(b"k", b"v%d" % i) for i in range(15)], 0)
+def test_a_failback_of_a_renamed_mirror_deletes_by_the_originals_names_and_only_what_it_selects(
+        stack, unique_name, tmp_path):
+    """A failed-over mirror that kept its topics on the DR cluster under a prefix (a consolidation's): its
+    failback selects over the DR names and compares and deletes on the original by the original's
+    names. The original also holds a topic that bears the DR name of one of them (another team's): never
+    touched. A mirror back started without the names reversed is refused before anything is read."""
+    a, b = f"{unique_name}.a", f"{unique_name}.b"
+    renames = Renames(topic_prefix="dr.")
+    for topic in (a, b):
+        create_topic(stack.source, topic, 1)
+        produce(stack.source, topic, [(b"k", b"v%d" % i) for i in range(10)], 0)
+    decoy = f"dr.{b}"  # on the original: another team's topic named as b is on the DR cluster
+    create_topic(stack.source, decoy, 1)
+    produce(stack.source, decoy, [(b"theirs", b"x")] * 3, 0)
     manifest = Manifest(str(tmp_path / "state"), f"{unique_name}-dr")
-    write_spec(manifest, MirrorSpec(re.escape(unique_name) + r"\..*", renames=Renames(topic_prefix="dr.")))
-    identity.record(manifest, identity.observe(stack.source, stack.target))  # as the mirror recorded them
-    manifest.write_once(Part.PROMOTED, {"at": "2026-12-06T00:00:00Z",  # 5 offsets lost by the failover
-                                        "partitions": [{"topic": a, "partition": 0, "dr_end": 10}]})
-    back = back_run(tmp_path, "back", re.escape(unique_name) + r"\..*")
-    before = all_watermarks(stack.source, a)
+    spec = write_spec(manifest, MirrorSpec(re.escape(unique_name) + r"\..*", interval_s=0.2, renames=renames))
+    Mirror(manifest, stack.source, stack.target, spec, say=lambda _: None).round()
+    manifest.write_once(Part.PROMOTED, {"at": "2026-12-06T00:00:00Z", "partitions": [  # 5 offsets lost in each
+        {"topic": t, "partition": 0, "dr_end": 10, "dr_topic": f"dr.{t}"} for t in (a, b)]})
+    for topic in (a, b):
+        produce(stack.source, topic, [(b"k", b"lost %d" % i) for i in range(5)], 0)
+    decoy_marks = all_watermarks(stack.source, decoy)
 
-    def written() -> list[str]:
-        return ([f"{a} deleted or changed on the original"] if a not in topics_on(stack.source)
-                or all_watermarks(stack.source, a) != before else []) + [
-            f"failback part {p}" for p in (DISCARDED, identity.IDENTITY) if back.exists(p)]
-    refused("failback of a mirror that renames", lambda: prepare_failback(
-        manifest, back, stack.target, stack.source, rebuild=True, say=lambda _: None),
-        "a failback is not supported yet for a mirror that renames", "topic_prefix 'dr.'", "kafka_migration",
-        written=written, destructive=True)
-    refused("failback preflight of a mirror that renames", lambda: plan_failback(
-        manifest, identity.observe(stack.target, stack.source), stack.source, re.escape(unique_name) + r"\..*"),
-        "not supported yet for a mirror that renames", written=written, destructive=True)
+    unnamed = back_run(tmp_path, "back-unnamed", re.escape(f"dr.{a}"))  # its spec without the names reversed
+    refused("failback whose mirror back keeps the DR names", lambda: prepare_failback(
+        manifest, unnamed, stack.target, stack.source, rebuild=True, say=lambda _: None),
+        "must write the original's names", written=untouched_renamed(stack, [a, b, decoy]), destructive=True)
+    assert unnamed.parts() == ["mirror-spec"]
+
+    back = Manifest(str(tmp_path / "state"), f"{tmp_path.name[:40]}-back")
+    write_spec(back, MirrorSpec(re.escape(f"dr.{a}"), interval_s=0.2, renames=back_names(manifest)))
+    seen = identity.observe(stack.target, stack.source)
+    assert plan_failback(manifest, seen, stack.source, re.escape(a),  # a selection of the original's names: none
+                         renames=back_names(manifest))["delete_topics"] == []
+    plan = plan_failback(manifest, seen, stack.source, re.escape(f"dr.{a}"), renames=back_names(manifest))
+    assert plan["delete_topics"] == [{"topic": a, "partitions": 1, "discarded_offsets": 5}], plan
+    done = prepare_failback(manifest, back, stack.target, stack.source, rebuild=True, say=lambda _: None)
+    assert done["topics"] == [a]
+    wait_until(lambda: a not in topics_on(stack.source), "the selected diverged topic deleted on the original", 60)
+    assert b in topics_on(stack.source) and all_watermarks(stack.source, b) == [(0, 15)]
+    assert all_watermarks(stack.source, decoy) == decoy_marks
+    assert {f"dr.{a}", f"dr.{b}"} <= topics_on(stack.target)  # the DR cluster: nothing deleted
+
+
+def untouched_renamed(stack, topics: list[str]):
+    """The check `refused` calls: which of `topics` changed or went on the original (the stack's source)."""
+    before = {t: all_watermarks(stack.source, t) for t in topics}
+    return lambda: [f"{t} gone or changed" for t, marks in before.items()
+                    if t not in topics_on(stack.source) or all_watermarks(stack.source, t) != marks]
 
 
 def test_an_unplanned_failover_to_a_mistyped_source_is_refused_while_the_real_source_runs(stack, unique_name, tmp_path):

@@ -39,7 +39,8 @@ from kmigrate.run.mirror.driver import Mirror
 from kmigrate.run.mirror.spec import MirrorSpec, write_spec
 from kmigrate.run.mirror.term import request_stop
 from kmigrate.run.mirror.connectors import CONNECTORS, ConnectorWatch
-from kmigrate.run.mirror.failback import prepare_failback
+from kmigrate.run.checks.request import RunRequest
+from kmigrate.run.mirror.failback import prepare_failback, with_failback_names
 from kmigrate.run.mirror.promote import PROMOTED, lost_records, unplanned_failover
 
 from tests.support.airflow import run_dag, task_states
@@ -304,11 +305,14 @@ def test_an_unplanned_failover_then_a_failback_that_rebuilds_what_diverged_only_
           "source connector")
 
 
-def test_an_unplanned_failover_of_a_renamed_mirror_promotes_its_dr_names(stack, lone_source, tmp_path, request):
+def test_an_unplanned_failover_of_a_renamed_mirror_and_its_failback_keep_each_clusters_names(
+        stack, dagbag, lone_source, tmp_path, request):
     """A mirror that renames (a DR cluster that is a consolidation target) failed over unplanned: the DR
     ends, the group and the sink connector promoted under the DR names, the DR cluster's topic and group
-    of the source's own names (another team's) untouched; the failback, which does not follow renames
-    yet, refused before it changes anything."""
+    of the source's own names (another team's) untouched. Then the failback (its request's names the
+    mirror's reversed, its mirror back and the planned failover of that through kafka_dr_failover): what
+    was written on the DR cluster since is on the original under the original's names, the group and the
+    sink connector continue there under theirs, and the DR cluster's names are not created there."""
     source, target = lone_source.config, stack.target
     prefix = f"ufr{uuid.uuid4().hex[:6]}"
     tx, group, sink, sunk = f"{prefix}.tx", f"{prefix}.readers", f"{prefix}-sink", tmp_path / "sunk.txt"
@@ -359,3 +363,48 @@ def test_an_unplanned_failover_of_a_renamed_mirror_promotes_its_dr_names(stack, 
     assert records_of(target, tx, 0) == theirs
     for p in (0, 1):
         assert [r[1:3] for r in records_of(target, f"dr.{tx}", p)] == [(b"k", b"r%d.%d" % (p, i)) for i in range(30)]
+
+    # the applications go on on the DR cluster under its names; then the failback
+    produce(target, f"dr.{tx}", [(b"k", b"on the DR cluster %d" % i) for i in range(20)], 1)
+    commit_offsets(target, f"dr-{group}", {(f"dr.{tx}", 0): 12, (f"dr.{tx}", 1): 40})
+    lone_source.start()
+    original_connect = lone_source.start_connect()  # it resumes its stale sink: the failback stops it first
+    params = {"state_location": str(tmp_path / "state"), "failback_of": "unplanned-renamed",
+              "topics_include": re.escape(f"dr.{prefix}") + r"\..*", "groups": re.escape(f"dr-{group}")}
+    request_back = with_failback_names(RunRequest.from_params(params, "back-renamed"))
+    assert request_back.renames == Renames(topics={f"dr.{tx}": tx}, groups={f"dr-{group}": group})
+    back = Manifest(str(tmp_path / "state"), "back-renamed")
+    back_spec = write_spec(back, MirrorSpec(request_back.topics_include, groups=request_back.groups, interval_s=0.2,
+                                            term_s=5, verify_every_s=2, renames=request_back.renames))
+    assert prepare_failback(manifest, back, target, source, rebuild=False,
+                            original_connect=original_connect)["topics"] == []  # nothing diverged: the source had nothing the failover lost
+    assert original_connect.state(sink) == "STOPPED"
+    back_mirror = Mirror(back, target, source, back_spec, say=lambda line: print("back:", line))
+    back_runner = threading.Thread(target=back_mirror.run, daemon=True)
+    back_runner.start()
+    try:
+        wait_until(lambda: all_ends(source, tx) == all_ends(target, f"dr.{tx}"), "the original caught up", 120,
+                   ignore=(KmigrateError,))
+        run = run_dag(dagbag, "kafka_dr_failover", run_name="back-renamed", state_location=str(tmp_path / "state"),
+                      source_kafka_conn_id="kafka_target", target_kafka_conn_id="lone_kafka_source",
+                      connectors=[sink], source_connect_conn_id="connect_target", target_connect_conn_id="lone_connect",
+                      quiesce_seconds=1, stale_after_s=30)
+        back_runner.join(60)
+    finally:
+        request_stop(back, "the test is done")
+        back_runner.join(120)
+    assert str(run.state) == "success", task_states(run)
+    for p in (0, 1):
+        assert records_of(source, tx, p) == records_of(target, f"dr.{tx}", p)
+    with ClusterAdmin(source) as admin:
+        assert {k: c.offset for k, c in admin.committed(group).items()} == {(tx, 0): 12, (tx, 1): 40}
+        assert f"dr.{tx}" not in admin.list_topics() and not admin.committed(f"dr-{group}")
+    assert original_connect.config(sink)["topics"] == tx and original_connect.state(sink) == "RUNNING"
+    wait_until(lambda: all(lines_of(sunk).count(f"on the DR cluster {i}") >= 1 for i in range(20)),
+               "the records written on the DR cluster in the sink's file", 60)
+    assert records_of(target, tx, 0) == theirs  # the other team's, on the DR cluster, as it was
+
+
+def all_ends(cluster: ClusterConfig, topic: str) -> list[int]:
+    with ClusterAdmin(cluster) as admin:
+        return [e for _, e in sorted(admin.end_offsets([(topic, 0), (topic, 1)], retry=True).items())]

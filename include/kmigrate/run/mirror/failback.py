@@ -13,11 +13,17 @@ failback whose connections were not swapped would delete on the DR cluster), the
 diverged partition of its own selection with its range; only when asked on that call (`rebuild`)
 does it delete their topics on the original, recording first what is discarded, so that the mirror
 creates them again like the DR cluster's and copies them whole. `plan_failback` shows the same,
-read-only, before. A failback of a mirror that renames (a consolidation's) is refused by both before
-anything else (`refuse_renamed`): it would select, compare and delete by names that are not the
-original's."""
+read-only, before.
+
+A failed-over mirror that renamed (a consolidation's: `orders` kept on the DR cluster as `a.orders`)
+is failed back under the names reversed (`back_names`: each DR name to the original's, an explicit
+map over what the failed-over run held): the failback's request takes them (`with_failback_names`),
+its selection is read over the DR names and each selected topic named by its original name, which
+is what is compared and deleted on the original, and the mirror back and its failover write the
+original's names. A failback under other names is refused (`check_back_names`)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection
 from typing import Any
@@ -33,32 +39,70 @@ from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
 from kmigrate.renames import Renames
-from kmigrate.run.mirror.spec import read_spec, refuse_renames, shown
+from kmigrate.run.checks.request import RunRequest
+from kmigrate.run.mirror import status as mirror_status
+from kmigrate.run.mirror.spec import mirror_renames, read_spec, shown
 from kmigrate.run.mirror.promote import lost_records
 from kmigrate.run.records import timeline
+from kmigrate.run.records.snapshot import read_snapshot
 from kmigrate.run.targets.prepare import created_topics
 
 DISCARDED = "failback/discarded"
-# the way out of a failback of a mirror that renames, as it stands: the identity check refuses a run from
-# the DR cluster to the original as swapped (the original mirrored to it), and a mirror takes no renames
-RENAMED_WAY_OUT = (
-    "Nothing moves the workload back onto the original under its original names yet: a mirror back takes no "
-    "renames, and a kafka_migration from the DR cluster to the original is refused as a swapped source and target "
-    "(the original mirrored to the DR cluster). Keep the workload on the DR cluster, or move it on to another "
-    "cluster with a kafka_migration from the DR cluster whose topic_renames and group_renames map each DR name "
-    "back to its original name")
 
 
-def refuse_renamed(failed_over: Manifest, back: Renames = Renames()) -> None:
-    """ConfigError, with the way out, when the mirror of the failed-over run renames (`refuse_renames`),
-    or the mirror back would (`back`): what it deletes and rebuilds on the original is named by the
-    original's names, which a mirror back that renamed would not write."""
-    refuse_renames(failed_over, "a failback", RENAMED_WAY_OUT)
-    if back:
+def back_names(failed_over: Manifest) -> Renames:
+    """The names a failback of `failed_over` gives things on the original: its mirror's renames reversed,
+    each DR name of a topic and a group the run held (its mirror's status, its snapshot, its promotion)
+    to the original's, an explicit map; none when its mirror renamed nothing. A DR topic or group that
+    is none of those (created on the DR cluster since) keeps its name."""
+    rule = mirror_renames(failed_over)
+    if not rule:
+        return Renames()
+    status = mirror_status.read(failed_over) or {}
+    promoted = failed_over.read(Part.PROMOTED) or {}
+    snapshot = read_snapshot(failed_over) if failed_over.read(Part.SNAPSHOT) is not None else {}
+    topics = (mirror_status.mirrored_topics(status) | set(snapshot.get("topics", {}))
+              | {r["topic"] for r in promoted.get("partitions", [])})
+    groups = ({g["group"] for g in status.get("groups", []) + promoted.get("groups", []) if "group" in g}
+              | set(snapshot.get("groups", {})))
+    return Renames(topics={rule.topic(t): t for t in topics if rule.topic(t) != t},
+                   groups={rule.group(g): g for g in groups if rule.group(g) != g})
+
+
+def check_back_names(failed_over: Manifest, given: Renames) -> None:
+    """ConfigError unless a failback's names (`given`: its request's, its mirror back's) are its
+    failed-over run's reversed (`back_names`), before anything is read or changed: what it compares,
+    deletes and rebuilds on the original is named by the original's names, which a mirror back under
+    other names would not write."""
+    wanted = back_names(failed_over)
+    if given == wanted:
+        return
+    if given:
         raise ConfigError(f"a failback moves the topics and groups back to the original under the names they had there, "
-                          f"so its mirror back renames nothing (it was given {shown(back)}); refused before anything "
+                          f"so it takes no names of its own (it was given {shown(given)}); refused before anything "
                           "was read or changed. Trigger it again without topic_prefix, topic_renames, group_prefix "
-                          "and group_renames")
+                          "and group_renames (a failed-over mirror's renames are reversed by the failback itself)")
+    raise ConfigError(f"the mirror of run {failed_over.run_id} renamed ({shown(mirror_renames(failed_over))}), so its "
+                      f"failback's mirror back must write the original's names ({shown(wanted)}), and this one was "
+                      "started without them; refused before anything was read or changed. Start the failback with "
+                      "kafka_dr_mirror and failback_of, which reverses them")
+
+
+def with_failback_names(run: RunRequest) -> RunRequest:
+    """A failback's request (`failback_of`) under the names its mirror back gives things on the original
+    (`back_names`; the request's `mirror_selection` names the failed-over run, so that its entries for
+    what the failback does not select are left out, not refused); names of its own refused
+    (`check_back_names`). Any other run as it is."""
+    if not run.failback_of:
+        return run
+    failed_over = Manifest(run.state_location, run.failback_of)
+    if run.renames:
+        check_back_names(failed_over, run.renames)
+    names = back_names(failed_over)
+    if not names:
+        return run
+    back = run.with_params(topic_renames=dict(names.topics) or None, group_renames=dict(names.groups) or None)
+    return dataclasses.replace(back, mirror_selection=run.failback_of)
 
 
 def diverged(failed_over: Manifest, original: ClusterConfig, topics: Collection[str] | None = None
@@ -73,9 +117,11 @@ def diverged(failed_over: Manifest, original: ClusterConfig, topics: Collection[
 
 
 def selected(failed_over: Manifest, include: str, exclude: str | None = None) -> set[str]:
-    """The topics of the failed-over run that a failback's selection (`include`, `exclude`) selects."""
+    """The topics of the failed-over run that a failback's selection (`include`, `exclude`, over the DR
+    cluster's names: the mirror back's source) selects, by their names on the original."""
     promoted = failed_over.read(Part.PROMOTED) or {}
-    return set(select({r["topic"] for r in promoted.get("partitions", [])}, include, exclude or None))
+    on_dr = {r.get("dr_topic", r["topic"]): r["topic"] for r in promoted.get("partitions", [])}
+    return {on_dr[t] for t in select(set(on_dr), include, exclude or None)}
 
 
 def failed_over_connectors(failed_over: Manifest) -> list[str]:
@@ -102,9 +148,9 @@ def plan_failback(failed_over: Manifest, seen: dict[str, Any], original: Cluster
     clusters proven to be the failover's reversed (`identity.check_failback`), and what it would delete
     on the original (the preflight shows it before anything is deleted): the diverged partitions of
     its own selection (`include`, `exclude`), and each of their topics with its partitions and the
-    offsets discarded; the connectors it would stop there. A mirror that renames, and a failback given
-    `renames` for its mirror back, are refused first."""
-    refuse_renamed(failed_over, renames)
+    offsets discarded; the connectors it would stop there. A failback given `renames` other than the
+    failed-over run's reversed is refused first."""
+    check_back_names(failed_over, renames)
     identity.check_failback(failed_over, seen)
     topics = selected(failed_over, include, exclude)
     rows = diverged(failed_over, original, topics)
@@ -142,9 +188,9 @@ def prepare_failback(failed_over: Manifest, back: Manifest, dr: ClusterConfig, o
     unless `rebuild`, asked on this call (an opt-in of an earlier call is not kept); with it, what
     will be discarded recorded in `back`'s part DISCARDED, then their topics deleted on the original.
     A retry deletes again only what the mirror has not created since, and only with `rebuild`. A
-    failed-over mirror that renames, and a mirror back that would, are refused first (`refuse_renamed`),
+    mirror back whose names are not the failed-over run's reversed is refused first (`check_back_names`),
     before the clusters are read."""
-    refuse_renamed(failed_over, read_spec(back).renames)
+    check_back_names(failed_over, read_spec(back).renames)
     check_clusters(failed_over, back, dr, original, original_connect)
     names = failed_over_connectors(failed_over)
     if names and original_connect is not None:

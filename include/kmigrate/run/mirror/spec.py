@@ -3,8 +3,7 @@ its timings and the connectors kept for an unplanned failover (`MirrorSpec`), wr
 run manifest (`write_spec`): a restarted mirror, a failover, a failback and a drill read it back
 (`read_spec`); a drill of a mirror and a planned failover move the mirror's selection instead of
 their own (`selection_mirror`, `with_mirror_selection`), under the names the mirror gives them on the DR
-cluster (its `renames`, a consolidation's: none, the source's); what does not follow those names yet
-refuses a mirror that renames (`refuse_renames`). Pure Python."""
+cluster (its `renames`, a consolidation's: none, the source's). Pure Python."""
 from __future__ import annotations
 
 import dataclasses
@@ -81,18 +80,6 @@ def mirror_renames(mirror: Manifest) -> Renames:
     """The names the mirror of run `mirror` gives its topics and groups on the DR cluster (a run
     without a mirror spec: none, the source's)."""
     return read_spec(mirror).renames if mirror.read(SPEC) is not None else Renames()
-
-
-def refuse_renames(mirror: Manifest, what: str, way_out: str) -> None:
-    """ConfigError when the mirror of run `mirror` renames (its spec's `renames`): `what` (an
-    operation on the mirror, e.g. "a failback") does not follow a mirror's renames yet. The error
-    names the run, its renames and `way_out`; called first, before anything is read of the clusters
-    or written. A run without a mirror spec renames nothing (the operation names that itself)."""
-    renames = mirror_renames(mirror)
-    if renames:
-        raise ConfigError(f"{what} is not supported yet for a mirror that renames (the mirror of run {mirror.run_id} "
-                          f"keeps its topics and consumer groups on the DR cluster under other names: "
-                          f"{shown(renames)}); refused before anything was read or changed. {way_out}")
 
 
 def shown(renames: Renames) -> str:
