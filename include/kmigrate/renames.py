@@ -33,7 +33,7 @@ _PREFIX = re.compile(PREFIX_PATTERN)
 # here so that the rule stays at the bottom of the library
 CLAIMS_TOPIC = "kmigrate-claims"
 # the params that state the rule, as `from_params` reads them (the run records its params as given)
-PARAMS = ("topic_prefix", "topic_renames", "group_prefix", "group_renames")
+PARAMS = ("topic_prefix", "topic_renames", "group_prefix", "group_renames", "connector_topic_keys")
 
 
 def legal_topic(name: str) -> bool:
@@ -41,16 +41,16 @@ def legal_topic(name: str) -> bool:
     return bool(_TOPIC.fullmatch(name)) and name not in (".", "..")
 
 
-class _Names(Mapping[str, str]):
-    """An unchangeable map of names, sorted by key: equal to any mapping of the same pairs, and
-    hashable (a Renames is a frozen value)."""
+class _Names(Mapping[str, Any]):
+    """An unchangeable map of names (to names, or to tuples of them), sorted by key: equal to any
+    mapping of the same pairs, and hashable (a Renames is a frozen value)."""
 
     __slots__ = ("_map",)
 
     def __init__(self, pairs: Mapping[str, str]) -> None:
         self._map = dict(sorted(pairs.items()))
 
-    def __getitem__(self, key: str) -> str:
+    def __getitem__(self, key: str) -> Any:
         return self._map[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -74,14 +74,17 @@ def _listed(names: Iterable[str]) -> str:
 class Renames:
     """A run's rule for the names on the target (see the module's docstring): `topic_prefix` and
     `topics` (source topic to target topic; its param is `topic_renames`), `group_prefix` and
-    `groups` (source group id to target group id; `group_renames`). The empty rule (`Renames()`,
-    false) keeps every name. Built with wrong types, or a prefix no topic name can begin with,
-    it raises ConfigError naming the param."""
+    `groups` (source group id to target group id; `group_renames`), and `connector_keys` (a
+    connector's config keys beyond those this project knows whose values name topics, renamed as
+    those are: `connector_topic_keys`, {connector: [key, ...]}). The empty rule (`Renames()`, false)
+    keeps every name. Built with wrong types, or a prefix no topic name can begin with, it raises
+    ConfigError naming the param."""
 
     topic_prefix: str = ""
     topics: Mapping[str, str] = _Names({})
     group_prefix: str = ""
     groups: Mapping[str, str] = _Names({})
+    connector_keys: Mapping[str, tuple[str, ...]] = _Names({})
 
     def __post_init__(self) -> None:
         for name, value in (("topic_prefix", self.topic_prefix), ("group_prefix", self.group_prefix)):
@@ -91,6 +94,7 @@ class Renames:
         _check_prefix(self.topic_prefix)
         for field, param, what in (("topics", "topic_renames", "topic"), ("groups", "group_renames", "group")):
             object.__setattr__(self, field, _Names(_check_map(param, what, getattr(self, field))))
+        object.__setattr__(self, "connector_keys", _Names(_check_keys(self.connector_keys)))
 
     def topic(self, name: str) -> str:
         """The target name of source topic `name`: its map entry, else the prefix and the name."""
@@ -120,7 +124,8 @@ class Renames:
                                    groups={s: t for s, t in self.groups.items() if s in groups})
 
     def __bool__(self) -> bool:
-        """Whether the rule renames anything (a prefix or a map entry is set)."""
+        """Whether the rule renames anything (a prefix or a map entry is set; connector keys alone rename
+        nothing)."""
         return bool(self.topic_prefix or self.topics or self.group_prefix or self.groups)
 
     def check_topics(self, source_topics: Iterable[str]) -> dict[str, str]:
@@ -186,7 +191,8 @@ class Renames:
     def as_params(self) -> dict[str, Any]:
         """The params that state this rule (`from_params` reads them back), those left empty left out."""
         params = {"topic_prefix": self.topic_prefix, "topic_renames": dict(self.topics),
-                  "group_prefix": self.group_prefix, "group_renames": dict(self.groups)}
+                  "group_prefix": self.group_prefix, "group_renames": dict(self.groups),
+                  "connector_topic_keys": {name: list(keys) for name, keys in self.connector_keys.items()}}
         return {name: value for name, value in params.items() if value}
 
     @classmethod
@@ -198,7 +204,7 @@ class Renames:
             return empty if value is None or value == "" else value
 
         return cls(given("topic_prefix", ""), given("topic_renames", {}), given("group_prefix", ""),
-                   given("group_renames", {}))
+                   given("group_renames", {}), given("connector_topic_keys", {}))
 
 
 def partitions_there(keys: Iterable[tuple[str, int]], names: Mapping[str, str]) -> dict[tuple[str, int], tuple[str, int]]:
@@ -245,6 +251,22 @@ def _check_prefix(prefix: str) -> None:
                           f"ASCII letters, digits and . _ - only (Kafka's topic names)")
     raise ConfigError(f"topic_prefix is {len(prefix)} characters long; a topic name holds at most {TOPIC_MAX}, so "
                       f"give a prefix of at most {TOPIC_MAX - 1}")
+
+
+def _check_keys(value: Any) -> dict[str, tuple[str, ...]]:
+    """`value` as {connector: (key, ...)} when it maps connector names to lists of config keys, else
+    ConfigError naming connector_topic_keys and the wrong entries."""
+    example = '{"orders-sink": ["audit.topic"]}'
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"connector_topic_keys is {type(value).__name__} {value!r}; give a JSON object of connector "
+                          f"names to lists of their config keys that name topics ({example}), or leave it empty")
+    wrong = [f"{k!r}: {v!r}" for k, v in value.items() if not isinstance(k, str) or not k
+             or isinstance(v, str) or not isinstance(v, (list, tuple)) or not v
+             or not all(isinstance(key, str) and key for key in v)]
+    if wrong:
+        raise ConfigError(f"connector_topic_keys maps {', '.join(sorted(wrong))}, not a connector to a list of its "
+                          f"config keys; give e.g. {example}")
+    return {name: tuple(dict.fromkeys(keys)) for name, keys in value.items()}
 
 
 def _check_map(param: str, what: str, value: Any) -> Mapping[str, str]:

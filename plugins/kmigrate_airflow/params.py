@@ -133,6 +133,14 @@ def rename_params() -> dict[str, Param]:
                                title="Target consumer group ids",
                                description='{"source group": "target group"}, e.g. {"billing": "a.billing"}: wins '
                                            "over the prefix for the groups it names, each of them selected"),
+        "connector_topic_keys": Param({}, type="object", propertyNames={"minLength": 1},
+                                      additionalProperties={"type": "array", "minItems": 1,
+                                                            "items": {"type": "string", "minLength": 1}},
+                                      title="Connector keys naming topics",
+                                      description='{"connector": ["key", ...]}, e.g. {"orders-sink": ["audit.topic"]}: '
+                                                  "config keys beyond those known (a sink's topics, topics.regex and "
+                                                  "dead letter queue, the file source's topic) whose values list "
+                                                  "topics, rewritten with the renames on the target"),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import requests
 from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest
 from kmigrate.run.report.markdown import render, summarize
@@ -21,6 +22,7 @@ from tests.support.airflow import run_dag, task_states
 from tests.support.connect import delete_connectors
 from tests.support.kafka import records_of
 from tests.support.migration import assert_workload_continues_on_target, partition_watermarks
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -38,9 +40,15 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
     renamed_orders = f"east.{w.prefix}.orders-v2"
     names = {t: renamed_orders if t == orders else f"a.{t}" for t in w.topics}
     group_names = {g: f"a.{g}" for g in w.groups}
+    # a key of the sink's that the project does not know, naming a renamed topic: rewritten as the run names it
+    sink_config = {**stack.source_connect.config(w.sink_connector), "audit.topics": f"{orders},elsewhere"}
+    requests.put(f"{stack.source_connect.url}/connectors/{w.sink_connector}/config", json=sink_config,
+                 timeout=30).raise_for_status()
+    wait_until(lambda: stack.source_connect.config(w.sink_connector).get("audit.topics"), "the sink's new config", 30)
     conf = {"topics_include": w.topic_pattern, "groups": w.group_pattern, "acls": "off",
             "connectors": [w.source_connector, w.sink_connector],
             "connector_overrides": {w.sink_connector: {"file": str(w.sink_file_target)}},
+            "connector_topic_keys": {w.sink_connector: ["audit.topics"]},
             "topic_prefix": "a.", "topic_renames": {orders: renamed_orders}, "group_prefix": "a.",
             "pre_copy": True,  # the live rounds copy and verify under the new names too
             "quiesce_seconds": 2, "state_location": str(state), "run_name": "consolidated"}
@@ -67,6 +75,7 @@ def test_a_workload_moved_under_new_names_keeps_every_offset_and_its_groups_cont
 
     sink = stack.target_connect.config(w.sink_connector)
     assert sink["topics"] == renamed_orders and sink["file"] == str(w.sink_file_target)
+    assert sink["audit.topics"] == f"{renamed_orders},elsewhere"
     assert stack.target_connect.config(w.source_connector)["topic"] == names[w.topic("lines")]
 
     summary = summarize(Manifest(str(state), "consolidated"))

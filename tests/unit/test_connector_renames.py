@@ -32,17 +32,24 @@ def test_a_sink_s_pattern_is_prefixed_when_one_prefix_renames_all_it_matches():
         renamed_config("sink", "sink", {"topics.regex": "orders|kept"}, NAMES)  # renamed and not: no one prefix
 
 
-def test_another_key_naming_a_renamed_topic_is_refused_by_name_unless_overridden():
+def test_another_key_naming_a_renamed_topic_is_refused_by_name_unless_named_or_overridden():
     sink = {"connector.class": FILE_SINK, "topics": "orders", "errors.deadletterqueue.topic.name": "payments",
-            "transforms.route.replacement": "lines other"}
+            "transforms.route.replacement": "lines other", "audit.topics": "orders,kept"}
     with pytest.raises(ConfigError) as refused:
         renamed_config("sink", "sink", sink, NAMES)
     text = str(refused.value)
-    assert "errors.deadletterqueue.topic.name names payments" in text and "transforms.route.replacement names lines" in text
-    assert "connector_overrides" in text and "Nothing was done" in text
-    out = renamed_config("sink", "sink", sink, NAMES, overridden={"errors.deadletterqueue.topic.name": "x",
-                                                                   "transforms.route.replacement": "y"})
-    assert out["topics"] == "a.orders" and out["errors.deadletterqueue.topic.name"] == "payments"  # the override sets it
+    assert "transforms.route.replacement names lines" in text and "audit.topics names orders" in text
+    assert "errors.deadletterqueue" not in text  # Connect's own key of a sink's dead letter queue: known
+    assert 'connector_topic_keys ({"sink": ["<key>"]})' in text and "connector_overrides" in text
+    assert "Nothing was done" in text
+    # named in connector_topic_keys: its list rewritten as a sink's topics are; overridden: as the override sets it
+    out = renamed_config("sink", "sink", sink, NAMES, keys=("audit.topics",),
+                         overridden={"transforms.route.replacement": "y"})
+    assert out == {**sink, "topics": "a.orders", "errors.deadletterqueue.topic.name": "a.payments",
+                   "audit.topics": "a.orders,kept"}
+    out = renamed_config("sink", "sink", sink, NAMES, keys=("audit.topics", "transforms.route.replacement"),
+                         overridden={"errors.deadletterqueue.topic.name": "x"})
+    assert out["transforms.route.replacement"] == "a.lines,other" and out["errors.deadletterqueue.topic.name"] == "payments"
     # a topic's name inside another word is no reference to it
     assert renamed_config("s", "source", {"file": "/data/orders.txt", "x": "orders_archive"}, NAMES)["x"] == "orders_archive"
 

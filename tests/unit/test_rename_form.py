@@ -48,6 +48,11 @@ HOSTILE = [
     ("group_renames", {"billing": ""}, _groups({"billing": ""})),
     ("group_renames", {"billing": 1}, _read("group_renames", {"billing": 1})),
     ("group_renames", ["billing"], _read("group_renames", ["billing"])),
+    ("connector_topic_keys", {"sink": "audit.topic"}, _read("connector_topic_keys", {"sink": "audit.topic"})),
+    ("connector_topic_keys", {"sink": []}, _read("connector_topic_keys", {"sink": []})),
+    ("connector_topic_keys", {"sink": [""]}, _read("connector_topic_keys", {"sink": [""]})),
+    ("connector_topic_keys", {"": ["k"]}, _read("connector_topic_keys", {"": ["k"]})),
+    ("connector_topic_keys", ["sink"], _read("connector_topic_keys", ["sink"])),
 ]
 
 
@@ -67,10 +72,11 @@ def test_the_defaults_and_ordinary_values_pass_both():
     params = rename_params()
     assert set(params) == set(PARAMS)  # the form's params are those the rule reads (and the request record drops empty)
     assert {name: copy.deepcopy(p).resolve() for name, p in params.items()} == {
-        "topic_prefix": None, "topic_renames": {}, "group_prefix": None, "group_renames": {}}
+        "topic_prefix": None, "topic_renames": {}, "group_prefix": None, "group_renames": {}, "connector_topic_keys": {}}
     assert not Renames.from_params({name: p.value for name, p in params.items()})
     ordinary = {"topic_prefix": "team-a.", "topic_renames": {"orders": "a.orders", "pay": "x" * 249},
-                "group_prefix": "team a/", "group_renames": {"billing": "a.billing"}}
+                "group_prefix": "team a/", "group_renames": {"billing": "a.billing"},
+                "connector_topic_keys": {"orders-sink": ["audit.topic"]}}
     for name, value in ordinary.items():
         assert resolve(name, value) == value
     rule = Renames.from_params(ordinary)

@@ -63,6 +63,19 @@ def test_the_params_are_read_into_the_rule():
     assert rule == Renames("team-a.", {"orders": "a.orders"}, "team-a.", {"billing": "a.billing"})
 
 
+def test_a_connectors_keys_naming_topics_are_part_of_the_rule_and_rename_nothing_alone():
+    keys = {"orders-sink": ["audit.topic", "audit.topic", "dlq"]}
+    rule = Renames.from_params({"connector_topic_keys": keys})
+    assert rule.connector_keys == {"orders-sink": ("audit.topic", "dlq")} and not rule
+    assert Renames.from_params(rule.as_params()) == rule and rule.as_params() == {
+        "connector_topic_keys": {"orders-sink": ["audit.topic", "dlq"]}}
+    assert Renames(topic_prefix="a.", connector_keys=keys).only((), ()).connector_keys == rule.connector_keys
+    for wrong in ("audit.topic", {"orders-sink": "audit.topic"}, {"orders-sink": []}, {"orders-sink": [""]},
+                  {"": ["k"]}, {"orders-sink": [5]}):
+        with pytest.raises(ConfigError, match="connector_topic_keys"):
+            Renames.from_params({"connector_topic_keys": wrong})
+
+
 def test_the_claims_topic_named_here_is_the_claims_log_s():
     assert renames_module.CLAIMS_TOPIC == CLAIMS_TOPIC == SELECTION_CLAIMS_TOPIC
 

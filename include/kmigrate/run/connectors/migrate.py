@@ -295,7 +295,8 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
                 "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",
                 connector=name)
         own = (overrides or {}).get(name) or {}
-        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names, overridden=own)
+        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names, overridden=own,
+                                keys=renames.connector_keys.get(name, ()))
         config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
         offsets = translated_offsets(entry, translator)
         if entry["type"] == "sink":

@@ -1,12 +1,14 @@
 """A connector's config on the target when the run renames its topics (docs/DESIGN.md §14).
 
 Connect names a connector's topics in its config, and the keys differ by connector. The keys known
-here are rewritten: every sink's `topics` (Connect's own list of the topics a sink reads) and
+here are rewritten: every sink's `topics` (Connect's own list of the topics a sink reads),
 `topics.regex` (its pattern, rewritten only where one prefix renames every selected topic it
-matches: `a\\.(?:pattern)`), and the `topic` of the file source that ships with Kafka. Any other key
+matches: `a\\.(?:pattern)`) and `errors.deadletterqueue.topic.name` (its dead letter queue), the
+`topic` of the file source that ships with Kafka, and the keys the run names for a connector
+(`connector_topic_keys`: values that are lists of topics, rewritten item by item). Any other key
 whose value names a renamed topic (as a whole item of a comma- or space-separated value) is one the
-run cannot rewrite safely: it is refused by name before anything is stopped, unless the run's
-`connector_overrides` sets that key on the target. A connector's offsets follow its topics: a
+run cannot rewrite safely: it is refused by name before anything is stopped, unless the run names
+it in `connector_topic_keys` or its `connector_overrides` sets that key on the target. A connector's offsets follow its topics: a
 sink's `kafka_topic` takes the target's name (`translated_offsets`)."""
 from __future__ import annotations
 
@@ -18,24 +20,26 @@ from kmigrate.errors import ConfigError
 from kmigrate.renames import one_prefix
 
 SINK_TOPICS, SINK_REGEX = "topics", "topics.regex"
+SINK_DLQ = "errors.deadletterqueue.topic.name"  # Connect's own: the topic a sink's failed records go to
 # a source connector's keys that name the topic it writes, by class
 SOURCE_TOPIC_KEYS = {"org.apache.kafka.connect.file.FileStreamSourceConnector": ("topic",)}
 _ITEMS = re.compile(r"[\s,;]+")
 
 
 def renamed_config(name: str, kind: str, config: Mapping[str, str], names: Mapping[str, str], *,
-                   overridden: Collection[str] = ()) -> dict[str, str]:
+                   overridden: Collection[str] = (), keys: Collection[str] = ()) -> dict[str, str]:
     """Connector `name`'s config (of `kind` "source" or "sink") with the topics it names renamed per
-    `names` ({source topic: target topic} of the run's topics; those not in it keep their names).
-    Keys in `overridden` (the run's connector_overrides of this connector) are left as they are: the
+    `names` ({source topic: target topic} of the run's topics; those not in it keep their names),
+    in the keys known here and in `keys` (the run's connector_topic_keys of this connector). Keys in
+    `overridden` (the run's connector_overrides of this connector) are left as they are: the
     override sets them. ConfigError naming each key this cannot rewrite, and the way out."""
     renamed = {t: n for t, n in names.items() if t != n}
     out = dict(config)
     if not renamed:
         return out
-    keys = set(SOURCE_TOPIC_KEYS.get(config.get("connector.class", ""), ()))
+    keys = set(SOURCE_TOPIC_KEYS.get(config.get("connector.class", ""), ())) | set(keys)
     if kind == "sink":
-        keys.add(SINK_TOPICS)
+        keys |= {SINK_TOPICS, SINK_DLQ}
     problems = []
     for key in sorted(keys - set(overridden)):
         if key in out:
@@ -56,7 +60,8 @@ def renamed_config(name: str, kind: str, config: Mapping[str, str], names: Mappi
                             "that key")
     if problems:
         raise ConfigError(
-            f"connector {name!r}: " + "; ".join(problems) + ". Set the key on the target yourself in "
+            f"connector {name!r}: " + "; ".join(problems) + ". Name the key in connector_topic_keys "
+            f'({{"{name}": ["<key>"]}}) when its value lists topics, or set it on the target yourself in '
             f'connector_overrides ({{"{name}": {{"<key>": "<value with the target names>"}}}}), or leave the '
             "connector out. Nothing was done")
     return out

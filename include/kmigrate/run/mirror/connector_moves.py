@@ -69,11 +69,12 @@ def place_on_dr(manifest: Manifest, source_connect: ConnectClient, target_connec
     it names and a sink's offsets under their names on the DR cluster (`names`, the mirror's
     renames). Every config is checked before anything is created."""
     records = {n: manifest.read(part(n)) or {} for n in entries}
+    keys = mirror_renames(manifest).connector_keys
     prepared = []
     for name, entry in sorted(entries.items()):
         own = (overrides or {}).get(name)
         config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names or {},
-                                overridden=own or ())
+                                overridden=own or (), keys=keys.get(name, ()))
         config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
         offsets = renamed_offsets(entry["offsets"], names) if names and entry["type"] == "sink" else entry["offsets"]
         prepared.append((name, entry["type"], config, offsets, exists_alike(target_connect, name, config)))

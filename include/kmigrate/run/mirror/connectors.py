@@ -28,6 +28,7 @@ from kmigrate.renames import partitions_there
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.run.cutover.snapshot import snapshot_connectors
+from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
 from kmigrate.run.records import timeline
 
@@ -121,12 +122,14 @@ def kept(mirror: Manifest, dr_connect: ConnectClient | None, what: str) -> dict[
 
 
 def on_dr(name: str, entry: Mapping[str, Any], dr_bootstrap: str | None,
-          overrides: Mapping[str, Mapping[str, Any]] | None, names: Mapping[str, str] | None = None) -> dict[str, str]:
+          overrides: Mapping[str, Mapping[str, Any]] | None, names: Mapping[str, str] | None = None,
+          keys: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """A kept connector's config on the DR Connect cluster: the topics it names under their names
-    there (`names`, the mirror's renames: `renamed.renamed_config`), its bootstrap addresses the DR
-    cluster's, the user's overrides (and secrets) applied."""
+    there (`names`, the mirror's renames, and `keys` its connector_topic_keys: `renamed.renamed_config`),
+    its bootstrap addresses the DR cluster's, the user's overrides (and secrets) applied."""
     own = (overrides or {}).get(name)
-    config = renamed_config(name, entry["type"], with_secrets(name, entry, own), names or {}, overridden=own or ())
+    config = renamed_config(name, entry["type"], with_secrets(name, entry, own), names or {}, overridden=own or (),
+                            keys=(keys or {}).get(name, ()))
     return target_config(config, target_bootstrap=dr_bootstrap, overrides=own)
 
 
@@ -149,8 +152,9 @@ def promote_connectors(manifest: Manifest, dr_connect: ConnectClient | None, dr_
     if reading is None:
         return None
     prepared = []
+    keys = mirror_renames(manifest).connector_keys
     for name, entry in sorted(reading["connectors"].items()):
-        config = on_dr(name, entry, dr_bootstrap, overrides, names)
+        config = on_dr(name, entry, dr_bootstrap, overrides, names, keys)
         prepared.append((name, entry["type"], config, offsets_on_dr(entry, dr_ends, names),
                          exists_alike(dr_connect, name, config)))
     placed = [place_stopped(dr_connect, *one) for one in prepared]

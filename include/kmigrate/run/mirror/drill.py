@@ -162,7 +162,8 @@ def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: 
     names = read_spec(mirror).renames.topic_names({t for t, _ in dr_ends})
     prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        prepared.append((name, entry, on_dr(name, entry, dr_bootstrap, overrides, names),
+        prepared.append((name, entry, on_dr(name, entry, dr_bootstrap, overrides, names,
+                                            read_spec(mirror).renames.connector_keys),
                          offsets_on_dr(entry, dr_ends, names)))
     out = []
     for name, entry, config, offsets in prepared:

@@ -38,7 +38,7 @@ from kmigrate.manifest import Manifest, Part
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.selection import select
 from kmigrate.run.connectors.migrate import stop_target_copies
-from kmigrate.renames import Renames
+from kmigrate.renames import PARAMS as RENAME_PARAMS, Renames
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.spec import mirror_renames, read_spec, shown
@@ -66,7 +66,7 @@ def back_names(failed_over: Manifest) -> Renames:
     groups = ({g["group"] for g in status.get("groups", []) + promoted.get("groups", []) if "group" in g}
               | set(snapshot.get("groups", {})))
     return Renames(topics={rule.topic(t): t for t in topics if rule.topic(t) != t},
-                   groups={rule.group(g): g for g in groups if rule.group(g) != g})
+                   groups={rule.group(g): g for g in groups if rule.group(g) != g}, connector_keys=rule.connector_keys)
 
 
 def check_back_names(failed_over: Manifest, given: Renames) -> None:
@@ -75,8 +75,8 @@ def check_back_names(failed_over: Manifest, given: Renames) -> None:
     deletes and rebuilds on the original is named by the original's names, which a mirror back under
     other names would not write."""
     wanted = back_names(failed_over)
-    if given == wanted:
-        return
+    if dataclasses.replace(given, connector_keys={}) == dataclasses.replace(wanted, connector_keys={}):
+        return  # (the connectors' keys that name topics rename nothing themselves)
     if given:
         raise ConfigError(f"a failback moves the topics and groups back to the original under the names they had there, "
                           f"so it takes no names of its own (it was given {shown(given)}); refused before anything "
@@ -101,7 +101,7 @@ def with_failback_names(run: RunRequest) -> RunRequest:
     names = back_names(failed_over)
     if not names:
         return run
-    back = run.with_params(topic_renames=dict(names.topics) or None, group_renames=dict(names.groups) or None)
+    back = run.with_params(**{param: names.as_params().get(param) for param in RENAME_PARAMS})
     return dataclasses.replace(back, mirror_selection=run.failback_of)
 
 

@@ -123,7 +123,11 @@ def check_run(source: ClusterConfig, target: ClusterConfig, source_connect: Conn
                 connectors.append({"name": name, "type": info["type"], "state": source_connect.state(name)})
             versions.check_workers(source_connect, target_connect, infos, admin)
             for name, info in infos.items():  # what each names of the renamed topics, rewritten or refused
-                renamed_config(name, info["type"], info["config"], names, overridden=(overrides or {}).get(name) or {})
+                renamed_config(name, info["type"], info["config"], names, overridden=(overrides or {}).get(name) or {},
+                               keys=renames.connector_keys.get(name, ()))
+        if not mirrored and (unknown := sorted(set(renames.connector_keys) - set(selection.connectors))):
+            raise ConfigError(f"connector_topic_keys names connectors the run does not move: {', '.join(unknown)}; "
+                              "select them (connectors) or drop their entries")
         methods = versions.methods(admin, target_admin, source_connect, target_connect, infos)
         acl_plan = acls.plan(source, target, topics, groups, selection.acls, names, group_names)
         if check_targets and renames:
