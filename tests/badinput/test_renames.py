@@ -52,21 +52,26 @@ def topic(stack):
 
 
 def test_what_a_renaming_run_cannot_move_is_refused_by_the_preflight(stack, topic):
-    sink, dlq = f"{topic}-sink", f"{topic}-dlq"  # a sink whose dead letter queue the run renames: a key no rule rewrites
-    create_topic(stack.source, dlq, 1)
+    # a sink whose key of its own (the file sink ignores it) names a topic the run renames: a key no rule rewrites
+    sink, audit = f"{topic}-sink", f"{topic}-audit"
+    create_topic(stack.source, audit, 1)
     stack.source_connect.create(sink, {"connector.class": FILE_SINK, "tasks.max": "1", "topics": topic,
-                                       "file": f"/tmp/{sink}.txt", "errors.tolerance": "all",
-                                       "errors.deadletterqueue.topic.name": dlq,
-                                       "errors.deadletterqueue.topic.replication.factor": "1"})
-    both = Selection(topics_include=f"{topic}(-dlq)?", connectors=(sink,), acls="off")
+                                       "file": f"/tmp/{sink}.txt", "audit.topics": audit})
+    both = Selection(topics_include=f"{topic}(-audit)?", connectors=(sink,), acls="off")
     try:
         refused("rename: a connector key naming a renamed topic", lambda: check_run(
             stack.source, stack.target, stack.source_connect, stack.target_connect, both, Renames(topic_prefix="a.")),
-            f"connector '{sink}'", f"errors.deadletterqueue.topic.name names {dlq}", "connector_overrides")
-        # set on the target by the run's overrides: the connector moves, its topics renamed
-        plan = check_run(stack.source, stack.target, stack.source_connect, stack.target_connect, both,
-                         Renames(topic_prefix="a."), overrides={sink: {"errors.deadletterqueue.topic.name": f"a.{dlq}"}})
-        assert [c["name"] for c in plan["connectors"]] == [sink]
+            f"connector '{sink}'", f"audit.topics names {audit}", "connector_topic_keys", "connector_overrides")
+        refused("rename: connector_topic_keys naming a connector the run does not move", lambda: check_run(
+            stack.source, stack.target, stack.source_connect, stack.target_connect, both,
+            Renames(topic_prefix="a.", connector_keys={sink: ["audit.topics"], "elsewhere": ["k"]})),
+            "connector_topic_keys names connectors the run does not move: elsewhere")
+        # named in connector_topic_keys, or set on the target by the run's overrides: the connector moves
+        for renames, overrides in ((Renames(topic_prefix="a.", connector_keys={sink: ["audit.topics"]}), None),
+                                   (Renames(topic_prefix="a."), {sink: {"audit.topics": f"a.{audit}"}})):
+            plan = check_run(stack.source, stack.target, stack.source_connect, stack.target_connect, both, renames,
+                             overrides=overrides)
+            assert [c["name"] for c in plan["connectors"]] == [sink]
     finally:
         stack.source_connect.delete(sink)
     split = Acl("TOPIC", "o", "PREFIXED", "User:app", "*", "READ", "ALLOW")  # the secure profile's stack has ACLs
