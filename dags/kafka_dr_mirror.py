@@ -16,10 +16,10 @@ goes (config, state, offsets); each reading is kept once the DR cluster holds wh
 when it was taken, for an unplanned failover to start them on the DR Connect cluster.
 
 A DR cluster that is a consolidation target keeps the topics and groups under other names
-(`topic_prefix`, `topic_renames`, `group_prefix`, `group_renames`, as `kafka_migration` takes them;
-offsets unchanged): the failovers, drills and moves of applications one at a time onto this
-mirror follow them. A failback of it (`failback_of`) takes them reversed by itself (each DR name
-back to the original's) and refuses rename params of its own.
+(`topic_prefix`, `topic_renames`, `group_prefix`, `group_renames`, `connector_topic_keys`, as
+`kafka_migration` takes them; offsets unchanged): the failovers, drills and moves of applications
+one at a time onto this mirror follow them. A failback of it (`failback_of`) takes them reversed
+by itself (each DR name back to the original's) and refuses rename params of its own.
 """
 from __future__ import annotations
 

@@ -25,8 +25,9 @@ on the target in the state it had on the source (running, paused or stopped).
 A consolidation renames what it moves (`topic_prefix`, `topic_renames`, `group_prefix`,
 `group_renames`): each topic is created on the target under its new name with every record at its
 source offset, each group's offsets are set in its new group for the renamed topics, each
-connector's topics (a sink's list and pattern, the file source's topic) and each ACL's topic or
-group are rewritten; what cannot be rewritten is refused by name in the preflight.
+connector's topics (a sink's list, pattern and dead letter queue, the file source's topic, and
+the keys `connector_topic_keys` names for a connector) and each ACL's topic or group are
+rewritten; what cannot be rewritten is refused by name in the preflight.
 
 Every step is idempotent: retry it, or re-run the whole DAG run, and it continues or confirms; a
 finished run run again changes nothing. A `run_name` names one migration: triggered again with other
