@@ -49,6 +49,8 @@ from kmigrate.run.records.moves import moved_groups, promoted_topics
 from kmigrate.run.targets.prepare import prepare_targets
 
 Key = tuple[str, int]
+# the keys two DR topic names must not share: the name, and the name of its metrics ('.' read as '_')
+CLASHES = (lambda name: name, lambda name: name.replace(".", "_"))
 STARTS = "mirror-starts"                   # attempts: one a start of the mirror job
 # the mirrored ranges verified while the source is live, replaced as the mirror verifies more: named as
 # an attempt of the live verification, so that a failover's window reads only what came after them
@@ -218,11 +220,20 @@ class Mirror:
             names, refused = rule.only(set(topics), ()).check_topics(topics), {}
         except ConfigError:  # the topics mirrored already kept, each new one taken if it fits beside them
             names, refused = {t: rule.topic(t) for t in topics if t in self.names}, {}
+            taken = {key(n): t for t, n in names.items() for key in CLASHES}  # a DR name (and its metric name) to its topic
             for topic in sorted(set(topics) - set(names)):
-                try:
-                    names = rule.only({*names, topic}, ()).check_topics([*names, topic])
+                try:  # the rule's checks of the topic alone, then its DR name against those taken, in one reading
+                    name = rule.only({topic}, ()).check_topics([topic])[topic]
                 except ConfigError as exc:
                     refused[topic] = str(exc)
+                    continue
+                other = next((taken[key(name)] for key in CLASHES if key(name) in taken), None)
+                if other is not None:
+                    refused[topic] = (f"its name on the DR cluster, {name}, is {names[other]}'s, {other}'s there, or "
+                                      "clashes with it once '.' is read as '_'")
+                    continue
+                names[topic] = name
+                taken.update({key(name): topic for key in CLASHES})
         if refused != self.refused:
             for topic, why in sorted(refused.items()):
                 if self.refused.get(topic) != why:
