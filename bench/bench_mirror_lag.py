@@ -19,8 +19,12 @@ and the shipped settings (8:10:1:1). The tasks verify what they copied every --v
 the mirror's do. With --stall-s, the first task's process is stopped (SIGSTOP) that long every 6 s
 while the load runs, as a busy machine does not schedule a process. Last line: one JSON object, p50/p90/p99/p99.9 and max seconds a setting, and
 the CPU seconds its task processes and each cluster's broker used (the broker's while the load ran).
+With --renamed each setting runs twice, one run after the other: the DR topics under the source's
+names, then under a prefix (`dr.`, a consolidation's mirror: kmigrate.renames), to compare what a
+rename costs the copy.
 
     python bench/bench_mirror_lag.py [--seconds 60] [--tasks 2] [--settings 8:10:0,8:10:1:0,8:10:1:1]
+    python bench/bench_mirror_lag.py --settings 8:10:1:1 --renamed
     python bench/bench_mirror_lag.py --stall-s 0.5 --read-every-s 0.02 --settings 8:10:1:1
 """
 from __future__ import annotations
@@ -68,7 +72,7 @@ def one_task(units: list[WorkUnit], seconds: float, copies_at_once: int, pool: i
 
 
 def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s: float, stall_s: float,
-        read_every_s: float) -> dict:
+        read_every_s: float, dr_prefix: str = "") -> dict:
     copies_at_once, pool, in_step, by_batch, in_flight, join, linger_ms = (
         int(x) for x in (setting + ":1:1:2:1:10").split(":")[:7])
     prefix = f"lag{uuid.uuid4().hex[:6]}"
@@ -77,10 +81,10 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
     shapes = {load.plain: (20, {}), load.tx: (2, {}), load.compact: (2, {"cleanup.policy": "compact"})}
     with ClusterAdmin(TARGET) as admin:
         for topic, (partitions, configs) in shapes.items():
-            admin.create_topic(topic, partitions, configs)
-        admin.wait_for_topics({t: n for t, (n, _) in shapes.items()})
-    units = [WorkUnit(t, p, 0) for t, (n, _) in shapes.items() for p in range(n)]
-    watcher = Watcher({"ours": load.plain}, read_every_s)
+            admin.create_topic(dr_prefix + topic, partitions, configs)
+        admin.wait_for_topics({dr_prefix + t: n for t, (n, _) in shapes.items()})
+    units = [WorkUnit(t, p, 0, target_topic=dr_prefix + t) for t, (n, _) in shapes.items() for p in range(n)]
+    watcher = Watcher({"ours": dr_prefix + load.plain}, read_every_s)
     context = multiprocessing.get_context("spawn")
     rows = context.Queue()
     workers = [context.Process(target=one_task, args=(units[i::tasks], seconds + 5, copies_at_once, pool, bool(in_step),
@@ -108,10 +112,10 @@ def one(setting: str, seconds: float, tasks: int, rate_mb: float, verify_every_s
             if worker.is_alive():
                 worker.kill()
         delete_topics(SOURCE, list(shapes))
-        delete_topics(TARGET, list(shapes))
+        delete_topics(TARGET, [dr_prefix + t for t in shapes])
         delete_groups(SOURCE, load.groups)
     lags = latencies(load.acked, watcher.samples, "ours")
-    return {"setting": setting, "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
+    return {"setting": setting, "renamed": bool(dr_prefix), "p50_s": percentile(lags, 0.5), "p90_s": percentile(lags, 0.9),
             "p99_s": percentile(lags, 0.99), "p999_s": percentile(lags, 0.999), "max_s": round(max(lags), 3),
             "stalls": stalls, "samples": len(lags), "copies": sum(r["copies"] for task in done for r in task),
             "tasks_cpu_s": round(sum(task[0]["cpu_s"] for task in done if task), 1), **broker_cpu,
@@ -143,15 +147,18 @@ def main() -> int:
     parser.add_argument("--settings", default="8:10:0,8:10:1:0,8:10:1:1")
     parser.add_argument("--verify-every-s", type=float, default=VERIFY_EVERY_S, help="as the mirror's (MirrorSpec)")
     parser.add_argument("--read-every-s", type=float, default=0.1, help="the DR cluster's ends read this often")
+    parser.add_argument("--renamed", action="store_true",
+                        help="each setting twice: the DR topics under the source's names, then under the prefix dr.")
     parser.add_argument("--stall-s", type=float, default=0.0,
                         help=f"stop the first task's process this long every {STALL_EVERY_S:.0f} s (SIGSTOP)")
     args = parser.parse_args()
     results = []
     for setting in args.settings.split(","):
-        result = one(setting, args.seconds, args.tasks, args.rate_mb, args.verify_every_s, args.stall_s,
-                     args.read_every_s)
-        print(f"bench-mirror-lag: {json.dumps(result)}", flush=True)
-        results.append(result)
+        for dr_prefix in ("", "dr.") if args.renamed else ("",):
+            result = one(setting, args.seconds, args.tasks, args.rate_mb, args.verify_every_s, args.stall_s,
+                         args.read_every_s, dr_prefix)
+            print(f"bench-mirror-lag: {json.dumps(result)}", flush=True)
+            results.append(result)
     print(json.dumps({"seconds": args.seconds, "tasks": args.tasks, "rate_mb": args.rate_mb,
                       "verify_every_s": args.verify_every_s, "stall_s": args.stall_s,
                       "read_every_s": args.read_every_s, "settings": results}))
