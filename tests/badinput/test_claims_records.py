@@ -130,10 +130,15 @@ def test_received_from_writes_nothing_and_creates_no_claims_topic(stack, monkeyp
         assert CLAIMS_TOPIC not in admin.list_topics()
 
 
+CHUNK_BYTES = 2_000
+
+
 def test_a_snapshot_in_chunks_trims_the_log_and_a_new_reader_starts_from_its_first_chunk(
         stack, unique_name, monkeypatch):
     monkeypatch.setattr(claims_log, "SNAPSHOT_AFTER", 40)
-    monkeypatch.setattr(claims_log, "SNAPSHOT_CHUNK_BYTES", 6_000)  # the suite's claims state: some chunks
+    # chunks this small that the test's own 40 leases (each over 100 bytes) fill more than one, whatever else the
+    # suite's claims state holds (at 6,000 bytes, a state of little more than them fitted in one chunk once)
+    monkeypatch.setattr(claims_log, "SNAPSHOT_CHUNK_BYTES", CHUNK_BYTES)
     writer = ClaimLog(stack.target, timeout_s=10)
     try:
         assert all(writer.submit_all([lease("h1", f"{unique_name}:{n}") for n in range(40)]))
@@ -155,7 +160,7 @@ def test_a_snapshot_in_chunks_trims_the_log_and_a_new_reader_starts_from_its_fir
         def entries(chunk: dict) -> int:
             return len(chunk["runs"]) + len(chunk["parts"]) + len(chunk["leased"]) + len(chunk["sources"])
         # at most the bound, unless one entry alone is larger (a long-lived stack's claims of big runs)
-        assert all(len(value) <= 6_000 or entries(json.loads(value)) == 1 for _, _, value, _, _ in chunks)
+        assert all(len(value) <= CHUNK_BYTES or entries(json.loads(value)) == 1 for _, _, value, _, _ in chunks)
         fresh = ClaimLog(stack.target, timeout_s=10)
         try:
             fresh.current()
