@@ -30,8 +30,8 @@ class Ends:
         self.clusters = clusters
         self.readings: list[tuple[str, list, list[str], float]] = []
 
-    def __call__(self, cluster, partitions, kinds, timeout_s, *, away=False, retry=False):
-        assert retry and not away  # a step's reading: tried again until its timeout
+    def __call__(self, cluster, partitions, kinds, timeout_s, *, away=False, retry=False, names=None):
+        assert retry and not away and not names  # a step's reading: tried again until its timeout (no renames here)
         keys = list(partitions)
         self.readings.append((cluster.name, keys, [KINDS[k] for k in kinds], timeout_s))
         return [{key: self.clusters[cluster.name][KINDS[k]][key] for key in keys} for k in kinds]
@@ -108,3 +108,19 @@ def test_a_failback_waits_for_the_originals_open_transactions_but_not_for_hangin
     monkeypatch.setattr(failback.time, "sleep", lambda s: original["stable"].update({("t", 0): 5}))
     assert failback.decided(SOURCE, ["t"]) == {}  # open, then decided (its abort's marker written)
     assert asked[1:] == [{("t", 0): 3}] and len(reader.readings) == 3
+
+
+def test_a_reading_under_the_targets_names_asks_for_them_and_answers_by_the_names_given(monkeypatch):
+    asked = []
+
+    def read_once(cluster, partitions, kinds, timeout_s, *, away):  # noqa: ANN001, ANN202
+        asked.append(list(partitions))
+        return [{k: 10 * i + k[1] for k in partitions} for i, _ in enumerate(kinds)]
+
+    monkeypatch.setattr(kafka_ends, "_read_once", read_once)
+    keys = [("orders", 0), ("orders", 1), ("kept", 0)]
+    starts, highs = kafka_ends.read(DR, keys, (kafka_ends.START, kafka_ends.HIGH), 1.0,
+                                    names={"orders": "a.orders", "other": "a.other"})
+    assert asked == [[("a.orders", 0), ("a.orders", 1), ("kept", 0)]]
+    assert starts == {("orders", 0): 0, ("orders", 1): 1, ("kept", 0): 0}
+    assert highs == {("orders", 0): 10, ("orders", 1): 11, ("kept", 0): 10}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -21,6 +21,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ClusterUnavailable
 from kmigrate.kafka import leaders, multi, transport, wire
 from kmigrate.kafka.pool import shared_admin
+from kmigrate.renames import partitions_there
 
 TopicPartition = tuple[str, int]
 START = (-2, 0)   # (timestamp, isolation): the log start offset
@@ -32,12 +33,18 @@ CLIENT_ID = "kmigrate-ends"
 
 
 def read(cluster: ClusterConfig, partitions: Iterable[TopicPartition], kinds: Sequence[tuple[int, int]],
-         timeout_s: float, *, away: bool = False, retry: bool = False) -> list[dict[TopicPartition, int]]:
+         timeout_s: float, *, away: bool = False, retry: bool = False,
+         names: Mapping[str, str] | None = None) -> list[dict[TopicPartition, int]]:
     """For each of `kinds` (START, HIGH, STABLE), the offset of each partition (`away`: the last
     reading failed, `check_listening` first). With `retry`, a reading that fails (a leader moving, a
     broker away) is tried again, the leaders looked up anew, until `timeout_s`; with `away` too, the
     first failure is raised at once (whoever reads tries again at its next turn, and sees a stop
-    meanwhile)."""
+    meanwhile). `names`: the topics' names on `cluster` (a run's renames, on its target), each
+    partition read under its name there and keyed as given."""
+    if names:
+        there = partitions_there(partitions, names)
+        return [{there[k]: offset for k, offset in offsets.items()}
+                for offsets in read(cluster, list(there), kinds, timeout_s, away=away, retry=retry)]
     if not retry:
         return _read_once(cluster, partitions, kinds, timeout_s, away=away)
     partitions = list(partitions)

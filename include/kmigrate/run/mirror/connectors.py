@@ -24,7 +24,6 @@ from kmigrate.errors import ConfigError, ConnectError
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
-from kmigrate.renames import partitions_there
 from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
 from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
 from kmigrate.run.cutover.snapshot import snapshot_connectors
@@ -59,9 +58,8 @@ class ConnectorWatch:
             for reading in self.pending:
                 reading["needs"] = now if reading["needs"] is None else reading["needs"]
         if self.pending:
-            there = partitions_there(keys, names or {})
-            (on_dr,) = kafka_ends.read(self.target, list(there), (kafka_ends.STABLE,), STATUS_TIMEOUT_S, retry=True)
-            held = {there[k]: end for k, end in on_dr.items()}
+            (held,) = kafka_ends.read(self.target, keys, (kafka_ends.STABLE,), STATUS_TIMEOUT_S, retry=True,
+                                      names=names)
             safe = [r for r in self.pending if all(held.get(k, -1) >= end for k, end in r["needs"].items())]
             if safe:
                 self.pending = self.pending[self.pending.index(safe[-1]) + 1:]

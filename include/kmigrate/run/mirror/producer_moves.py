@@ -36,7 +36,6 @@ from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.model import WorkUnit
-from kmigrate.renames import partitions_there
 from kmigrate.run.checks import identity
 from kmigrate.run.checks.request import MOVE_QUIET_S, MOVE_WAIT_S
 from kmigrate.run.copying.precopy import compacted_topics
@@ -221,9 +220,7 @@ def _check_unwritten(manifest: Manifest, source: ClusterConfig, target: ClusterC
     ProducersActive names what was written."""
     promoted = {(t, int(p)): e for t, r in records.items() for p, e in r["ends"].items()}
     (source_high,) = ends.read(source, list(promoted), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
-    there = partitions_there(promoted, names)
-    (on_dr,) = ends.read(target, list(there), (ends.HIGH,), READ_TIMEOUT_S, retry=True)
-    dr_high = {there[k]: end for k, end in on_dr.items()}
+    (dr_high,) = ends.read(target, list(promoted), (ends.HIGH,), READ_TIMEOUT_S, retry=True, names=names)
     written = {k: (source_high[k], dr_high[k]) for k, e in promoted.items() if source_high[k] != e or dr_high[k] != e}
     if not written:
         return

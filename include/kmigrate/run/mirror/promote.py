@@ -129,10 +129,10 @@ def unplanned_failover(manifest: Manifest, source: ClusterConfig, target: Cluste
         raise ConfigError(f"the mirror of run {manifest.run_id} never reported a partition: there is nothing on the "
                           "DR cluster to promote")
     names = {p["topic"]: p.get("dr_topic", p["topic"]) for p in last["partitions"]}  # each topic's on the DR cluster
-    on_dr = partitions_there([(p["topic"], p["partition"]) for p in last["partitions"]], names)
-    aborted = abort_open(manifest.run_id, target, list(on_dr))
-    (read,) = kafka_ends.read(target, list(on_dr), (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True)
-    dr_ends = {on_dr[k]: end for k, end in read.items()}  # keyed by the source's names, as the status
+    keys = [(p["topic"], p["partition"]) for p in last["partitions"]]
+    aborted = abort_open(manifest.run_id, target, list(partitions_there(keys, names)))
+    # keyed by the source's names, as the status
+    (dr_ends,) = kafka_ends.read(target, keys, (kafka_ends.HIGH,), READ_TIMEOUT_S, retry=True, names=names)
     rpo = [{"topic": p["topic"], "partition": p["partition"], "dr_end": dr_ends[(p["topic"], p["partition"])],
             "source_end_last_seen": p["source_end"],
             "behind_records": max(0, p["source_end"] - dr_ends[(p["topic"], p["partition"])]),

@@ -18,7 +18,6 @@ from typing import Any
 from kmigrate.config import ClusterConfig
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.manifest import Manifest
-from kmigrate.renames import partitions_there
 from kmigrate.run.records import timeline
 
 PART = "mirror-status"
@@ -45,9 +44,8 @@ def ends(cluster: ClusterConfig, keys: Sequence[Key], *, stable: bool, timeout_s
     if not keys:
         return {}
     kinds = [kafka_ends.START, kafka_ends.STABLE if stable else kafka_ends.HIGH]
-    there = partitions_there(keys, names or {})
-    starts, last = kafka_ends.read(cluster, list(there), kinds, timeout_s, away=away, retry=True)
-    return {asked: (starts[k], last[k]) for k, asked in there.items()}
+    starts, last = kafka_ends.read(cluster, keys, kinds, timeout_s, away=away, retry=True, names=names)
+    return {k: (starts[k], last[k]) for k in keys}
 
 
 class Lag:

@@ -301,9 +301,8 @@ def _behind(source: ClusterConfig, target: ClusterConfig, partitions: dict[Key, 
     away = any(partitions[k].error for k in keys)  # a cluster gone (a failure, a stream broken): known at once
     try:
         starts, stable = ends.read(source, keys, (ends.START, ends.STABLE), OFFSETS_TIMEOUT_S, away=away)
-        there = {partitions[k].unit.target_key: k for k in keys}  # the DR partitions under their names there
-        dr_read = ends.read(target, list(there), (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away)
-        dr_starts, dr_ends = ({there[k]: v for k, v in read.items()} for read in dr_read)
+        on_dr = {f.unit.topic: f.unit.target_topic for f in map(partitions.get, keys) if f.unit.renamed}  # names there
+        dr_starts, dr_ends = ends.read(target, keys, (ends.START, ends.HIGH), OFFSETS_TIMEOUT_S, away=away, names=on_dr)
         # behind, or not copied yet this term: a partition's first copy of a term makes the resume checks (what
         # lies below its DR end is the source's), then it waits in step, even with nothing to copy
         behind = [k for k in keys
