@@ -214,6 +214,14 @@ def partitions_there(keys: Iterable[tuple[str, int]], names: Mapping[str, str]) 
     return {(names.get(t, t), p): (t, p) for t, p in keys}
 
 
+def from_target(values: Mapping[tuple[str, int], Any], names: Mapping[str, str]) -> dict[tuple[str, int], Any]:
+    """`values` keyed by partitions as the target names them (a group's offsets read there) keyed by the
+    source's partitions of `names` ({source topic: target topic}); a value on a target topic that is
+    none of theirs left out (it may bear a source topic's name and belong to another application)."""
+    source_of = {target: source for source, target in names.items()}
+    return {(source_of[t], p): value for (t, p), value in values.items() if t in source_of}
+
+
 def one_prefix(names: Mapping[str, str], sources: Iterable[str]) -> str | None:
     """The one prefix that renames each of `sources` under `names` ({source: target}; a source not
     in it keeps its name): "" when none is renamed; None when no single prefix does (a map entry

@@ -15,7 +15,7 @@ from kmigrate.config import ClusterConfig
 from kmigrate.errors import ConfigError
 from kmigrate.kafka.group_admin import Committed
 from kmigrate.manifest import Manifest, Part
-from kmigrate.renames import Renames, partitions_there
+from kmigrate.renames import Renames, from_target, partitions_there
 from kmigrate.run.checks.request import RunRequest
 from kmigrate.run.cutover.snapshot import take_snapshot
 from kmigrate.run.mirror import drill
@@ -144,7 +144,7 @@ def test_the_keys_of_the_cut_on_the_dr_cluster_and_a_groups_offsets_back_under_t
     names = {"orders": "a.orders", "refunds": "refunds"}
     assert partitions_there({("orders", 0): 5, ("refunds", 1): 2}, names) == {("a.orders", 0): ("orders", 0),
                                                                            ("refunds", 1): ("refunds", 1)}
-    assert drill.from_dr({("a.orders", 0): 4, ("orders", 0): 9, ("refunds", 1): 2}, names) == {
+    assert from_target({("a.orders", 0): 4, ("orders", 0): 9, ("refunds", 1): 2}, names) == {
         ("orders", 0): 4, ("refunds", 1): 2}
 
 

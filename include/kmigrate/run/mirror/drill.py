@@ -29,7 +29,7 @@ from kmigrate.errors import ConfigError, ConnectorNotFound, KmigrateError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
-from kmigrate.renames import partitions_there
+from kmigrate.renames import from_target, partitions_there
 from kmigrate.run.checks.request import STALE_AFTER_S, RunRequest
 from kmigrate.run.connectors.migrate import place_stopped
 from kmigrate.run.records.snapshot import read_snapshot
@@ -63,14 +63,6 @@ def overridable(request: RunRequest) -> tuple[list[str] | None, dict[str, str]]:
 def cut_ends(snapshot: Mapping[str, Any]) -> dict[Key, int]:
     """The drill's cut: each snapshot partition's end."""
     return {(t, p["partition"]): p["end"] for t, e in snapshot["topics"].items() for p in e["partitions"]}
-
-
-def from_dr(committed: Mapping[Key, int], names: Mapping[str, str]) -> dict[Key, int]:
-    """A group's offsets on the DR cluster (`committed`, by DR topic) keyed by the source's topics of
-    `names` ({source topic: DR topic}); an offset on a DR topic that is none of theirs left out (it
-    may bear a source topic's name and belong to another application)."""
-    source_of = {dr: source for source, dr in names.items()}
-    return {(source_of[t], p): offset for (t, p), offset in committed.items() if t in source_of}
 
 
 def check_slots_left(mirror: Manifest, remote: str | None, param: str = "spark_connect_conn_id") -> None:
@@ -113,7 +105,7 @@ def reach_cut(manifest: Manifest, mirror: Manifest, target: ClusterConfig, *, ti
     while True:
         with shared_admin(target) as admin:
             held = {keys[k]: end for k, end in admin.stable_ends(list(keys), retry=True).items()}
-            committed = {(g, t, p): offset for g in {k[0] for k in wanted} for (t, p), offset in from_dr(
+            committed = {(g, t, p): offset for g in {k[0] for k in wanted} for (t, p), offset in from_target(
                 {k: c.offset for k, c in admin.committed(renames.group(g)).items()}, names).items()}
         short = {k: (held[k], end) for k, end in cut.items() if held[k] < end}
         groups_short = {k: (committed.get(k, -1), o) for k, o in wanted.items() if committed.get(k, -1) < o}

@@ -39,7 +39,7 @@ from kmigrate.kafka.pool import shared_admin
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
 from kmigrate.run.mirror import status as mirror_status
-from kmigrate.renames import Renames
+from kmigrate.renames import Renames, from_target
 from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import moves as moved
 from kmigrate.run.records import timeline
@@ -237,13 +237,13 @@ def move_group_back(manifest: Manifest, source: ClusterConfig, target: ClusterCo
                           "source no longer holds what is written there, so the group stays on the DR cluster "
                           "(a failback of the mirror moves it back with its topics)")
     identity.record(manifest, identity.observe(source, target), what=f"move back of consumer group {group!r}")
-    held = {renames.topic(t): t for t in mirror_status.mirrored_topics(mirror_status.read(manifest) or {})}
+    held = renames.topic_names(mirror_status.mirrored_topics(mirror_status.read(manifest) or {}))
     with shared_admin(source, READ_TIMEOUT_S) as source_admin, shared_admin(target, READ_TIMEOUT_S) as dr_admin:
         _wait_no_members(dr_admin, dr_group, "the DR cluster", wait_s, poll_s)
         gone = time.monotonic()
         on_dr_now = dr_admin.committed(dr_group)
-        committed = {(held[t], p): c for (t, p), c in on_dr_now.items() if t in held}
-        if others := sorted({t for t, _ in on_dr_now if t not in held}):
+        committed = from_target(on_dr_now, held)
+        if others := sorted({t for t, _ in on_dr_now} - set(held.values())):
             say(f"consumer group {named(group, dr_group)} has offsets on the DR cluster on topics the mirror does not "
                 f"hold ({', '.join(others)}): they stay there")
         (source_ends,) = ends.read(source, list(committed), (ends.HIGH,), READ_TIMEOUT_S, retry=True)

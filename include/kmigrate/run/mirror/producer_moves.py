@@ -42,7 +42,7 @@ from kmigrate.run.copying.precopy import compacted_topics
 from kmigrate.run.mirror import connector_moves
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.driver import VERIFIED
-from kmigrate.run.mirror.moves import READ_TIMEOUT_S, wait_for, wait_held
+from kmigrate.run.mirror.moves import READ_TIMEOUT_S, on_dr, wait_for, wait_held
 from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, topic_part
@@ -74,7 +74,8 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     writers are waited for, placed on the DR Connect cluster with their offsets once the topics are
     promoted (`connector_moves`), before the promotion is recorded as ended."""
     topics = sorted(set(topics))
-    names = mirror_renames(manifest).topic_names(topics)  # each topic's name on the DR cluster
+    renames = mirror_renames(manifest)
+    names = renames.topic_names(topics)  # each topic's name on the DR cluster
     source_connect, dr_connect = connect
     if connectors and (source_connect is None or dr_connect is None):
         raise ConfigError(f"moving connectors {', '.join(connectors)} needs both Connect clusters; name the source's "
@@ -108,7 +109,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
         keys = [(t, p) for t in pending for p in range(counts[t])]
         last, stopped = _wait_stopped(source, keys, quiet_s, wait_s, poll_s)
         steps["still"] = time.monotonic()
-        wait_held(target, {(names[t], p): e for (t, p), e in last.items()}, wait_s, poll_s,
+        wait_held(target, on_dr(last, renames), wait_s, poll_s,
                   "the mirror to copy the topics to promote up to the source's ends", "move again")
         steps["drained"] = time.monotonic()
         verified = _verify(manifest, source, target, last, names)
@@ -125,8 +126,8 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     steps["restored"] = time.monotonic()
     placed = connector_moves.place_on_dr(manifest, source_connect, dr_connect, entries,
                                          target_bootstrap=target.bootstrap_servers, overrides=overrides,
-                                         names=mirror_renames(manifest).topic_names(
-                                             mirror_status.mirrored_topics(status))) if entries else []
+                                         names=renames.topic_names(mirror_status.mirrored_topics(status))
+                                         ) if entries else []
     if placed:
         steps["connectors"] = time.monotonic()
     window_s = time.monotonic() - stopped
