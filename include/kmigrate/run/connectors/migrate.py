@@ -214,6 +214,17 @@ def target_config(config: Mapping[str, str], *, target_bootstrap: str | None = N
     return out
 
 
+def renamed_target_config(name: str, kind: str, config: Mapping[str, str], names: Mapping[str, str], *,
+                          keys: Sequence[str] = (), target_bootstrap: str | None = None,
+                          overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Connector `name`'s config (of `kind`) for the target Connect cluster under a run's renames: the
+    topics it names under their target names (`renamed.renamed_config`, `keys` its connector_topic_keys;
+    the keys `overrides` sets left to them), then `target_config`."""
+    own = overrides or {}
+    return target_config(renamed_config(name, kind, config, names, overridden=own, keys=keys),
+                         target_bootstrap=target_bootstrap, overrides=own)
+
+
 def _canonical(offsets: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(json.dumps(entry, sort_keys=True) for entry in offsets)
 
@@ -294,10 +305,9 @@ def migrate_connectors(manifest: Manifest, target_connect: ConnectClient, *, tar
                 f"connector {name!r} was {entry['state']} on the source when the snapshot was taken, so its "
                 "offsets may be behind; stop it first and take the snapshot in a new run (nothing was created)",
                 connector=name)
-        own = (overrides or {}).get(name) or {}
-        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names, overridden=own,
-                                keys=renames.connector_keys.get(name, ()))
-        config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
+        config = renamed_target_config(name, entry["type"], restored(entry, name, source_connect), names,
+                                       keys=renames.connector_keys.get(name, ()), target_bootstrap=target_bootstrap,
+                                       overrides=(overrides or {}).get(name))
         offsets = translated_offsets(entry, translator)
         if entry["type"] == "sink":
             offsets = renamed_offsets(offsets, names)

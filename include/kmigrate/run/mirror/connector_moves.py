@@ -25,10 +25,10 @@ from kmigrate.errors import ConfigError
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
 from kmigrate.run.checks import identity
-from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
+from kmigrate.run.connectors.migrate import exists_alike, place_stopped, renamed_target_config, restore_states
 from kmigrate.run.connectors.secrets import restored
 from kmigrate.run.cutover.snapshot import snapshot_connectors
-from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
+from kmigrate.run.connectors.renamed import renamed_offsets
 from kmigrate.run.mirror.moves import wait_held
 from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import timeline
@@ -72,10 +72,9 @@ def place_on_dr(manifest: Manifest, source_connect: ConnectClient, target_connec
     keys = mirror_renames(manifest).connector_keys
     prepared = []
     for name, entry in sorted(entries.items()):
-        own = (overrides or {}).get(name)
-        config = renamed_config(name, entry["type"], restored(entry, name, source_connect), names or {},
-                                overridden=own or (), keys=keys.get(name, ()))
-        config = target_config(config, target_bootstrap=target_bootstrap, overrides=own)
+        config = renamed_target_config(name, entry["type"], restored(entry, name, source_connect), names or {},
+                                       keys=keys.get(name, ()), target_bootstrap=target_bootstrap,
+                                       overrides=(overrides or {}).get(name))
         offsets = renamed_offsets(entry["offsets"], names) if names and entry["type"] == "sink" else entry["offsets"]
         prepared.append((name, entry["type"], config, offsets, exists_alike(target_connect, name, config)))
     placed = [place_stopped(target_connect, *one) for one in prepared]

@@ -24,8 +24,8 @@ from kmigrate.errors import ConfigError, ConnectError
 from kmigrate.kafka import ends as kafka_ends
 from kmigrate.kafka.connect import ConnectClient
 from kmigrate.manifest import Manifest
-from kmigrate.run.connectors.migrate import exists_alike, place_stopped, restore_states, target_config
-from kmigrate.run.connectors.renamed import renamed_config, renamed_offsets
+from kmigrate.run.connectors.migrate import exists_alike, place_stopped, renamed_target_config, restore_states
+from kmigrate.run.connectors.renamed import renamed_offsets
 from kmigrate.run.cutover.snapshot import snapshot_connectors
 from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.mirror.status import STATUS_TIMEOUT_S
@@ -126,9 +126,8 @@ def on_dr(name: str, entry: Mapping[str, Any], dr_bootstrap: str | None,
     there (`names`, the mirror's renames, and `keys` its connector_topic_keys: `renamed.renamed_config`),
     its bootstrap addresses the DR cluster's, the user's overrides (and secrets) applied."""
     own = (overrides or {}).get(name)
-    config = renamed_config(name, entry["type"], with_secrets(name, entry, own), names or {}, overridden=own or (),
-                            keys=(keys or {}).get(name, ()))
-    return target_config(config, target_bootstrap=dr_bootstrap, overrides=own)
+    return renamed_target_config(name, entry["type"], with_secrets(name, entry, own), names or {},
+                                 keys=(keys or {}).get(name, ()), target_bootstrap=dr_bootstrap, overrides=own)
 
 
 def offsets_on_dr(entry: Mapping[str, Any], dr_ends: Mapping[Key, int], names: Mapping[str, str] | None = None
