@@ -151,11 +151,11 @@ def dry_connectors(mirror: Manifest, dr_connect: ConnectClient | None, dr_ends: 
     if taken:
         raise ConfigError(f"connectors {', '.join(taken)} exist on the DR Connect cluster ({dr_connect.url}) already: "
                           "a dry failover would not touch them. Delete them there if they are leftovers, then retry")
-    names = read_spec(mirror).renames.topic_names({t for t, _ in dr_ends})
+    renames = read_spec(mirror).renames
+    names = renames.topic_names({t for t, _ in dr_ends})
     prepared = []
     for name, entry in sorted(reading["connectors"].items()):
-        prepared.append((name, entry, on_dr(name, entry, dr_bootstrap, overrides, names,
-                                            read_spec(mirror).renames.connector_keys),
+        prepared.append((name, entry, on_dr(name, entry, dr_bootstrap, overrides, names, renames.connector_keys),
                          offsets_on_dr(entry, dr_ends, names)))
     out = []
     for name, entry, config, offsets in prepared:

@@ -202,9 +202,8 @@ class Mirror:
                          + (f"; partitions added: {', '.join(grown)}" if grown else ""))
             self.partitions, self.names = counts, {t: names[t] for t in counts}
             self.compacted = compacted_topics(self.source, set(counts)) if counts else frozenset()
-        self.group_ids = self.spec.renames.group_names(groups) if self.spec.renames else {}
-        if self.spec.renames and groups:  # two groups onto one id on the DR cluster: none of those synced
-            self.group_ids = self.spec.renames.only((), groups).check_groups(groups)
+        # each group's id on the DR cluster; two groups onto one there fail the refresh, named (a failed round)
+        self.group_ids = self.spec.renames.only((), groups).check_groups(groups) if self.spec.renames else {}
         self.group_names = groups
         self.refreshed = time.monotonic()
         return changed
