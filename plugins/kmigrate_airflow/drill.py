@@ -14,7 +14,7 @@ from kmigrate.run.mirror.connectors import CONNECTORS
 from kmigrate.run.mirror.drill import CUT, check_slots_left, cut_ends, dry_connectors, reach_cut
 from kmigrate.run.report.drill import measure_drill as drill_figures
 
-from kmigrate_airflow.frame import RunFrame, no_retry
+from kmigrate_airflow.frame import RunFrame, no_retry, run_request
 from kmigrate_airflow.hooks import SPARK_CONNECT_PARAM, spark_connect_url
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,9 @@ def mirror_of(run: RunFrame) -> Manifest | None:
 
 
 @task.branch
-def route(params: dict[str, Any] | None = None) -> str:
+def route(params: dict[str, Any] | None = None, run_id: str | None = None) -> str:
     """The drill's own copy, or (a mirror named) the wait for the mirror to reach the cut."""
-    return "mirror_cut" if params.get("mirror_run") else "copy"
+    return "mirror_cut" if run_request(params, run_id).mirror_run else "copy"
 
 
 @task(retries=2)
