@@ -21,6 +21,7 @@ from kmigrate.run.checks.request import (
     REFRESH_S,
     STALE_AFTER_S,
 )
+from kmigrate.run.checks.selection import DEFAULT_SCOPE, SCOPES
 from kmigrate.run.mirror.timings import MAX_INTERVAL_S, MAX_PERIOD_S, MIN_INTERVAL_S, MIN_STALE_AFTER_S
 
 DEFAULT_STATE = os.environ.get("KMIGRATE_STATE_LOCATION") or os.path.join(  # the Airflow user's, not /tmp's
@@ -101,7 +102,7 @@ def pattern_param(title: str, description: str) -> Param:
 
 def acls_param() -> Param:
     """Which of the source's ACLs the run creates on the target (kmigrate.run.targets.acls)."""
-    return Param("principals", type="string", enum=["off", "resources", "principals"], title="ACLs to copy",
+    return Param(DEFAULT_SCOPE, type="string", enum=list(SCOPES), title="ACLs to copy",
                  description="The source's ACLs that let the applications in, created on the target before the "
                              "connectors resume. resources: the bindings of the selected topics and groups (literal, "
                              "prefixed and * patterns that match them); principals: also the transactional-id and "

@@ -132,7 +132,7 @@ class Selection:
     groups: str = ""
     connectors: tuple[str, ...] = ()
     translate: str = ""
-    acls: str = "principals"
+    acls: str = DEFAULT_SCOPE
 
     def check(self) -> None:
         compile_pattern(self.topics_include, "topic include")
