@@ -14,6 +14,7 @@ from kmigrate.run.checks.request import (
     INTERVAL_S,
     MEMBER_TIMEOUT_S,
     MOVE_WAIT_S,
+    PRE_COPY,
     PRE_COPY_CONVERGED_RECORDS,
     PRE_COPY_MAX_ROUNDS,
     PRE_COPY_ROUNDS_MOST,
@@ -233,7 +234,7 @@ def pre_copy_params() -> dict[str, Param]:
     """Whether a migration copies while the source is live, and when its rounds stop
     (kmigrate.run.copying.precopy)."""
     return {
-        "pre_copy": Param(True, type="boolean", title="Pre-copy while the source is live"),
+        "pre_copy": Param(PRE_COPY, type="boolean", title="Pre-copy while the source is live"),
         "pre_copy_max_rounds": Param(PRE_COPY_MAX_ROUNDS, type="integer", minimum=1, maximum=PRE_COPY_ROUNDS_MOST,
                                      title="Pre-copy rounds at most",
                                      description="Each round copies up to the source's end when it begins"),

@@ -13,6 +13,7 @@ from kmigrate.run.checks.request import (
     MEMBER_TIMEOUT_S,
     MOVE_QUIET_S,
     MOVE_WAIT_S,
+    PRE_COPY,
     PRE_COPY_CONVERGED_RECORDS,
     PRE_COPY_MAX_ROUNDS,
     STALE_AFTER_S,
@@ -43,18 +44,20 @@ def test_optional_params_left_out_or_empty_take_their_defaults():
     assert (given.quiesce_seconds, given.member_session_timeout_s, given.stale_after_s) == (None, MEMBER_TIMEOUT_S,
                                                                                             STALE_AFTER_S)
     assert (given.spark.tasks_at_once, given.spark.connect_conn_id, given.cutover_at) == (0, "", None)
-    assert (given.pre_copy, given.dry_run, given.unplanned, given.mirror_run, given.connectors) == (False, False, False,
-                                                                                                  "", None)
+    assert (given.pre_copy, given.dry_run, given.unplanned, given.mirror_run, given.connectors) == (
+        PRE_COPY, False, False, "", None)
     assert (given.pre_copy_max_rounds, given.pre_copy_converged_records) == (PRE_COPY_MAX_ROUNDS,
                                                                               PRE_COPY_CONVERGED_RECORDS)
     assert given.selection == Selection("t.*")
     form = {"state_location": "/s", "topics_include": "t.*", "topics_exclude": None, "groups": "g.*",
             "connectors": ["a", "b"], "translate_topics": None, "acls": None, "spark_parallelism": "",
             "cutover_at": "", "quiesce_seconds": "", "spark_connect_conn_id": None, "pre_copy_max_rounds": None,
-            "pre_copy_converged_records": ""}
+            "pre_copy_converged_records": "", "pre_copy": None}
     empty = RunRequest.from_params(form, "r")
     assert empty.selection == Selection("t.*", "", "g.*", ("a", "b"), "", "principals")
-    assert (empty.spark.tasks_at_once, empty.cutover_at, empty.quiesce_seconds) == (0, None, None)
+    assert (empty.spark.tasks_at_once, empty.cutover_at, empty.quiesce_seconds, empty.pre_copy) == (0, None, None,
+                                                                                                    PRE_COPY)
+    assert RunRequest.from_params({**form, "pre_copy": False}, "r").pre_copy is False  # turned off: off
     assert (empty.pre_copy_max_rounds, empty.pre_copy_converged_records) == (PRE_COPY_MAX_ROUNDS,
                                                                               PRE_COPY_CONVERGED_RECORDS)
 

@@ -145,8 +145,9 @@ REFRESH_S = 10.0
 STALE_AFTER_S = 60.0
 MOVE_WAIT_S = 300.0  # move_wait_s
 MOVE_QUIET_S = 1.0  # move_quiet_s: how long promoted topics' ends stand still before their writers count as stopped
-# a migration's pre-copy rounds (kmigrate.run.copying.precopy): at most this many a pre-copy, and no further round
-# once the source wrote at most this many records during one
+# a migration's pre-copy rounds (kmigrate.run.copying.precopy): on unless turned off (pre_copy), at most this many a
+# pre-copy, and no further round once the source wrote at most this many records during one
+PRE_COPY = True
 PRE_COPY_MAX_ROUNDS = 5
 PRE_COPY_ROUNDS_MOST = 100  # pre_copy_max_rounds at most (and at least 1)
 PRE_COPY_CONVERGED_RECORDS = 10_000
@@ -194,7 +195,7 @@ class RunRequest:
     acls: str = DEFAULT_SCOPE
     renames: Renames = Renames()  # the names of its topics and groups on the target (none: the source's)
     connector_overrides: Mapping[str, Any] | None = None
-    pre_copy: bool = False
+    pre_copy: bool = PRE_COPY
     pre_copy_max_rounds: int = PRE_COPY_MAX_ROUNDS
     pre_copy_converged_records: int = PRE_COPY_CONVERGED_RECORDS
     cutover_at: datetime.datetime | None = None
@@ -240,7 +241,7 @@ class RunRequest:
             acls=p.get("acls") or DEFAULT_SCOPE,
             renames=Renames.from_params(p),
             connector_overrides=p.get("connector_overrides"),
-            pre_copy=bool(p.get("pre_copy")),
+            pre_copy=PRE_COPY if p.get("pre_copy") in (None, "") else bool(p["pre_copy"]),
             pre_copy_max_rounds=_integer(p, "pre_copy_max_rounds", PRE_COPY_MAX_ROUNDS, least=1,
                                          most=PRE_COPY_ROUNDS_MOST),
             pre_copy_converged_records=_integer(p, "pre_copy_converged_records", PRE_COPY_CONVERGED_RECORDS),
