@@ -15,7 +15,7 @@ never copied. The source cluster is never written to.
 from __future__ import annotations
 
 from airflow.sdk import Param, dag
-from kmigrate.run.checks.request import MOVE_QUIET_S
+from kmigrate.run.checks.request import MOVE_MAX_S, MOVE_QUIET_S
 from kmigrate_airflow import moves
 from kmigrate_airflow.params import dag_args, move_params
 
@@ -28,7 +28,7 @@ from kmigrate_airflow.params import dag_args, move_params
         "How long to wait for the writers to stop on the source, and for the mirror to copy what they wrote",
         move_topics=Param(type="array", items={"type": "string", "minLength": 1}, minItems=1, uniqueItems=True,
                           title="Topics", description="The topics the application's producers write, one a line"),
-        move_quiet_s=Param(MOVE_QUIET_S, type="number", minimum=0, maximum=3600, title="Still for (s)",
+        move_quiet_s=Param(MOVE_QUIET_S, type="number", minimum=0, maximum=MOVE_MAX_S, title="Still for (s)",
                            description="How long the topics' ends stand still on the source before their writers "
                                        "count as stopped"),
     ),

@@ -89,6 +89,9 @@ HOSTILE = [
     ("pre_copy_max_rounds", 0, _request(pre_copy_max_rounds=0)),
     ("pre_copy_max_rounds", 101, _request(pre_copy_max_rounds=101)),
     ("pre_copy_converged_records", -1, _request(pre_copy_converged_records=-1)),
+    ("move_wait_s", 0, _request(move_wait_s=0)),
+    ("move_wait_s", 3601, _request(move_wait_s=3601)),
+    ("move_quiet_s", 3601, _request(move_quiet_s=3601)),
 ]
 
 

@@ -129,6 +129,9 @@ def test_the_groups_of_a_move_are_a_list_of_names_each_once():
             RunRequest.from_params({"run_name": "mirror", "move_groups": bad})
     with pytest.raises(ConfigError, match="move_wait_s is -1; give a number of seconds"):
         RunRequest.from_params({"run_name": "mirror", "move_wait_s": -1})
+    for bad in (0, 0.5, 3601):
+        with pytest.raises(ConfigError, match=rf"move_wait_s is {bad}; give a number of seconds, from 1 to 3600, or "):
+            RunRequest.from_params({"run_name": "mirror", "move_wait_s": bad})
 
 
 def test_the_topics_of_a_producers_move_are_a_list_of_names_each_once_still_for_a_number_of_seconds():
@@ -139,6 +142,8 @@ def test_the_topics_of_a_producers_move_are_a_list_of_names_each_once_still_for_
         RunRequest.from_params({"run_name": "mirror", "move_topics": ["orders", "orders"]})
     with pytest.raises(ConfigError, match="move_quiet_s is 'x'; give a number of seconds"):
         RunRequest.from_params({"run_name": "mirror", "move_quiet_s": "x"})
+    with pytest.raises(ConfigError, match="move_quiet_s is 3601; give a number of seconds, from 0 to 3600"):
+        RunRequest.from_params({"run_name": "mirror", "move_quiet_s": 3601})
 
 
 def test_the_renames_are_read_from_their_four_params_and_a_bad_one_refused():

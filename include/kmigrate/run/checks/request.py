@@ -144,7 +144,9 @@ INTERVAL_S = 1.0
 REFRESH_S = 10.0
 STALE_AFTER_S = 60.0
 MOVE_WAIT_S = 300.0  # move_wait_s
+MOVE_WAIT_MIN_S = 1  # move_wait_s at least
 MOVE_QUIET_S = 1.0  # move_quiet_s: how long promoted topics' ends stand still before their writers count as stopped
+MOVE_MAX_S = 3600  # move_wait_s and move_quiet_s at most
 # a migration's pre-copy rounds (kmigrate.run.copying.precopy): on unless turned off (pre_copy), at most this many a
 # pre-copy, and no further round once the source wrote at most this many records during one
 PRE_COPY = True
@@ -258,9 +260,9 @@ class RunRequest:
             interval_s=_seconds(p, "interval_s", None),
             refresh_s=_seconds(p, "refresh_s", None),
             move_groups=_names(p, "move_groups"),
-            move_wait_s=_seconds(p, "move_wait_s", MOVE_WAIT_S),
+            move_wait_s=_seconds(p, "move_wait_s", MOVE_WAIT_S, least=MOVE_WAIT_MIN_S, most=MOVE_MAX_S),
             move_topics=_names(p, "move_topics"),
-            move_quiet_s=_seconds(p, "move_quiet_s", MOVE_QUIET_S),
+            move_quiet_s=_seconds(p, "move_quiet_s", MOVE_QUIET_S, most=MOVE_MAX_S),
             move_back=bool(p.get("move_back")),
         )
 
@@ -317,12 +319,16 @@ def _names(params: Mapping[str, Any], name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _seconds(params: Mapping[str, Any], name: str, default: float | None) -> float | None:
-    """The param `name`, a number of seconds, as given; `default` when it is absent or empty."""
+def _seconds(params: Mapping[str, Any], name: str, default: float | None, *, least: float = 0,
+             most: float | None = None) -> float | None:
+    """The param `name`, a number of seconds from `least` up to `most`, as given; `default` when it is absent or
+    empty."""
     value = params.get(name)
     if value is None or value == "":
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{name} is {value!r}; give a number of seconds, 0 or more"
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < least
+            or (most is not None and value > most)):
+        bound = f"from {least:g} to {most:g}" if most is not None else f"{least:g} or more"
+        raise ConfigError(f"{name} is {value!r}; give a number of seconds, {bound}"
                           + (f", or leave it out for its default ({default:g})" if default is not None else ""))
     return value
