@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag
 from kmigrate.run.cutover import course
-from kmigrate.run.checks.request import STALE_AFTER_S
-from kmigrate.run.mirror.timings import MIN_STALE_AFTER_S
 from kmigrate_airflow import cutover, failover, steps
 from kmigrate_airflow.params import (
     acls_param,
@@ -29,6 +27,7 @@ from kmigrate_airflow.params import (
     quiesce_params,
     run_name_param,
     spark_params,
+    stale_after_param,
     state_params,
 )
 
@@ -47,8 +46,8 @@ from kmigrate_airflow.params import (
                            description="Promote the DR cluster with what it holds, without the source: what the "
                                        "mirror had not copied is lost (the report names it). Refused while the source "
                                        "answers"),
-        "stale_after_s": Param(STALE_AFTER_S, type="number", minimum=MIN_STALE_AFTER_S, title="Mirror gone after (s)",
-                               description="A mirror whose heartbeat is this old counts as stopped (at least what a "
+        "stale_after_s": stale_after_param("Mirror gone after (s)",
+                                           "A mirror whose heartbeat is this old counts as stopped (at least what a "
                                            "running mirror's can reach: 10 s plus two status intervals or 4 s)"),
         **spark_params(),
         **state_params(),

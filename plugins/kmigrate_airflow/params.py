@@ -272,11 +272,18 @@ def mirror_params() -> dict[str, Param]:
                                   description="A failback after an unplanned failover: delete on the original the "
                                               "topics whose partitions hold offsets the DR cluster never got, and "
                                               "copy them again (those offsets are discarded, listed in the report)"),
-        "stale_after_s": Param(STALE_AFTER_S, type="number", minimum=MIN_STALE_AFTER_S, title="Restart after (s)",
-                               description="The mirror is started again when its heartbeat is this old: at least "
+        "stale_after_s": stale_after_param("Restart after (s)",
+                                           "The mirror is started again when its heartbeat is this old: at least "
                                            "10 s plus twice the status interval or 4 s, whichever is longer "
                                            f"({MIN_STALE_AFTER_S:g} s at the shortest)"),
     }
+
+
+def stale_after_param(title: str, description: str) -> Param:
+    """The age of a mirror's heartbeat past which it is taken for gone (by its follower, by a failover): at least
+    the shortest any valid status interval allows (kmigrate.run.mirror.timings; the preflight checks it against
+    the mirror's own)."""
+    return Param(STALE_AFTER_S, type="number", minimum=MIN_STALE_AFTER_S, title=title, description=description)
 
 
 def move_params(what: str, connectors: str, wait: str, **own: Param) -> dict[str, Param]:
