@@ -60,6 +60,9 @@ def test_an_unplanned_failovers_rpo_and_rto_and_a_scheduled_window(tmp_path):
     assert s['kmigrate_run_rpo_records{run="fo"}'] == 9 and s['kmigrate_run_rpo_seconds{run="fo"}'] == 0.7
     assert s['kmigrate_run_rto_seconds{run="fo"}'] == 4.2
     assert s['kmigrate_run_cutover_timestamp_seconds{run="fo"}'] == 1893456000
+    # one recorded before zones were required: UTC, as the run's request reads it (kmigrate.run.checks.schedule)
+    manifest.replace(Part.PARAMS, {"params": {"cutover_at": "2030-01-01T00:00:00"}})
+    assert progress.of_run(manifest)["cutover_at"] == 1893456000
 
 
 def test_a_running_mirror_is_left_to_its_own_metrics_and_a_stopped_one_is_a_run(tmp_path):

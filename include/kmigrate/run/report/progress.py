@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 from kmigrate.manifest import Manifest, Part
+from kmigrate.run.checks.schedule import cutover_time
 from kmigrate.run.mirror import status as mirror_status
 from kmigrate.run.mirror.drill import CUT as MIRROR_CUT  # a mirror drill's cut reached, with the mirror's lag then
 from kmigrate.run.mirror.failover import PLANNED
@@ -40,7 +41,7 @@ def of_run(manifest: Manifest, parts: list[str] | None = None) -> dict[str, Any]
         seen.append(copying["at"])
     if status is not None:
         seen.append(_epoch(status["heartbeat"]))
-    cutover_at = (manifest.read(Part.PARAMS) or {}).get("params", {}).get("cutover_at")
+    cutover_at = cutover_time((manifest.read(Part.PARAMS) or {}).get("params", {}).get("cutover_at"))
     return {
         "finished": manifest.has_file(REPORT) or _mirror_ended(manifest, status, parts),
         "progress_at": max(seen, default=None),
@@ -50,7 +51,7 @@ def of_run(manifest: Manifest, parts: list[str] | None = None) -> dict[str, Any]
         "copy": copying,
         "verification": _verification(manifest, parts),
         "recovery": _recovery(manifest, parts),
-        "cutover_at": _epoch(cutover_at) if cutover_at else None,
+        "cutover_at": cutover_at.timestamp() if cutover_at else None,
     }
 
 
