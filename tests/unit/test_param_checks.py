@@ -78,26 +78,34 @@ def test_check_select_and_modes_all_compile_through_one_helper(monkeypatch):
 
 # --- cutover_at -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, says", [
-    ("tomorrow at 5", "is not a date-time; give an ISO 8601 date-time with its zone, like 2026-11-26T22:00:00+00:00"),
-    ("2026-11-26T22:00:00", "has no time zone, so it is ambiguous; add +00:00 or Z"),
-    ("2026-11-25T11:59:00Z", "is in the past (now is 2026-11-25T12:00:00+00:00); give a time ahead"),
-    ("2027-01-30T00:00:00+00:00", "more than 30 days ahead"),
+def _checked(value, **kwargs):
+    """`value` read as the run's request reads it (`read_cutover_at`), then checked as the preflight checks it."""
+    at, zoned = schedule.read_cutover_at(value, now=NOW)
+    return schedule.check_cutover_at(at, zoned=zoned, now=NOW, **kwargs)
+
+
+@pytest.mark.parametrize("value, read, says", [  # read: the time as the message names it
+    ("tomorrow at 5", "tomorrow at 5",
+     "is not a date-time; give an ISO 8601 date-time with its zone, like 2026-11-26T22:00:00+00:00"),
+    ("2026-11-26T22:00:00", "2026-11-26T22:00:00", "has no time zone, so it is ambiguous; add +00:00 or Z"),
+    ("2026-11-25T11:59:00Z", "2026-11-25T11:59:00+00:00",
+     "is in the past (now is 2026-11-25T12:00:00+00:00); give a time ahead"),
+    ("2027-01-30T00:00:00+00:00", "2027-01-30T00:00:00+00:00", "more than 30 days ahead"),
 ])
-def test_a_bad_cutover_at_is_refused_naming_it(value, says):
+def test_a_bad_cutover_at_is_refused_naming_it(value, read, says):
     with pytest.raises(ConfigError) as caught:
-        schedule.check_cutover_at(value, now=NOW)
-    assert f"cutover_at {value!r}" in str(caught.value) and says in str(caught.value)
+        _checked(value)
+    assert f"cutover_at {read!r}" in str(caught.value) and says in str(caught.value)
 
 
 def test_a_good_cutover_at_and_a_started_runs_past_one_pass():
-    assert schedule.check_cutover_at("2026-11-25T23:00:00.000Z", now=NOW) == NOW.replace(hour=23)
-    assert schedule.check_cutover_at("2026-11-26T00:00:00+01:00", now=NOW) == NOW.replace(hour=23)
-    assert schedule.check_cutover_at(None, now=NOW) is None and schedule.check_cutover_at("", now=NOW) is None
+    assert _checked("2026-11-25T23:00:00.000Z") == NOW.replace(hour=23)
+    assert _checked("2026-11-26T00:00:00+01:00") == NOW.replace(hour=23)
+    assert _checked(None) is None and _checked("") is None
     # re-triggered after its time, a run started before continues to its cutover
-    assert schedule.check_cutover_at("2026-11-25T11:00:00Z", started=True, now=NOW) == NOW.replace(hour=11)
+    assert _checked("2026-11-25T11:00:00Z", started=True) == NOW.replace(hour=11)
     with pytest.raises(ConfigError, match="no time zone"):
-        schedule.check_cutover_at("2026-11-25T11:00:00", started=True, now=NOW)
+        _checked("2026-11-25T11:00:00", started=True)
 
 
 def test_check_params_refuses_a_past_cutover_only_for_a_new_run(tmp_path):

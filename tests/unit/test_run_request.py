@@ -115,9 +115,11 @@ def test_connectors_left_out_are_none_and_given_empty_or_null_are_none_selected(
 
 
 def test_a_cutover_at_without_zone_is_read_as_utc_for_a_run_started_before_zones_were_required():
-    # the preflight refuses it in a new run (events.check_cutover_at); a started run continues
+    # the preflight refuses it in a new run (schedule.check_cutover_at, told by cutover_zoned); a started run continues
     request = RunRequest.from_params({"cutover_at": "2026-11-25T22:00:00"}, "r")
     assert request.cutover_at == datetime.datetime(2026, 11, 25, 22, tzinfo=datetime.timezone.utc)
+    assert not request.cutover_zoned
+    assert RunRequest.from_params({"cutover_at": "2026-11-25T22:00:00Z"}, "r").cutover_zoned
 
 
 def test_the_groups_of_a_move_are_a_list_of_names_each_once():

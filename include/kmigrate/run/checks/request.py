@@ -26,7 +26,7 @@ from kmigrate.errors import ConfigError, RunConflict
 from kmigrate.manifest import Manifest, ManifestError, Part, check_run_id
 from kmigrate.renames import PARAMS as RENAME_PARAMS, Renames
 from kmigrate.run.checks.selection import DEFAULT_SCOPE, Selection
-from kmigrate.run.checks.schedule import cutover_time
+from kmigrate.run.checks.schedule import read_cutover_at
 
 # how a run executes, not what it does: these may change between tries of one run, and are never
 # recorded. spark_remote (a Spark Connect URL, which may carry a token) was the param before
@@ -201,6 +201,7 @@ class RunRequest:
     pre_copy_max_rounds: int = PRE_COPY_MAX_ROUNDS
     pre_copy_converged_records: int = PRE_COPY_CONVERGED_RECORDS
     cutover_at: datetime.datetime | None = None
+    cutover_zoned: bool = True  # cutover_at given with its zone (one without is read as UTC; a new run refuses it)
     quiesce_seconds: int | None = None  # none: the DAG has no cutover window
     member_session_timeout_s: int = MEMBER_TIMEOUT_S
     dry_run: bool = False
@@ -227,6 +228,7 @@ class RunRequest:
         `run_name`, else by `run_id`. ConfigError (ManifestError for the name) naming the param that
         breaks its rule, and what to give instead; an optional param left empty takes its default."""
         p = params
+        cutover_at, cutover_zoned = read_cutover_at(p.get("cutover_at"))
         return cls(
             params=params,
             name=check_run_id(run_name(p, run_id)),
@@ -247,7 +249,8 @@ class RunRequest:
             pre_copy_max_rounds=_integer(p, "pre_copy_max_rounds", PRE_COPY_MAX_ROUNDS, least=1,
                                          most=PRE_COPY_ROUNDS_MOST),
             pre_copy_converged_records=_integer(p, "pre_copy_converged_records", PRE_COPY_CONVERGED_RECORDS),
-            cutover_at=cutover_time(p.get("cutover_at")),
+            cutover_at=cutover_at,
+            cutover_zoned=cutover_zoned,
             quiesce_seconds=_integer(p, "quiesce_seconds", None, most=QUIESCE_MAX_S),
             member_session_timeout_s=_integer(p, "member_session_timeout_s", MEMBER_TIMEOUT_S, most=QUIESCE_MAX_S),
             dry_run=bool(p.get("dry_run")),

@@ -40,12 +40,12 @@ def check_params(request: RunRequest, manifest: Manifest,
     if request.interval_s is not None:  # the mirror DAG: its timings, the follower's stale_after_s against them
         timings.check_timings(request.interval_s, REFRESH_S if request.refresh_s is None else request.refresh_s,
                               stale_after_s=request.stale_after_s)
-    # the text as given: the request reads a time without a zone as UTC (a run recorded before zones were
-    # required goes on), the preflight refuses one
-    given = request.params.get("cutover_at")
-    schedule.check_cutover_at(given, started=True)  # its form, before the request check
+    # the request reads a time without a zone as UTC (a run recorded before zones were required goes on), and
+    # says so (cutover_zoned): the preflight refuses one
+    at, zoned = request.cutover_at, request.cutover_zoned
+    schedule.check_cutover_at(at, zoned=zoned, started=True)  # its zone, before the request check
     started = check_request(manifest, request.params)
-    return schedule.check_cutover_at(given, started=started, now=now)
+    return schedule.check_cutover_at(at, zoned=zoned, started=started, now=now)
 
 
 def check_distinct(source: ClusterConfig, target: ClusterConfig) -> None:
