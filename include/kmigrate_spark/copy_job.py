@@ -25,12 +25,11 @@ import argparse
 import functools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmigrate.claims.runs import claim_topics
 from kmigrate.config import ClusterConfig
-from kmigrate.kafka.admin import ClusterAdmin
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.copying.plan import (
@@ -49,7 +48,6 @@ from kmigrate.run.copying.tasks import copy_extras, copy_task, live_verify_extra
 from kmigrate.run.records import events
 from kmigrate.run.records import timeline
 from kmigrate.run.targets.prepare import prepare_targets
-from kmigrate.run.targets.topic_io import served_within, wait_for_leaders
 from pyspark.sql import SparkSession
 
 from kmigrate_spark.clients import load_clients_from
@@ -129,16 +127,12 @@ def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests:
             # the run's claim on its topics (taken already when Airflow runs it; a run refused here writes nothing)
             claim_topics(clients[1], args.run_id, {u.target_topic for u in units}, dag=os.environ.get("AIRFLOW_CTX_DAG_ID"),
                          deployment=manifest.state_location)
-            # the tasks wait for the partitions of the topics created here, each for its own
-            created = prepare_targets(*clients, units, manifest=manifest, served=False)
+            prepare_targets(*clients, units, manifest=manifest)
             if catch_up:  # up to the source's ends now: read just before the round begins
                 units = source_ends_now(clients[0], units)
             say(job, f"both clusters answer, {len(units)} partitions planned, target topics ready "
-                     f"({time.monotonic() - session.begun:.1f}s)" + (
-                         f"; {sum(created.values())} partitions of {len(created)} new topics served as the brokers make "
-                         "them, each task waiting for its own" if created else ""))
-            copier = _Copier(job, args, session, manifest, clients, digests=digests, live=part != Part.PLAN,
-                             created=created)
+                     f"({time.monotonic() - session.begun:.1f}s)")
+            copier = _Copier(job, args, session, manifest, clients, digests=digests, live=part != Part.PLAN)
             if rounds is None:
                 failed = [r for r in copier.copy(units) if not r["ok"]]
             else:
@@ -165,44 +159,37 @@ def _copy(job: str, args: argparse.Namespace, *, part: str = Part.PLAN, digests:
 class _Copier:
     """A copy job's rounds on its Spark session: each copies its units (those not at their end on
     the target already), writes its rows (part copy-results/<attempt>) and adds to the job's totals,
-    `records` and `seconds`. The first round's tasks follow the brokers' creation of the target
-    topics the job `created` ({topic: partitions}): in the topics' order, each task waiting until its
-    partitions are served; that round ends once every one of them is."""
+    `records` and `seconds`."""
 
     def __init__(self, job: str, args: argparse.Namespace, session: SessionSoon, manifest: Manifest,
-                 clients: Clients, *, digests: bool, live: bool, created: Mapping[str, int] | None = None) -> None:
+                 clients: Clients, *, digests: bool, live: bool) -> None:
         self.job, self.args, self.session, self.manifest, self.clients = job, args, session, manifest, clients
-        self.digests, self.live, self.created = digests, live, dict(created or {})
+        self.digests, self.live = digests, live
         self.records, self.seconds = 0, 0.0
 
     def copy(self, units: Sequence[WorkUnit]) -> list[dict[str, Any]]:
         """One round: the result rows of `units`."""
         clients, manifest = self.clients, self.manifest
-        fresh, self.created = self.created, {}
         # a partition empty on both sides needs no task; without a digest check of each copy,
         # neither does one this run already brought to its end
-        units, rows = units_to_copy(*clients, units, manifest, settle_copied=not self.digests, fresh=fresh)
+        units, rows = units_to_copy(*clients, units, manifest, settle_copied=not self.digests)
         if rows:
             say(self.job, f"{len(rows)} partitions at their end on the target already (empty, or copied by this "
                           f"run): {len(units)} to copy")
         latest = latest_copy_rows(manifest)
-        progress = copy_progress(clients[1], units, manifest, fresh=fresh)
+        progress = copy_progress(clients[1], units, manifest)
         if units:
             progress()  # the round's start in copy-progress: its offsets a second are counted from here
         copied, seconds, warm_up_s = run_on_spark(
             self.session, units,
             # a partial of a library function: executors import it by name, nothing from the driver's modules
             functools.partial(copy_task, clients=clients, run_id=self.args.run_id,
-                              fetch_max_bytes=self.args.fetch_max_bytes, verify=self.digests, live=self.live,
-                              **({"fresh_within_s": served_within(fresh)} if fresh else {})),
+                              fetch_max_bytes=self.args.fetch_max_bytes, verify=self.digests, live=self.live),
             job=self.job, action="copy", describe=describe, parallelism=self.args.parallelism,
-            progress=progress, in_order=bool(fresh),
+            progress=progress,
             settle=functools.partial(targets_settled, clients[1], units),
-            extras=copy_extras(translate_maps(manifest, latest), copied_ends(manifest, latest), fresh)
+            extras=copy_extras(translate_maps(manifest, latest), copied_ends(manifest, latest))
         ) if units else ([], 0.0, 0.0)
-        if fresh:  # those no task wrote to (empty on the source) too, before anything reads them
-            with ClusterAdmin(clients[1]) as admin:
-                wait_for_leaders(admin, fresh)
         if units:
             progress()  # the round's end in copy-progress (the status lines read every 10 s)
         rows += copied

@@ -55,12 +55,11 @@ Extras = Callable[[WorkUnit], dict[str, Any]]
 def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable[..., dict[str, Any]], *,
                  job: str, action: str, describe: Callable[[dict[str, Any]], str],
                  parallelism: int | None, progress: Callable[[], str] | None = None,
-                 settle: Callable[[], str] | None = None, extras: Extras | None = None, quiet: bool = False,
-                 in_order: bool = False) -> tuple[list[dict[str, Any]], float, float]:
+                 settle: Callable[[], str] | None = None,
+                 extras: Extras | None = None, quiet: bool = False) -> tuple[list[dict[str, Any]], float, float]:
     """Warm the session up and run `task` over `units` (`task(unit, **extras(unit))`). Returns the
     rows, the seconds from the warmed-up executors to the last row, and the warm-up's seconds.
-    `quiet`: no line about the session and a line a unit only for a failed one (a mirror's rounds).
-    `in_order`: the units in the order of their topics and partitions, not balanced (`pack`)."""
+    `quiet`: no line about the session and a line a unit only for a failed one (a mirror's rounds)."""
     spark = session.get()
     slots = task_slots(spark)
     if not quiet:
@@ -79,7 +78,7 @@ def run_on_spark(session: SessionSoon, units: Sequence[WorkUnit], task: Callable
     started = time.monotonic()
     rows = run_units(spark, units, task, job=job, action=action, describe=describe,
                      slots=slots, parallelism=parallelism or slots, progress=progress, settle=settle, extras=extras,
-                     quiet=quiet, in_order=in_order)
+                     quiet=quiet)
     _warm[id(spark)] = time.monotonic()
     return rows, round(time.monotonic() - started, 3), round(warm_up_s, 3)
 
@@ -93,40 +92,21 @@ _warm: dict[int, float] = {}
 WARM_FOR_S = 30.0
 
 
-def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK, tasks: int | None = None,
-         in_order: bool = False) -> list[list[int]]:
+def pack(weights: Sequence[int], slots: int, max_units: int = MAX_UNITS_PER_TASK, tasks: int | None = None
+         ) -> list[list[int]]:
     """The indexes of `weights` packed into tasks: as many tasks as it takes to hold at most
     `max_units` units each, and at least two a task slot (so that a slow task leaves the others
-    work), or `tasks`; each unit to the lightest task so far, heaviest first; the tasks heaviest first.
-    `in_order`: the tasks cut from the indexes in their order instead, each about an equal share of
-    the weight and of at most `max_units`, the tasks in that order (a copy that follows the target
-    brokers' creation of its partitions)."""
+    work), or `tasks`; each unit to the lightest task so far, heaviest first; the tasks heaviest first."""
     n = len(weights)
     if not n:
         return []
     count = min(n, tasks or max(2 * slots, math.ceil(n / max_units)))
-    if in_order:
-        return _in_order(weights, count, max(max_units, math.ceil(n / count)))
     heap = [(0, i, []) for i in range(count)]  # (weight, tie-break, indexes)
     for index in sorted(range(n), key=lambda i: -weights[i]):
         weight, order, members = heapq.heappop(heap)
         members.append(index)
         heapq.heappush(heap, (weight + weights[index], order, members))
     return [sorted(members) for _, _, members in sorted(heap, key=lambda t: (-t[0], t[1])) if members]
-
-
-def _in_order(weights: Sequence[int], count: int, max_units: int) -> list[list[int]]:
-    """The indexes 0..n-1 cut into at most `count` runs of about equal weight (each index to the run
-    its weight's midpoint falls in), a run of `max_units` cut again."""
-    share, bins, weight, run = sum(weights) / count, [], 0, -1
-    for index, w in enumerate(weights):
-        at = min(count - 1, int((weight + w / 2) // share))
-        if at > run or len(bins[-1]) >= max_units:
-            bins.append([])
-            run = max(run, at)
-        bins[-1].append(index)
-        weight += w
-    return bins
 
 
 def map_units(spark: SparkSession, bins: Sequence[Sequence[Item]], task: Callable[..., Any]) -> Iterator[tuple[int, Any]]:
@@ -219,11 +199,9 @@ def _items(units: Sequence[WorkUnit], indexes: Sequence[int], extras: Extras | N
 
 def _in_one_job(spark: SparkSession, units: Sequence[WorkUnit], indexes: Sequence[int], action: str,
                 task: Callable[..., dict[str, Any]], put: Callable[[int, dict[str, Any]], None], *, slots: int,
-                extras: Extras | None, in_order: bool = False) -> None:
-    if in_order:
-        indexes = sorted(indexes, key=lambda i: (units[i].topic, units[i].partition))
+                extras: Extras | None) -> None:
     bins = [[indexes[j] for j in members]
-            for members in pack([units[i].end_offset + UNIT_WEIGHT for i in indexes], slots, in_order=in_order)]
+            for members in pack([units[i].end_offset + UNIT_WEIGHT for i in indexes], slots)]
     describe_jobs(spark, f"{action} {len(indexes)} partitions in {len(bins)} tasks")
     for index, row in map_units(spark, [_items(units, b, extras) for b in bins], task):
         put(index, row)
@@ -250,14 +228,13 @@ def _one_job_each(spark: SparkSession, units: Sequence[WorkUnit], indexes: Seque
 def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[..., dict[str, Any]], *,
               job: str, action: str, describe: Callable[[dict[str, Any]], str], slots: int, parallelism: int,
               progress: Callable[[], str] | None = None, settle: Callable[[], str] | None = None,
-              status_every_s: float = 10.0, extras: Extras | None = None, quiet: bool = False,
-              in_order: bool = False) -> list[dict[str, Any]]:
+              status_every_s: float = 10.0, extras: Extras | None = None, quiet: bool = False) -> list[dict[str, Any]]:
     """Rows of `task` over `units` (with `extras` of each), in plan order: one Spark job when
     `parallelism` covers the task slots, else one job a unit, `parallelism` at a time. `progress`
     adds to the status lines.
     `settle` returns once what the stopped job's tasks were doing has ended (Spark stops a job
     without waiting for its Python workers, which may still be writing): it runs before the units
-    without a result run again, and its answer is logged. `in_order`: `run_on_spark`'s."""
+    without a result run again, and its answer is logged."""
     started = time.monotonic()
     rows: dict[int, dict[str, Any]] = {}
     everything = range(len(units))
@@ -296,7 +273,7 @@ def run_units(spark: SparkSession, units: Sequence[WorkUnit], task: Callable[...
             say(job, f"{len(units)} partitions to {action} in one Spark job, {slots} tasks at a time")
         try:
             run_watched(functools.partial(_in_one_job, spark, units, everything, action, task, slots=slots,
-                                          extras=extras, in_order=in_order))
+                                          extras=extras))
         except Exception as exc:  # noqa: BLE001 - Spark stopped the job: a task failed past its retries
             left = [i for i in everything if i not in rows]
             say(job, f"the Spark job stopped ({error_cause(exc)}); the {len(left)} partitions without a result "

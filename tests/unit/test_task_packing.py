@@ -31,22 +31,6 @@ def test_every_unit_lands_in_one_task_and_tasks_are_bounded(n, slots):
         assert max(len(b) for b in bins) <= spark_units.MAX_UNITS_PER_TASK + 2
 
 
-@pytest.mark.parametrize("n, slots", [(1, 2), (5, 2), (24, 2), (500, 2), (5000, 2), (20_000, 2), (5000, 8)])
-def test_in_order_the_tasks_are_runs_of_the_units_in_their_order_and_still_balanced(n, slots):
-    weights = [1000 + (i * 7919) % 5000 for i in range(n)]
-    bins = spark_units.pack(weights, slots, in_order=True)
-    assert [i for b in bins for i in b] == list(range(n))  # each task a run, the runs in order
-    assert len(bins) == min(n, max(2 * slots, -(-n // spark_units.MAX_UNITS_PER_TASK)))
-    assert max(len(b) for b in bins) <= spark_units.MAX_UNITS_PER_TASK
-    totals = [sum(weights[i] for i in b) for b in bins]
-    assert max(totals) - min(totals) <= 2 * max(weights)  # balanced to within two units
-
-
-def test_in_order_a_large_partition_is_cut_around_not_carried_over():
-    bins = spark_units.pack([1000] * 10 + [10_000_000] + [1000] * 10, slots=2, in_order=True)
-    assert bins == [list(range(10)), [10], list(range(11, 21))]
-
-
 def test_a_large_partition_gets_a_task_of_its_own():
     bins = spark_units.pack([10_000_000] + [1000] * 20, slots=2)
     assert bins[0] == [0]

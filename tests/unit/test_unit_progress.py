@@ -20,7 +20,7 @@ def test_status_lines_come_while_rows_arrive(monkeypatch):
     work = [WorkUnit(f"t{i // 10}", i % 10, 0) for i in range(40)]
     said: list[str] = []
 
-    def steady(spark, todo, indexes, action, task, put, *, slots, extras, in_order=False):  # the one Spark job, stood in for
+    def steady(spark, todo, indexes, action, task, put, *, slots, extras):  # the one Spark job, stood in for
         for index in indexes:  # a row every 10 ms: never a pause of status_every_s
             time.sleep(0.01)
             put(index, {"ok": True})

@@ -138,12 +138,9 @@ class ClusterAdmin(GroupCalls):
                 counts[topic] = len(meta.topics[topic].partitions)
         return counts
 
-    def end_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False,
-                    unserved: int | None = None) -> dict[tuple[str, int], int]:
-        """The high watermarks of many partitions, in one ListOffsets round (default: no retries).
-        `unserved`: the end given a partition its leader does not serve yet (a topic just created),
-        rather than an error."""
-        return self._list_offsets(partitions, OffsetSpec.latest(), "end offset", retry=retry, unserved=unserved)
+    def end_offsets(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
+        """The high watermarks of many partitions, in one ListOffsets round (default: no retries)."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), "end offset", retry=retry)
 
     def stable_ends(self, partitions: Iterable[tuple[str, int]], *, retry: bool = False) -> dict[tuple[str, int], int]:
         """The last stable offsets of many partitions (one ListOffsets round, read_committed)."""
@@ -185,8 +182,8 @@ class ClusterAdmin(GroupCalls):
                 client = self.cluster.client(AdminClient, self.cluster.admin())
 
     def _list_offsets(self, partitions: Iterable[tuple[str, int]], spec: OffsetSpec, what: str, *,
-                      retry: bool = False, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
-                      unserved: int | None = None) -> dict[tuple[str, int], int]:
+                      retry: bool = False, isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+                      ) -> dict[tuple[str, int], int]:
         """One ListOffsets round for `partitions`; with `retry`, the partitions answered with a
         retriable error (a leader moving, not elected yet) are asked again until the admin timeout."""
         wanted = [TopicPartition(t, p) for t, p in partitions]
@@ -203,9 +200,6 @@ class ClusterAdmin(GroupCalls):
                     out[(tp.topic, tp.partition)] = future.result().offset
                 except KafkaException as exc:
                     error = exc.args[0]
-                    if unserved is not None and (error.code() in NOT_SERVED_YET or error.retriable()):
-                        out[(tp.topic, tp.partition)] = unserved
-                        continue
                     if (not retry or not error.retriable() and error.code() not in RETRIABLE
                             or time.monotonic() > deadline):
                         raise self._unavailable(f"{what} of {tp.topic}[{tp.partition}]", exc) from exc

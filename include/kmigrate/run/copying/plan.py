@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.config import ClusterConfig
@@ -102,21 +102,18 @@ def copied_ends(manifest: Manifest, latest: Latest | None = None) -> dict[tuple[
     return {key: row["target_end"] for key, row in rows.items() if row["mode"] != TRANSLATE}
 
 
-def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit], manifest: Manifest | None = None,
-                  fresh: Collection[str] = ()) -> Callable[[], str]:
+def copy_progress(target: ClusterConfig, units: Sequence[WorkUnit],
+                  manifest: Manifest | None = None) -> Callable[[], str]:
     """A status line for the copy job's driver: how many partitions the target holds up to their
     snapshot end, and how many offsets are still to go (read from the target, so it counts every
     task, retried ones too). With `manifest`, each reading also replaces its part copy-progress
-    (what the run's metrics serve), with the offsets a second since the first reading. `fresh`:
-    target topics just created, whose partitions not served yet hold nothing."""
+    (what the run's metrics serve), with the offsets a second since the first reading."""
     first: list[tuple[float, int]] = []
-    keys = [u.target_key for u in units]
 
     def line() -> str:
         try:
             with ClusterAdmin(target, timeout_s=5) as admin:
-                ends = admin.end_offsets(k for k in keys if k[0] not in fresh)
-                ends.update(admin.end_offsets((k for k in keys if k[0] in fresh), unserved=0) if fresh else {})
+                ends = admin.end_offsets(u.target_key for u in units)
         except KmigrateError as exc:
             return f"the target's end offsets are not available ({exc})"
         to_go = [max(0, u.end_offset - ends[u.target_key]) for u in units]
@@ -174,15 +171,12 @@ def translator_for_run(manifest: Manifest) -> OffsetTranslator:
 
 
 def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[WorkUnit],
-                  manifest: Manifest, *, settle_copied: bool = True, fresh: Collection[str] = ()
-                  ) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
+                  manifest: Manifest, *, settle_copied: bool = True) -> tuple[list[WorkUnit], list[dict[str, Any]]]:
     """(the units to copy, result rows of the others), read in two ListOffsets rounds a cluster. A
     preserve-mode partition needs no Spark task when it is empty on the source and on the target at
     the same offset (nothing to copy, nothing to compare), or, with `settle_copied`, when a copy of
     this run already brought it to its end and the target's log start still equals the source's (in
-    the window after a pre-copy, most partitions; the verification still checks each). `fresh`:
-    target topics just created, not read (their partitions are empty at offset 0, and may not be
-    served yet)."""
+    the window after a pre-copy, most partitions; the verification still checks each)."""
     done = {key for key, row in latest_copy_rows(manifest).items() if row["mode"] == PRESERVE} if settle_copied else set()
     preserved = [u for u in units if u.mode == PRESERVE]
     if not preserved:
@@ -193,13 +187,10 @@ def units_to_copy(source: ClusterConfig, target: ClusterConfig, units: Sequence[
     candidates = [u for u in preserved if (u.topic, u.partition) in done or source_low[(u.topic, u.partition)] >= u.end_offset]
     if not candidates:
         return list(units), []
-    new = [u.target_key for u in candidates if u.target_topic in fresh]
-    target_low = target_end = dict.fromkeys(new, 0)
     with ClusterAdmin(target) as admin:
-        wanted = [u.target_key for u in candidates if u.target_topic not in fresh]
-        # target topics created before the job's may not have their leaders yet: asked until they answer
-        target_low = {**target_low, **admin.start_offsets(wanted, retry=True)}
-        target_end = {**target_end, **admin.end_offsets(wanted, retry=True)}
+        wanted = [u.target_key for u in candidates]
+        # target topics the job has just created may not have their leaders yet: asked until they answer
+        target_low, target_end = admin.start_offsets(wanted, retry=True), admin.end_offsets(wanted, retry=True)
 
     def settled(u: WorkUnit) -> bool:
         key, on_target = (u.topic, u.partition), u.target_key

@@ -78,15 +78,12 @@ def copy_task(unit: WorkUnit, clients: tuple[ClusterConfig, ClusterConfig], run_
 
 
 def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple[ClusterConfig, ClusterConfig],
-             run_id: str, fresh_within_s: float | None = None, **options: Any) -> list[dict[str, Any]]:
+             run_id: str, **options: Any) -> list[dict[str, Any]]:
     """copy_task over the (unit, extras) of one Spark task, with what the copies share done once
     for all of them: the leases on their target partitions taken in one append to the claims log
     and released in another, the target topics' configs read in one request, and the partitions'
     leaders looked up in one request a cluster (`leaders.remember`). When that fails, or for a
-    lease another copier holds, each copy does it on its own as copy_task alone does. First, the
-    units whose extras say "fresh" (their target topic was just created) are waited for until their
-    leader serves them, for at most `fresh_within_s`: the job's tasks follow the brokers' creation
-    of the partitions rather than wait for the last."""
+    lease another copier holds, each copy does it on its own as copy_task alone does."""
     source, target = clients
     tps, on_target = [key(u) for u, _ in items], [u.target_key for u, _ in items]
     lease_s = CopyOptions().lease_s
@@ -94,10 +91,6 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
     configs = None
     try:
         try:
-            new = [u.target_key for u, extras in items if extras.get("fresh")]
-            if new and fresh_within_s is not None:
-                with shared_admin(target) as admin:
-                    admin.wait_until_served(new, fresh_within_s)
             leases.acquire_all(list(held.values()))
             with shared_admin(target) as admin:
                 configs = admin.topics_configs({u.target_topic for u, _ in items})
@@ -110,8 +103,7 @@ def copy_bin(items: Sequence[tuple[WorkUnit, Mapping[str, Any]]], clients: tuple
             together = copy_together(source, target, [u for u, _ in items if held[key(u)].held()],
                                      {tp: lease.check for tp, lease in held.items()})
         return [_together_row(together[key(u)], clients, options.get("verify", True)) if key(u) in together else
-                copy_task(u, clients, run_id, **{k: v for k, v in extras.items() if k != "fresh"}, **options,
-                          lease=held[key(u)], target_configs=configs)
+                copy_task(u, clients, run_id, **extras, **options, lease=held[key(u)], target_configs=configs)
                 for u, extras in items]
     finally:
         leases.release_all(list(held.values()))
@@ -213,12 +205,10 @@ def key(unit: WorkUnit) -> tuple[str, int]:
 
 
 def copy_extras(resume_maps: Mapping[tuple[str, int], Sequence[OffsetRun]],
-                copied_ends: Mapping[tuple[str, int], int], fresh: Collection[str] = ()
-                ) -> Callable[[WorkUnit], dict[str, Any]]:
-    """What a copy task needs of the run beyond its unit, per unit (JSON-able); "fresh" for a unit
-    whose target topic is in `fresh` (just created: `copy_bin` waits for it to be served)."""
+                copied_ends: Mapping[tuple[str, int], int]) -> Callable[[WorkUnit], dict[str, Any]]:
+    """What a copy task needs of the run beyond its unit, per unit (JSON-able)."""
     return lambda u: {"resume_map": [[r.source_start, r.target_start, r.length] for r in resume_maps.get(key(u), ())],
-                      "own_end": copied_ends.get(key(u)), **({"fresh": True} if u.target_topic in fresh else {})}
+                      "own_end": copied_ends.get(key(u))}
 
 
 def verify_extras(offset_maps: Mapping[tuple[str, int], Sequence[OffsetRun]],

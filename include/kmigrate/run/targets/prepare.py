@@ -19,14 +19,7 @@ from kmigrate.run.targets import config_versions
 from kmigrate.run.records.events import finished
 from kmigrate.run.checks.rights import check_created
 from kmigrate.run.records.snapshot import read_snapshot
-from kmigrate.run.targets.topic_io import (
-    CREATE_BATCH_RECORDS,
-    TopicFacts,
-    create_all,
-    facts_of,
-    read_facts,
-    wait_for_leaders,
-)
+from kmigrate.run.targets.topic_io import TopicFacts, create_all, facts_of, read_facts, wait_for_leaders
 
 log = logging.getLogger(__name__)
 
@@ -228,13 +221,11 @@ def restore_target_topic(source: ClusterAdmin, target: ClusterAdmin, topic: str,
 
 
 def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[WorkUnit], *,
-                    manifest: Manifest | None = None, timeout_s: float = 10.0, served: bool = True) -> dict[str, int]:
+              manifest: Manifest | None = None, timeout_s: float = 10.0) -> None:
     """Before any task starts: both clusters answer, every topic of the plan exists on the source
     with the planned partitions, and each target topic exists like the source's (created when
     absent, recorded in the run's manifest as created by it; refused when it conflicts; set for
-    the copy where the copy will write). Fails fast with one clear error. Returns the target topics
-    created, with their partitions; with `served`, once each of their partitions is served by its
-    leader, else at once (the caller waits for each before writing to it: `wait_for_leaders`)."""
+    the copy where the copy will write). Fails fast with one clear error."""
     needed: dict[str, int] = {}
     for unit in units:
         needed[unit.topic] = max(needed.get(unit.topic, 0), unit.partition + 1)
@@ -274,8 +265,7 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
                                         writes=_writes_to(target_admin, there, by_topic[topic]), target_topic=there)
             if plan.created:
                 created.append(plan)
-        made, existed, failure = create_all(target_admin, to_create, hidden=COPY_SETTINGS,
-                                            batch_records=CREATE_BATCH_RECORDS)
+        made, existed, failure = create_all(target_admin, to_create, hidden=COPY_SETTINGS)
         created = [plan for plan in created if plan.topic in made]
         source_of = {there: topic for topic, there in names.items()}
         for there in sorted(existed):  # created by someone else meanwhile: checked like any other
@@ -285,13 +275,12 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
             if made and manifest is not None:
                 manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made)})
             raise failure
-        made_now = {plan.topic: plan.partitions for plan in created}
-        if made_now and manifest is not None:  # recorded before any wait: a wait that fails leaves them the run's
-            manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made_now)})
-        if served:  # the new topics' leaders, waited for together (one metadata request a round for all)
-            wait_for_leaders(target_admin, made_now)
-        check_created(target_admin, sorted(made_now))
-        return made_now
+        # the new topics' leaders, waited for together (one metadata request a round for all)
+        wait_for_leaders(target_admin, {plan.topic: plan.partitions for plan in created})
+        created = [plan.topic for plan in created]
+        if created and manifest is not None:
+            manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
+        check_created(target_admin, created)
 
 
 def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:

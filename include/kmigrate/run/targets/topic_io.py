@@ -25,12 +25,6 @@ log = logging.getLogger(__name__)
 # 2.4 ms a partition idle (a second request's topics led 9.5 s after a first one's 4,000 partitions),
 # 5 ms while other suites ran; twice that here. A bound, not a cost: the wait ends once they are led.
 LOG_CREATION_S = 0.01
-# Records a CreateTopics request of preparing target topics writes at most. A broker makes the logs of one
-# request's partitions in no particular order, the requests one after another: in smaller requests,
-# the first topics are served while later ones are made, and a copy that follows them in that order
-# (`kmigrate.run.copying`) starts sooner. Measured on the local stack, 4,000 partitions were served
-# as fast in 500-record requests as in one (about 7 s either way).
-CREATE_BATCH_RECORDS = 1_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +78,11 @@ def facts_of(source: ClusterAdmin, target: ClusterAdmin, topic: str, target_topi
                       target.topic_configs(there) if existing is not None else None)
 
 
-def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Collection[str] = (),
-               batch_records: int = MAX_RECORDS_PER_REQUEST) -> tuple[set[str], set[str], KmigrateError | None]:
-    """Create `new_topics` in batches of at most `batch_records` records (a topic larger alone), sent
-    at once in their order (`create_topics`); (the topics created, those that existed already, the
-    first failure of the others). A topic too large for any one request is refused before anything
-    is created. `hidden`: configs the log line leaves out."""
+def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Collection[str] = ()
+               ) -> tuple[set[str], set[str], KmigrateError | None]:
+    """Create `new_topics` in batches the controller takes, sent at once (`create_topics`); (the topics
+    created, those that existed already, the first failure of the others). A topic too large for any
+    one request is refused before anything is created. `hidden`: configs the log line leaves out."""
     made: set[str] = set()
     existed: set[str] = set()
     failure = None
@@ -104,7 +97,7 @@ def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Col
                 "created. Create it on the target with the source topic's configs and fewer partitions, grow it "
                 f"(kafka-topics.sh --alter --topic {new.topic} --partitions N, at most {MAX_RECORDS_PER_REQUEST} "
                 f"more a time) to {new.num_partitions}, and re-run: an existing topic like the source's is used")
-    outcome = create_topics(target, new_topics, limit=batch_records)
+    outcome = create_topics(target, new_topics)
     for new in new_topics:
         exc = outcome[new.topic]
         if exc is not None:
@@ -119,12 +112,6 @@ def create_all(target: ClusterAdmin, new_topics: Sequence[NewTopic], hidden: Col
         log.info("created %s on %s with %d partitions, replication factor %d and %s", new.topic, target.cluster.name,
                  new.num_partitions, new.replication_factor, {k: v for k, v in new.config.items() if k not in hidden})
     return made, existed, failure
-
-
-def served_within(partitions: Mapping[str, int], timeout_s: float = 10.0) -> float:
-    """How long the partitions of topics just created ({topic: partitions}) may take to be served,
-    at most: LOG_CREATION_S a partition more than `timeout_s`."""
-    return timeout_s + LOG_CREATION_S * sum(partitions.values())
 
 
 def wait_for_leaders(target: ClusterAdmin, partitions: Mapping[str, int]) -> None:
