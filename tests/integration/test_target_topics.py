@@ -10,10 +10,20 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import NewTopic
-from kmigrate.errors import TopicMismatch
+from kmigrate.errors import ClusterUnavailable, TopicMismatch
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
 from kmigrate.kafka.topic_batches import create_topics, too_large, topic_records
-from kmigrate.run.targets.prepare import COPY_SETTINGS, prepare_target_topic, reconcile_target_topic, restore_target_topic
+from kmigrate.manifest import Manifest
+from kmigrate.model import WorkUnit
+from kmigrate.run.targets import prepare
+from kmigrate.run.targets.prepare import (
+    COPY_SETTINGS,
+    created_topics,
+    prepare_target_topic,
+    prepare_targets,
+    reconcile_target_topic,
+    restore_target_topic,
+)
 from kmigrate.run.targets.topic_io import create_all, wait_for_leaders
 
 from tests.support.kafka import create_topic
@@ -60,6 +70,24 @@ def test_source_changes_are_applied_to_a_topic_the_run_created_and_refused_on_an
         assert target.partition_count(unique_name) == 3
         assert reconcile_target_topic(source, target, unique_name, created_by_run=False) == {
             "partitions": None, "configs": {}}  # now they agree
+
+
+def test_topics_created_are_the_runs_even_when_their_leaders_are_not_waited_for(stack, unique_name, tmp_path,
+                                                                                monkeypatch):
+    create_topic(stack.source, unique_name, partitions=2)
+
+    def no_leaders(target, partitions):  # the wait gives up, as it does past its deadline
+        raise ClusterUnavailable(f"target: topics {', '.join(partitions)} have no leader for every partition")
+
+    monkeypatch.setattr(prepare, "wait_for_leaders", no_leaders)
+    manifest = Manifest(str(tmp_path), "created-run")
+    with pytest.raises(ClusterUnavailable, match="no leader"):
+        prepare_targets(stack.source, stack.target, [WorkUnit(unique_name, 0, 0), WorkUnit(unique_name, 1, 0)],
+                        manifest=manifest)
+    with ClusterAdmin(stack.target) as target:
+        assert target.partition_count(unique_name) == 2
+    # a retry finds it existing: still the run's, so its source changes are applied, a rollback deletes it
+    assert created_topics(manifest) == {unique_name}
 
 
 def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(stack, unique_name):

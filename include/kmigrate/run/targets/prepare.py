@@ -275,12 +275,12 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
             if made and manifest is not None:
                 manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": sorted(made)})
             raise failure
+        made_now = [plan.topic for plan in created]
+        if made_now and manifest is not None:  # before the wait: topics whose leaders are late are the run's too
+            manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": made_now})
         # the new topics' leaders, waited for together (one metadata request a round for all)
         wait_for_leaders(target_admin, {plan.topic: plan.partitions for plan in created})
-        created = [plan.topic for plan in created]
-        if created and manifest is not None:
-            manifest.write_once(Part.attempt(Part.CREATED_TOPICS), {"topics": created})
-        check_created(target_admin, created)
+        check_created(target_admin, made_now)
 
 
 def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:
