@@ -315,7 +315,8 @@ def test_a_kafka_streams_app_moved_as_one_onto_a_running_mirror_continues_exactl
             assert len(internal) == 2, internal  # its changelog and its repartition topic
 
             def copied() -> bool:  # the mirror holds every topic of the app up to the ends of now (they grow on)
-                dr = {(p["topic"], p["partition"]): p["dr_end"] for p in mirror_status.read(manifest)["partitions"]}
+                status = mirror_status.read(manifest)  # none before the mirror's first status round
+                dr = {(p["topic"], p["partition"]): p["dr_end"] for p in (status or {}).get("partitions", [])}
                 return all(dr.get(k, -1) >= end for k, end in ends.items())
             wait_until(copied, "the mirror to copy the app's topics", 120)
 
