@@ -47,6 +47,14 @@ def test_a_mirror_status_becomes_samples_named_by_the_conventions():
     assert "# TYPE kmigrate_mirror_records_copied counter" in text and "# TYPE kmigrate_mirror_lag_records gauge" in text
 
 
+def test_what_a_mirror_leaves_out_is_counted_by_kind_and_a_status_from_before_counts_none():
+    left_out = {"topics": {"a_b": "clashes"}, "groups": {"g1": "taken", "g2": "empty"}}
+    s = _samples(render(families([("dr", _status(not_mirrored=left_out), []), ("old", _status(), [])])))
+    assert s['kmigrate_mirror_not_mirrored{run="dr",kind="topic"}'] == 1
+    assert s['kmigrate_mirror_not_mirrored{run="dr",kind="group"}'] == 2
+    assert s['kmigrate_mirror_not_mirrored{run="old",kind="group"}'] == 0
+
+
 def test_a_large_mirror_is_exposed_by_topic_only():
     many = [{"topic": f"t{i % 3}", "partition": i, "behind_records": 1, "behind_s": 0.0} for i in range(101)]
     s = _samples(render(families([("big", _status(many), [])], per_partition_max=100)))

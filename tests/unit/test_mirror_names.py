@@ -213,3 +213,23 @@ def test_a_mirror_leaves_out_the_topics_whose_dr_names_the_renames_refuse_and_mi
     assert len(said) == 3  # said once
     mirror.names = {"y": "dr.y"}  # mirrored already: it keeps its name, the newcomer is left out
     assert mirror.dr_names({"x": 1, "y": 1}) == {"y": "dr.y"} and list(mirror.refused) == ["x"]
+
+
+def test_a_mirror_leaves_out_the_groups_whose_dr_ids_the_renames_refuse_and_syncs_the_others(tmp_path):
+    """A group created on the source later whose DR id is another's: left out and said once, never
+    synced under its own id; the groups synced already keep theirs; the status names both kinds."""
+    from kmigrate.run.mirror.driver import Mirror
+
+    said: list[str] = []
+    renames = Renames(group_prefix="dr-", groups={"billing": "dr-audit"})
+    mirror = Mirror(Manifest(str(tmp_path), "m"), NOWHERE, NOWHERE, MirrorSpec(".*", groups=".*", renames=renames),
+                    say=said.append)
+    assert mirror.dr_group_ids(["billing", "orders"]) == {"billing": "dr-audit", "orders": "dr-orders"}
+    mirror.group_ids = {"billing": "dr-audit", "orders": "dr-orders"}
+    ids = mirror.dr_group_ids(["audit", "billing", "orders"])  # audit came later: its id is billing's
+    assert ids == {"billing": "dr-audit", "orders": "dr-orders"} and list(mirror.refused_groups) == ["audit"]
+    assert said == ["not mirrored: consumer group audit (its id on the DR cluster, dr-audit, is billing's there)"]
+    mirror.dr_group_ids(["audit", "billing", "orders"])
+    assert len(said) == 1  # said once
+    assert mirror.left_out() == {"topics": {}, "groups": {"audit": "its id on the DR cluster, dr-audit, is billing's there"}}
+    assert Mirror(Manifest(str(tmp_path), "n"), NOWHERE, NOWHERE, MirrorSpec(".*", groups=".*")).dr_group_ids(["a"]) == {}

@@ -86,6 +86,7 @@ class Mirror:
         self.names: dict[str, str] = {}  # mirrored topic -> its name on the DR cluster (the spec's renames)
         self.group_ids: dict[str, str] = {}  # mirrored group -> its id on the DR cluster
         self.refused: dict[str, str] = {}  # topics selected whose DR name the renames refuse: why, as said
+        self.refused_groups: dict[str, str] = {}  # groups selected whose DR id the renames refuse: why, as said
         self.compacted: frozenset[str] = frozenset()
         self.group_names: list[str] = []
         self.refreshed = float("-inf")
@@ -202,9 +203,9 @@ class Mirror:
                          + (f"; partitions added: {', '.join(grown)}" if grown else ""))
             self.partitions, self.names = counts, {t: names[t] for t in counts}
             self.compacted = compacted_topics(self.source, set(counts)) if counts else frozenset()
-        # each group's id on the DR cluster; two groups onto one there fail the refresh, named (a failed round)
-        self.group_ids = self.spec.renames.only((), groups).check_groups(groups) if self.spec.renames else {}
-        self.group_names = groups
+        # each group's id on the DR cluster; a group whose id the renames refuse is left out, never synced under its own
+        self.group_ids = self.dr_group_ids(groups)
+        self.group_names = [g for g in groups if g in self.group_ids] if self.spec.renames else groups
         self.refreshed = time.monotonic()
         return changed
 
@@ -233,12 +234,45 @@ class Mirror:
                     continue
                 names[topic] = name
                 taken.update({key(name): topic for key in CLASHES})
-        if refused != self.refused:
-            for topic, why in sorted(refused.items()):
-                if self.refused.get(topic) != why:
-                    self.say(f"not mirrored: {topic} ({why})")
-            self.refused = refused
+        self._say_left_out("", refused, self.refused)
+        self.refused = refused
         return names
+
+    def dr_group_ids(self, groups: Sequence[str]) -> dict[str, str]:
+        """Each selected consumer group's id on the DR cluster under the spec's renames ({} without
+        renames: each keeps its own), but for groups the renames refuse (an empty id, two onto one):
+        those are left out, each said once with why, the groups synced already keeping their ids."""
+        rule = self.spec.renames
+        if not rule:
+            return {}
+        try:
+            ids, refused = rule.only((), groups).check_groups(groups), {}
+        except ConfigError:  # the groups synced already kept, each new one taken if its id is free
+            ids, refused = {g: i for g, i in self.group_ids.items() if g in groups}, {}
+            taken = {i: g for g, i in ids.items()}
+            for group in sorted(set(groups) - set(ids)):
+                try:
+                    gid = rule.only((), [group]).check_groups([group])[group]
+                except ConfigError as exc:
+                    refused[group] = str(exc)
+                    continue
+                if gid in taken:
+                    refused[group] = f"its id on the DR cluster, {gid}, is {taken[gid]}'s there"
+                    continue
+                ids[group], taken[gid] = gid, group
+        self._say_left_out("consumer group ", refused, self.refused_groups)
+        self.refused_groups = refused
+        return ids
+
+    def _say_left_out(self, what: str, refused: Mapping[str, str], before: Mapping[str, str]) -> None:
+        """Each of `refused` not said `before` with the same reason, said once."""
+        for name, why in sorted(refused.items()):
+            if before.get(name) != why:
+                self.say(f"not mirrored: {what}{name} ({why})")
+
+    def left_out(self) -> dict[str, dict[str, str]]:
+        """The topics and groups selected that the renames refuse (the status's `not_mirrored`): why, each."""
+        return {"topics": dict(self.refused), "groups": dict(self.refused_groups)}
 
     def keys(self) -> list[Key]:
         """The partitions this mirror copies: the selection's, but the promoted topics'."""
@@ -395,7 +429,7 @@ class Mirror:
         self.last_status = {**mirror_status.of_round(
             self.rounds, started, ended, source, dr, self.errors, synced, self.totals,
             {k: self.lag.behind_s(ended, k, dr[k][1]) for k in keys}, self.own_ends, self.asked, term, self.names),
-            "promoted": promoted}
+            "promoted": promoted, "not_mirrored": self.left_out()}
         mirror_status.write(self.manifest, self.last_status)
         if self.connectors is not None:
             self.connectors.tick(keys, self.names)

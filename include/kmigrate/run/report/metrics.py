@@ -78,6 +78,8 @@ def families(runs: Iterable[tuple[str, Mapping[str, Any], Sequence[Mapping[str, 
         ("kmigrate_mirror_failed_rounds", "counter", "Terms or status rounds that failed"),
         ("kmigrate_mirror_groups", "gauge", "The mirror's consumer groups by state: synced, skipped, error, moving, moved"),
         ("kmigrate_mirror_promoted_topics", "gauge", "Topics promoted on the DR cluster (copied no more)"),
+        ("kmigrate_mirror_not_mirrored", "gauge",
+         "Topics and consumer groups selected that the mirror leaves out, their names on the DR cluster refused, by kind"),
         ("kmigrate_mirror_split_brain_records", "gauge",
          "Records written on the source to a promoted topic since its promotion, by topic (never copied)"),
         ("kmigrate_mirror_verified_records", "gauge", "Records verified equal while live, by topic"),
@@ -117,6 +119,9 @@ def families(runs: Iterable[tuple[str, Mapping[str, Any], Sequence[Mapping[str, 
             f["kmigrate_mirror_groups"].add({**r, "state": state}, count)
         promoted = status.get("promoted", [])
         f["kmigrate_mirror_promoted_topics"].add(r, len(promoted))
+        left_out = status.get("not_mirrored") or {}
+        for kind, rows in (("topic", "topics"), ("group", "groups")):
+            f["kmigrate_mirror_not_mirrored"].add({**r, "kind": kind}, len(left_out.get(rows, {})))
         for row in promoted:
             f["kmigrate_mirror_split_brain_records"].add({**r, "topic": row["topic"]},
                                                          sum(s["records"] for s in row["split_brain"]))
