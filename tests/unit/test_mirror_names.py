@@ -233,3 +233,21 @@ def test_a_mirror_leaves_out_the_groups_whose_dr_ids_the_renames_refuse_and_sync
     assert len(said) == 1  # said once
     assert mirror.left_out() == {"topics": {}, "groups": {"audit": "its id on the DR cluster, dr-audit, is billing's there"}}
     assert Mirror(Manifest(str(tmp_path), "n"), NOWHERE, NOWHERE, MirrorSpec(".*", groups=".*")).dr_group_ids(["a"]) == {}
+
+
+def test_a_group_the_mirror_leaves_out_is_refused_a_move_before_anything_is_read_or_written(tmp_path):
+    """Its id on the DR cluster is refused (here another group's): a move would write its offsets into
+    that group's, so it is refused naming why, before the clusters are even asked who they are."""
+    from kmigrate.run.checks.identity import IDENTITY
+    from kmigrate.run.mirror import status as mirror_status
+    from kmigrate.run.mirror.moves import move_group
+    from kmigrate.run.records.moves import MOVED
+
+    manifest = Manifest(str(tmp_path), "m")
+    write_spec(manifest, MirrorSpec(".*", groups=".*", renames=Renames(groups={"late": "billing"})))
+    mirror_status.write(manifest, {"round": 3, "partitions": [], "groups": [],
+                                   "not_mirrored": {"topics": {}, "groups": {"late": "its id ... is billing's there"}}})
+    with pytest.raises(ConfigError, match=r"'late' is not mirrored by run 'm': its id on the DR cluster, 'billing', "
+                                          r"is refused \(its id \.\.\. is billing's there\); nothing was changed"):
+        move_group(manifest, NOWHERE, NOWHERE, "late")
+    assert manifest.read(IDENTITY) is None and not [p for p in manifest.parts() if p.startswith(f"{MOVED}/")]

@@ -83,6 +83,11 @@ def move_group(manifest: Manifest, source: ClusterConfig, target: ClusterConfig,
     if status is None:
         raise ConfigError(f"run {manifest.run_id!r} has no mirror status: moving consumer group {group!r} needs a "
                           "running mirror of its topics (kafka_dr_mirror); start it, or name its run")
+    refused = (status.get("not_mirrored") or {}).get("groups", {})
+    if group in refused and record.get("state") != "moved":  # its id there may be another group's: never written
+        raise ConfigError(f"consumer group {group!r} is not mirrored by run {manifest.run_id!r}: its id on the DR "
+                          f"cluster, {dr_group!r}, is refused ({refused[group]}); nothing was changed. Give it an id "
+                          "of its own in the mirror's group_renames (a mirror run started anew) to move it")
     identity.record(manifest, identity.observe(source, target), what=f"move of consumer group {group!r}")
     if record.get("state") == "moved":
         _check_written(target, dr_group, on_dr(_offsets(record["offsets"]), renames))
