@@ -43,10 +43,12 @@ from common import (
     Result,
     Workload,
     cleanup,
+    cluster_broker_pids,
     commit_at,
     create_spread,
     delete_groups,
     delete_topics,
+    process_cpu_s,
     read_all,
     send,
     target_offsets,
@@ -115,22 +117,26 @@ def groups_exact(w: Workload) -> int:
             tp: o for tp, o in admin.committed_offsets(g).items() if tp[0] in w.partitions})
 
 
-def ours(w: Workload, args: argparse.Namespace, server: Any) -> tuple[Result, float, int]:
+def ours(w: Workload, args: argparse.Namespace, server: Any) -> tuple[Result, float, int, float]:
     """This project's migration of `w`; (result, seconds from snapshot to groups replicated with the
-    verification included, groups exact), once the target broker is done with the deletions of the
-    step before (as MM2 starts on a target that deleted nothing recently). The target is reset after it."""
+    verification included, groups exact, the target brokers' CPU seconds meanwhile: making the target
+    topics' partitions is theirs), once the target broker is done with the deletions of the step before
+    (as MM2 starts on a target that deleted nothing recently). The target is reset after it."""
     waited = wait_until_settled(TARGET)
     print(f"  (the target broker settled after the previous step's deletions in {waited:.0f}s)", flush=True)
     release_topics(TARGET, RUN_ID, deployment=None, force=True)  # a run of the workload before that failed
+    brokers = cluster_broker_pids("target")
     try:
+        before = sum(process_cpu_s(pid) for pid in brokers)
         with tempfile.TemporaryDirectory() as workdir:
             result = run_ours(w, args, Path(workdir), server, verify_after=True)  # as the migration DAG runs it
+        brokers_cpu_s = sum(process_cpu_s(pid) for pid in brokers) - before
         total = result.groups_s + (result.verify_s or 0.0)
         exact = groups_exact(w) if w.groups else 0
     finally:  # the run's claims on its topics go with them (a report would release them)
         release_topics(TARGET, RUN_ID, deployment=None, force=True)
         reset_target(w)
-    return result, total, exact
+    return result, total, exact, brokers_cpu_s
 
 
 def markdown(summary: dict[str, Any], info: dict[str, str], args: argparse.Namespace, mm2: dict[str, Any] | None,
@@ -182,6 +188,8 @@ def markdown(summary: dict[str, Any], info: dict[str, str], args: argparse.Names
         f"| duplicates a switched-over consumer reads | {side('duplicates', '{:,}')} | {summary['ours_duplicates']:,} |",
         f"| groups exact | | {summary['ours_groups_exact']} of {summary['groups']} |",
         f"| CPU seconds (MM2 worker; our copy job) | {'not run' if mm2 is None else mm2['cpu_s']} | {ours_row['cpu_s']} |",
+        f"| CPU seconds of the target brokers (ours: making the partitions, taking the copy, serving the verification) "
+        f"| | {summary['target_brokers_cpu_s']} |",
         "",
         f"MirrorMaker 2: {mm2_outcome}. `speedup_vs_mm2` "
         f"{summary['speedup_vs_mm2'] if summary['speedup_vs_mm2'] is not None else 'none (MM2 did not finish)'}; at {q:,} partitions {summary['quarter_s']} s, `growth` "
@@ -244,10 +252,10 @@ def main() -> None:
             print(f"  MM2: {'failed' if mm2.error else f'{mm2_s:.1f}s'} ({json.dumps(mm2.row(large))})", flush=True)
             reset_target(large)
         print(f"kmigrate, {sum(large.partitions.values()):,} partitions ...", flush=True)
-        at_n, ours_s, exact = ours(large, args, server)
+        at_n, ours_s, exact, brokers_cpu_s = ours(large, args, server)
         print(f"  ours: {ours_s:.1f}s ({json.dumps(at_n.row(large))})", flush=True)
         print(f"kmigrate, {sum(small.partitions.values()):,} partitions ...", flush=True)
-        at_quarter, quarter_s, _ = ours(small, args, server)
+        at_quarter, quarter_s, _, _ = ours(small, args, server)
         print(f"  ours: {quarter_s:.1f}s ({json.dumps(at_quarter.row(small))})", flush=True)
     finally:
         for w in (large, small):
@@ -272,7 +280,8 @@ def main() -> None:
         "ours_copy_phase_s": row["copy_phase_s"], "ours_verify_s": row["verify_s"],
         "ours_groups_s": round(at_n.groups_s - at_n.replicate_s, 1), "quarter_s": round(quarter_s, 1),
         "ours_duplicates": at_n.duplicates, "ours_missing": at_n.missing,
-        "driver_peak_rss_mb": row["peak_rss_mb"],
+        "driver_peak_rss_mb": row["peak_rss_mb"], "target_brokers_cpu_s": round(brokers_cpu_s, 1),
+        "copy_job_cpu_s": row["cpu_s"],
         **({"mm2_error": mm2_error} if mm2_error else {}),
     }
     if not args.no_docs:

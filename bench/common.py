@@ -54,6 +54,12 @@ def process_cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cluster_broker_pids(side: str, state_dir: Path = STATE_DIR) -> list[int]:
+    """The broker processes of the stack's `side` cluster ("source", "target"), one broker a cluster or many."""
+    dirs = sorted(state_dir.glob(f"{side}-kafka")) + sorted(state_dir.glob(f"{side}-kafka-*"))
+    return [int((d / "pid").read_text().split()[0]) for d in dirs if (d / "pid").exists()]
+
+
 def broker_pids(state_dir: Path) -> dict[str, int]:
     """The source's and the target's broker process of a stack state directory."""
     return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
