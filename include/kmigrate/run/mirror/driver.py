@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kmigrate.claims.runs import claim_topics
@@ -58,6 +58,31 @@ VERIFIED = f"{Part.LIVE_VERIFICATION}/mirror"
 
 
 CopyTerm = Callable[[Sequence[WorkUnit], Mapping[Key, dict[str, Any]], Term], list[dict[str, Any]]]
+
+
+def _admitted(selected: Iterable[str], kept: Mapping[str, str], check_one: Callable[[str], str],
+              keys: Sequence[Callable[[str], str]], clash: Callable[[str, str, str], str]
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    """What a mirror's renames admit of `selected` (topics or groups) when the whole selection is
+    refused, in one pass: the `kept` ones ({name: its DR name}, admitted before), then each new one
+    in order whose DR name the rule's checks of it alone accept (`check_one`) and none of whose forms
+    (`keys`: the DR name, its metric name) is taken already. (admitted {name: DR name}, refused {name:
+    why}; `clash(DR name, the other, the other's DR name)` says why for a clash)."""
+    names, refused = dict(kept), {}
+    taken = {key(n): name for name, n in names.items() for key in keys}
+    for name in sorted(set(selected) - set(names)):
+        try:
+            there = check_one(name)
+        except ConfigError as exc:
+            refused[name] = str(exc)
+            continue
+        other = next((taken[key(there)] for key in keys if key(there) in taken), None)
+        if other is not None:
+            refused[name] = clash(there, other, names[other])
+            continue
+        names[name] = there
+        taken.update({key(there): name for key in keys})
+    return names, refused
 
 
 class Mirror:
@@ -219,21 +244,11 @@ class Mirror:
         try:
             names, refused = rule.only(set(topics), ()).check_topics(topics), {}
         except ConfigError:  # the topics mirrored already kept, each new one taken if it fits beside them
-            names, refused = {t: rule.topic(t) for t in topics if t in self.names}, {}
-            taken = {key(n): t for t, n in names.items() for key in CLASHES}  # a DR name (and its metric name) to its topic
-            for topic in sorted(set(topics) - set(names)):
-                try:  # the rule's checks of the topic alone, then its DR name against those taken, in one reading
-                    name = rule.only({topic}, ()).check_topics([topic])[topic]
-                except ConfigError as exc:
-                    refused[topic] = str(exc)
-                    continue
-                other = next((taken[key(name)] for key in CLASHES if key(name) in taken), None)
-                if other is not None:
-                    refused[topic] = (f"its name on the DR cluster, {name}, is {names[other]}'s, {other}'s there, or "
-                                      "clashes with it once '.' is read as '_'")
-                    continue
-                names[topic] = name
-                taken.update({key(name): topic for key in CLASHES})
+            names, refused = _admitted(
+                topics, {t: n for t, n in self.names.items() if t in topics},
+                lambda topic: rule.only({topic}, ()).check_topics([topic])[topic], CLASHES,  # its metric name too
+                lambda name, other, theirs: (f"its name on the DR cluster, {name}, is {theirs}'s, {other}'s there, or "
+                                             "clashes with it once '.' is read as '_'"))
         self._say_left_out("", refused, self.refused)
         self.refused = refused
         return names
@@ -248,18 +263,10 @@ class Mirror:
         try:
             ids, refused = rule.only((), groups).check_groups(groups), {}
         except ConfigError:  # the groups synced already kept, each new one taken if its id is free
-            ids, refused = {g: i for g, i in self.group_ids.items() if g in groups}, {}
-            taken = {i: g for g, i in ids.items()}
-            for group in sorted(set(groups) - set(ids)):
-                try:
-                    gid = rule.only((), [group]).check_groups([group])[group]
-                except ConfigError as exc:
-                    refused[group] = str(exc)
-                    continue
-                if gid in taken:
-                    refused[group] = f"its id on the DR cluster, {gid}, is {taken[gid]}'s there"
-                    continue
-                ids[group], taken[gid] = gid, group
+            ids, refused = _admitted(
+                groups, {g: i for g, i in self.group_ids.items() if g in groups},
+                lambda group: rule.only((), [group]).check_groups([group])[group], CLASHES[:1],
+                lambda gid, other, _: f"its id on the DR cluster, {gid}, is {other}'s there")
         self._say_left_out("consumer group ", refused, self.refused_groups)
         self.refused_groups = refused
         return ids
