@@ -61,9 +61,8 @@ def cluster_broker_pids(side: str, state_dir: Path = STATE_DIR) -> list[int]:
 
 
 def broker_pids(state_dir: Path) -> dict[str, int]:
-    """The source's and the target's broker process of a stack state directory."""
-    return {f"{side}_broker": int((state_dir / f"{side}-kafka" / "pid").read_text().split()[0])
-            for side in ("source", "target")}
+    """The source's and the target's broker process of a one-broker stack's state directory."""
+    return {f"{side}_broker": cluster_broker_pids(side, state_dir)[0] for side in ("source", "target")}
 
 
 GC_PAUSE = re.compile(r"\[(\d{4}-\d\d-\d\dT[\d:.]+[+-]\d{4})\]\[[\d.]+s\] GC\(\d+\) Pause .* ([\d.]+)ms$")
