@@ -11,7 +11,7 @@ import pytest
 from kmigrate.claims import leases
 from kmigrate.claims import log as claims_log
 from kmigrate.claims import runs as claims_runs
-from kmigrate.claims.state import Claims
+from kmigrate.claims.state import LEASED_KEPT_MS, Claims
 
 
 def run_claim(run: str, *topics: str, dag: str = "kafka_migration") -> dict:
@@ -221,3 +221,26 @@ def test_the_renewals_of_a_task_of_10000_partitions_are_a_few_records_under_the_
         assert all(folded.parts[lease_of.scope]["holder"] == lease_of.holder for lease_of in leases_of)
     assert {part["ts"] for part in folded.parts.values()} == {2_000}
     assert folded.parts["topic000:0"]["run"] == "mirror-run" and folded.parts["topic999:0"]["run"] == "another-run"
+
+
+def test_the_partitions_leased_are_kept_only_while_the_log_is_young():
+    """`leased` serves the rule above alone: past LEASED_KEPT_MS of the log's life it is emptied at the
+    next record and grows no more, so the state stops carrying every partition ever leased; a lease
+    as long as that, asked then, is granted only on a target partition its claimant found empty."""
+    state = Claims()
+    state.born = 1_000
+    lease = {"kind": "lease", "run": "b", "lease_ms": 30_000}
+    assert state.apply(2_000, {**lease, "scope": "t:0", "holder": "x", "target_empty": True})
+    old = 1_000 + LEASED_KEPT_MS
+    assert state.leased == {"t:0"}
+    assert not state.apply(old - 1, {"kind": "lease-release", "scope": "t:0", "holder": "nobody"})
+    assert state.leased == {"t:0"}                      # kept up to the age, whatever the record's outcome
+    assert not state.apply(old, {"kind": "lease-release", "scope": "t:0", "holder": "nobody"})
+    assert state.leased == set()                        # emptied at the first record past it
+    assert state.apply(old + 1, {**lease, "scope": "t:1", "holder": "y"})
+    assert state.leased == set() and state.parts["t:1"]["holder"] == "y"
+    assert json.loads(json.dumps(state.snapshot(9)))["leased"] == []
+    long = {**lease, "lease_ms": LEASED_KEPT_MS + 60_000}
+    assert state.apply(old + 2, {"kind": "lease-release", "scope": "t:0", "holder": "x"})
+    assert not state.apply(old + 3, {**long, "scope": "t:0", "holder": "z"})  # leased once, no longer known
+    assert state.apply(old + 4, {**long, "scope": "t:0", "holder": "z", "target_empty": True})
