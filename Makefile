@@ -32,7 +32,7 @@ PYTEST_ARGS ?=
 export PIP_CACHE_DIR := $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install browser prometheus kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-metrics test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
+.PHONY: install browser prometheus kafka-jars stack-up stack-down stack-clean stack-status airflow-up airflow-down spark-up spark-down spark-status spark-connect-up spark-connect-down test test-secure test-faults test-metrics test-bad-input test-compat test-chaos test-unit demo bench-copy bench-claims bench-spark bench-mm2 bench-cutover bench-dr bench-scale bench-topic-steps bench-mirror-scale bench-mirror-lag bench-incremental constraints check-python
 
 # the virtualenv, the Kafka jars and the browser side by side: none needs another
 install:
@@ -238,6 +238,11 @@ bench-dr: install stack-up airflow-up
 # open for each partition, so 20,000 partitions need two brokers a cluster where a process may open 20,000.
 bench-scale: install stack-up
 	BENCH_BROKERS=$(BROKERS) $(VPY) bench/bench_scale.py $(BENCH_ARGS)
+
+# The cutover window's steps on the target topics (what the source changed, the copy's settings put back)
+# at 400 topics, one topic at a time against all together (bench/bench_topic_steps.py); the last line is JSON.
+bench-topic-steps: install stack-up
+	$(VPY) bench/bench_topic_steps.py $(BENCH_ARGS)
 
 # The continuous mirror over 10,000 idle partitions and bench-dr's 24 busy ones at 5 MB/s: the busy ones'
 # lag, the mirror's CPU while all is idle, its statuses and fetch sessions (bench/bench_mirror_scale.py)

@@ -13,7 +13,7 @@ from confluent_kafka.admin import NewTopic
 from kmigrate.errors import ClusterUnavailable, TopicMismatch
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
 from kmigrate.kafka.topic_batches import create_topics, too_large, topic_records
-from kmigrate.manifest import Manifest
+from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
 from kmigrate.run.targets import prepare
 from kmigrate.run.targets.prepare import (
@@ -88,6 +88,40 @@ def test_topics_created_are_the_runs_even_when_their_leaders_are_not_waited_for(
         assert target.partition_count(unique_name) == 2
     # a retry finds it existing: still the run's, so its source changes are applied, a rollback deletes it
     assert created_topics(manifest) == {unique_name}
+
+
+def test_the_copy_settings_of_many_topics_are_restored_in_one_request_each_to_its_source_values(
+        stack, unique_name, tmp_path, monkeypatch):
+    """The window's restore step: every snapshot topic's settings put back at once (one DescribeConfigs a
+    cluster, one IncrementalAlterConfigs), each to its own source's values, a renamed one under its
+    target name; a second run changes nothing and sends no change."""
+    sources = {f"{unique_name}-a": {"message.timestamp.type": "LogAppendTime"},
+               f"{unique_name}-b": {"message.timestamp.before.max.ms": "86400000"},
+               f"{unique_name}-c": {}}
+    names = {f"{unique_name}-c": f"{unique_name}-c-renamed"}
+    for topic, config in sources.items():
+        create_topic(stack.source, topic, config=config)
+        create_topic(stack.target, names.get(topic, topic), config=COPY_SETTINGS)
+    manifest = Manifest(str(tmp_path), "restore-run")
+    manifest.write_once(Part.SNAPSHOT, {"topics": {topic: {"0": [0, 0]} for topic in sources}})
+    sent = []
+
+    class Counting(ClusterAdmin):
+        def alter_topics_configs(self, changes, **kwargs):
+            sent.append(sorted(t for t, (set_configs, delete) in changes.items() if set_configs or list(delete)))
+            return super().alter_topics_configs(changes, **kwargs)
+
+    monkeypatch.setattr(prepare, "ClusterAdmin", Counting)
+    restored = prepare.restore_topic_configs(manifest, stack.source, stack.target, names)["topics"]
+    assert sent == [sorted(names.get(t, t) for t in sources)]  # one change of them all
+    again = prepare.restore_topic_configs(manifest, stack.source, stack.target, names)["topics"]
+    assert sent[1:] == [[]]
+    assert restored[f"{unique_name}-a"]["message.timestamp.type"] == ["CreateTime", "LogAppendTime"]
+    assert restored[f"{unique_name}-b"]["message.timestamp.before.max.ms"][1] == "86400000"
+    assert again == {t: {k: [v[1], v[1]] for k, v in r.items()} for t, r in restored.items()}
+    with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
+        for topic in sources:
+            assert target.topic_configs(names.get(topic, topic)) == source.topic_configs(topic), topic
 
 
 def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(stack, unique_name):

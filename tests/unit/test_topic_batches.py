@@ -146,3 +146,32 @@ def test_a_topic_grows_by_at_most_the_limit_a_request():
     grower.totals.clear()
     admin.add_partitions("t", 300)  # a small growth: one request, as before
     assert grower.totals == [300]
+
+
+def test_config_changes_of_many_topics_go_in_requests_of_at_most_the_limit_entries_and_name_a_refused_topic():
+    class Configs:
+        """IncrementalAlterConfigs as the controller takes it: a record an entry, a request over the limit refused."""
+
+        def __init__(self, refuse: str = "") -> None:
+            self.requests, self.refuse = [], refuse
+
+        def incremental_alter_configs(self, resources, request_timeout=None):
+            self.requests.append(sum(len(r.incremental_configs) for r in resources))
+            out = {}
+            for r in resources:
+                out[r] = done = Future()
+                if self.requests[-1] > MAX_RECORDS_PER_REQUEST or r.name == self.refuse:
+                    done.set_exception(error(KafkaError.POLICY_VIOLATION, TOO_LARGE))
+                else:
+                    done.set_result(None)
+            return out
+
+    admin = admin_on(Configs())
+    changes = {f"t{i:05d}": ({"message.timestamp.type": "CreateTime", "retention.ms": "1"}, ["segment.ms"])
+               for i in range(7_000)}  # 21,000 entries: three requests
+    admin.alter_topics_configs(changes | {"same": ({}, [])})  # a topic with nothing to change is not sent
+    assert admin._admin.requests == [9_999, 9_999, 1_002]
+    admin = admin_on(Configs(refuse="t00002"))
+    with pytest.raises(KmigrateError, match=r"changing configs message.timestamp.type, retention.ms, segment.ms of "
+                                            r"topic 't00002' failed.*AlterConfigs permission"):
+        admin.alter_topics_configs(dict(list(changes.items())[:5]))

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import (
     Consumer,
@@ -51,6 +52,23 @@ RETRIABLE = frozenset({
 # partitions per request." when its partitions alone pass it, else "Unable to perform excessively large
 # batch operation." CreatePartitions writes a PartitionRecord a new partition.
 MAX_RECORDS_PER_REQUEST = 10_000
+
+T = TypeVar("T")
+
+
+def in_batches(items: Iterable[T], size: Callable[[T], int], limit: int = MAX_RECORDS_PER_REQUEST) -> list[list[T]]:
+    """`items` in their order, cut into batches whose `size`s add up to at most `limit`; an item larger
+    than `limit` is alone in its batch (the broker refuses it, and its error names it)."""
+    out: list[list[T]] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if not out or total + n > limit:
+            out.append([])
+            total = 0
+        out[-1].append(item)
+        total += n
+    return out
 
 
 class ClusterAdmin(GroupCalls):
@@ -319,35 +337,52 @@ class ClusterAdmin(GroupCalls):
         overrides removed, read back. A broker applies the change when the controller's record reaches
         it, and a copy that wrote at once could have its first batches stamped under the old settings
         (LogAppendTime, say)."""
-        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-                   for name, value in sorted(set_configs.items())]
-        entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in sorted(delete)]
-        if not entries:
-            return
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-        try:
-            self._admin.incremental_alter_configs([resource], request_timeout=self.timeout_s)[resource].result(
-                timeout=self.timeout_s)
-        except KafkaException as exc:
-            raise KmigrateError(f"{self.cluster.name}: changing configs {', '.join(e.name for e in entries)} of topic "
-                                f"{topic!r} failed: {exc.args[0].str()}; check the principal's AlterConfigs "
-                                "permission on the topic") from exc
-        if not visible:
-            return
+        self.alter_topics_configs({topic: (set_configs, delete)}, visible=visible)
+
+    def alter_topics_configs(self, changes: Mapping[str, tuple[Mapping[str, str], Iterable[str]]], *,
+                             visible: bool = False) -> None:
+        """`alter_topic_configs` of many topics, {topic: (configs to set, overrides to remove)}: in
+        IncrementalAlterConfigs requests of at most MAX_RECORDS_PER_REQUEST entries (the controller
+        writes a record an entry), sent at once; with `visible`, then until every topic reads its
+        change back, one DescribeConfigs a round for those still behind. KmigrateError naming the
+        first topic refused (the others of its request may have changed: a retry sets them again)."""
+        wanted = {topic: (dict(set_configs), set(delete)) for topic, (set_configs, delete) in changes.items()
+                  if set_configs or delete}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            *(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+              for name, value in sorted(set_configs.items())),
+            *(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in sorted(delete))])
+            for topic, (set_configs, delete) in wanted.items()]
+        sent = [self._admin.incremental_alter_configs(batch, request_timeout=self.timeout_s)
+                for batch in in_batches(resources, lambda resource: len(resource.incremental_configs))]
+        for futures in sent:
+            for resource, future in futures.items():
+                try:
+                    future.result(timeout=self.timeout_s)
+                except KafkaException as exc:
+                    names = ", ".join(entry.name for entry in resource.incremental_configs)
+                    raise KmigrateError(f"{self.cluster.name}: changing configs {names} of topic {resource.name!r} "
+                                        f"failed: {exc.args[0].str()}; check the principal's AlterConfigs "
+                                        "permission on the topic") from exc
         deadline = time.monotonic() + self.timeout_s
-        removed = {entry.name for entry in entries if entry.incremental_operation == AlterConfigOpType.DELETE}
-        while not self._shows(topic, set_configs, removed):
-            if time.monotonic() > deadline:
-                raise ClusterUnavailable(f"{self.cluster.name}: topic {topic!r} accepted configs {dict(set_configs)} "
+        behind = sorted(wanted) if visible else []
+        while behind:
+            own = self.topics_configs(behind, explicit_only=True)
+            behind = [topic for topic in behind if not _holds(own[topic], *wanted[topic])]
+            if behind and time.monotonic() > deadline:
+                set_configs, removed = wanted[behind[0]]
+                raise ClusterUnavailable(f"{self.cluster.name}: topic {behind[0]!r} accepted configs {set_configs} "
                                          f"(overrides removed: {sorted(removed)}) but did not show them within "
-                                         f"{self.timeout_s:.0f} s; nothing was written. Check the brokers' metadata "
-                                         "(a broker behind its controller), then retry")
-            time.sleep(0.02)
+                                         f"{self.timeout_s:.0f} s" + (f" ({len(behind) - 1} more topics alike)"
+                                                                      if len(behind) > 1 else "") +
+                                         "; nothing was written. Check the brokers' metadata (a broker behind its "
+                                         "controller), then retry")
+            if behind:
+                time.sleep(0.02)
 
     def _shows(self, topic: str, set_configs: Mapping[str, str], removed: set[str]) -> bool:
         """Whether the topic's own configs read back hold `set_configs` and none of `removed`."""
-        own = self.topic_configs(topic, explicit_only=True)
-        return all(own.get(name) == value for name, value in set_configs.items()) and not removed & own.keys()
+        return _holds(self.topic_configs(topic, explicit_only=True), set_configs, removed)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow the topic to `total` partitions (CreatePartitions, at most MAX_RECORDS_PER_REQUEST new
@@ -411,3 +446,8 @@ class ClusterAdmin(GroupCalls):
             f"{self.cluster.name} ({self.cluster.bootstrap_servers}): reading {what} failed: {exc.args[0].str()}; "
             "check that the cluster is reachable and the credentials are right"
         )
+
+
+def _holds(own: Mapping[str, str], set_configs: Mapping[str, str], removed: set[str]) -> bool:
+    """Whether a topic's own configs `own` hold `set_configs` and none of `removed`."""
+    return all(own.get(name) == value for name, value in set_configs.items()) and not removed & own.keys()

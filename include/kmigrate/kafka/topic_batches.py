@@ -6,38 +6,20 @@ request (`kmigrate.run.checks.rights`) send theirs so."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
-from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
+from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin, in_batches
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 def topic_records(new: NewTopic) -> int:
     """The controller records creating `new` writes: its topic, its configs and its partitions (the
     broker's default count, -1, counted as one)."""
     return 1 + max(new.num_partitions, 1) + len(new.config or {})
-
-
-def in_batches(items: Iterable[T], size: Callable[[T], int], limit: int = MAX_RECORDS_PER_REQUEST) -> list[list[T]]:
-    """`items` in their order, cut into batches whose `size`s add up to at most `limit`; an item larger
-    than `limit` is alone in its batch (the broker refuses it, and its error names it)."""
-    out: list[list[T]] = []
-    total = 0
-    for item in items:
-        n = size(item)
-        if not out or total + n > limit:
-            out.append([])
-            total = 0
-        out[-1].append(item)
-        total += n
-    return out
 
 
 def too_large(error: KafkaError) -> bool:
