@@ -160,7 +160,7 @@ def test_a_promotion_refused_while_written_and_when_written_during_it_goes_back_
     assert b"late" in {r[2] for r in records_of(stack.target, topic, 2)}
 
 
-STEPS = ["_wait_stopped", "wait_held", "_verify", "_wait_copied_no_more", "_check_unwritten", "restore_target_topic"]
+STEPS = ["_wait_stopped", "wait_held", "_verify", "_wait_copied_no_more", "_check_unwritten", "restore_target_topics"]
 
 
 def test_a_promotion_failing_at_each_step_in_turn_ends_promoted_with_every_record_equal(stack, unique_name, tmp_path,

@@ -16,7 +16,7 @@ A promotion of topics (`promote_topics`), each step safe to run again:
    its next term copies them no more (so does a restarted mirror); the move waits for that term;
 6. nothing written on the source since (else the topics go back to the mirror, their state promoting
    again, and the move is refused naming what was written: their producers still write there);
-7. the settings the copy set on the DR topics put back to the source's (`restore_target_topic`);
+7. the settings the copy set on the DR topics put back to the source's (`restore_target_topics`);
    recorded as ended: the owner starts the producers on the DR cluster.
 A record written on the source to a promoted topic afterwards is split brain: the mirror's status
 names it, and copies it never. Nothing is written on the source. Under the mirror's renames each
@@ -46,7 +46,7 @@ from kmigrate.run.mirror.moves import READ_TIMEOUT_S, on_dr, wait_for, wait_held
 from kmigrate.run.mirror.spec import mirror_renames
 from kmigrate.run.records import timeline
 from kmigrate.run.records.moves import IS_PROMOTED, PROMOTING, topic_part
-from kmigrate.run.targets.prepare import restore_target_topic
+from kmigrate.run.targets.prepare import restore_target_topics
 from kmigrate.run.verify.partition import verify_partition
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ def promote_topics(manifest: Manifest, source: ClusterConfig, target: ClusterCon
     steps["copied_no_more"] = time.monotonic()
     _check_unwritten(manifest, source, target, records, names)
     with ClusterAdmin(source) as source_admin, ClusterAdmin(target) as target_admin:
-        configs = {t: restore_target_topic(source_admin, target_admin, t, names[t]) for t in topics}
+        configs = restore_target_topics(source_admin, target_admin, {t: names[t] for t in topics})
     steps["restored"] = time.monotonic()
     placed = connector_moves.place_on_dr(manifest, source_connect, dr_connect, entries,
                                          target_bootstrap=target.bootstrap_servers, overrides=overrides,
