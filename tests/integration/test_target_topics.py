@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from kmigrate.errors import ClusterUnavailable, TopicMismatch
 from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
@@ -122,6 +123,27 @@ def test_the_copy_settings_of_many_topics_are_restored_in_one_request_each_to_it
     with ClusterAdmin(stack.source) as source, ClusterAdmin(stack.target) as target:
         for topic in sources:
             assert target.topic_configs(names.get(topic, topic)) == source.topic_configs(topic), topic
+
+
+def test_only_the_existing_target_topics_the_copy_writes_to_are_set_for_it(stack, unique_name, tmp_path):
+    """prepare_targets asks the ends of every existing target topic's partitions at once: a topic
+    whose partitions hold their units' records already is left as it is, one short of them (or of a
+    partition) is set for the copy."""
+    appended = {"message.timestamp.type": "LogAppendTime"}
+    done, short = f"{unique_name}-done", f"{unique_name}-short"
+    for topic in (done, short):
+        create_topic(stack.source, topic, partitions=2, config=appended)
+        create_topic(stack.target, topic, partitions=2, config=appended)
+    producer = Producer(stack.target.producer())
+    for topic, partition in ((done, 0), (done, 1), (short, 0)):
+        for i in range(3):
+            producer.produce(topic, value=b"%d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    units = [WorkUnit(topic, p, 3) for topic in (done, short) for p in range(2)]  # short[1] holds none of its 3
+    prepare_targets(stack.source, stack.target, units, manifest=Manifest(str(tmp_path), "written-run"))
+    with ClusterAdmin(stack.target) as target:
+        assert target.topic_configs(done)["message.timestamp.type"] == "LogAppendTime"
+        assert target.topic_configs(short)["message.timestamp.type"] == "CreateTime"
 
 
 def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(stack, unique_name):

@@ -279,10 +279,12 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
         for unit in units:
             by_topic.setdefault(unit.topic, []).append(unit)
         to_create: list[NewTopic] = []
+        written = _written_to(target_admin, {names.get(t, t): by_topic[t] for t in needed},
+                              {names.get(t, t): f.target_partitions for t, f in facts.items()})
         for topic in sorted(needed):
             there = names.get(topic, topic)
             plan = prepare_target_topic(source_admin, target_admin, topic, facts=facts.get(topic), to_create=to_create,
-                                        writes=_writes_to(target_admin, there, by_topic[topic]), target_topic=there)
+                                        writes=there in written, target_topic=there)
             if plan.created:
                 created.append(plan)
         made, existed, failure = create_all(target_admin, to_create, hidden=COPY_SETTINGS)
@@ -303,13 +305,17 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
         check_created(target_admin, made_now)
 
 
-def _writes_to(target_admin: ClusterAdmin, topic: str, units: Sequence[WorkUnit]) -> bool:
-    """Whether copying `units` writes to the target topic: it is absent or short of a unit's end."""
-    count = target_admin.partition_count(topic)
-    if count is None or any(u.partition >= count for u in units):
-        return True
-    ends = target_admin.end_offsets(u.target_key for u in units)
-    return any(ends[u.target_key] < u.end_offset for u in units)
+def _written_to(target_admin: ClusterAdmin, units: Mapping[str, Sequence[WorkUnit]],
+                counts: Mapping[str, int | None]) -> set[str]:
+    """The target topics that copying their `units` writes to: absent, short of a unit's partition, or
+    a partition's end short of its unit's (`counts`: the target's partition counts read already, by
+    topic; another topic's is read on its own). One ListOffsets for all the partitions."""
+    count = {there: counts[there] if there in counts else target_admin.partition_count(there) for there in units}
+    written = {there for there, topic_units in units.items()
+               if count[there] is None or any(u.partition >= count[there] for u in topic_units)}
+    rest = [u for there, topic_units in units.items() if there not in written for u in topic_units]
+    ends = target_admin.end_offsets(u.target_key for u in rest) if rest else {}
+    return written | {u.target_topic for u in rest if ends[u.target_key] < u.end_offset}
 
 
 def created_topics(manifest: Manifest) -> set[str]:
