@@ -110,7 +110,8 @@ def test_on_a_spark_connect_server_the_window_job_runs_in_the_task_on_a_warm_ses
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
     summary = summarize(Manifest(str(state), prefix))
     window = {row["step"]: row["seconds"] for row in summary["window"]}
-    # a cold start (a session, its Python workers) takes about 2 s here; a warm one 0.1-0.8 s on this busy 2-core machine
-    assert window["job_start"] < 1.0 and window["between steps"] < 0.5, window
+    # a cold start (a session, its Python workers) takes about 2 s here, more under load; a warm one 0.1-0.8 s
+    # on this busy 2-core machine, 1.3 s once while a full suite ran beside it (what says warm is the log above)
+    assert window["job_start"] < 1.5 and window["between steps"] < 0.5, window
     assert summary["partitions"] == summary["partitions_equal"] and summary["connectors_resumed"] == 2
     assert_migrated_exactly(stack.source, stack.target, w.topics, w.groups, source_before)
