@@ -273,7 +273,7 @@ def prepare_targets(source: ClusterConfig, target: ClusterConfig, units: list[Wo
             if across:
                 log.warning("configs the target's Kafka version removed: %s", across)
                 manifest.write_once(Part.attempt(Part.CONFIG_VERSIONS), {"topics": across})
-            for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed), names):
+            for topic in reconcile_topics(manifest, source_admin, target_admin, sorted(needed), names, facts):
                 facts.pop(topic, None)  # the run changed the target topic: read it again
         by_topic: dict[str, list[WorkUnit]] = {}
         for unit in units:
@@ -309,12 +309,13 @@ def _written_to(target_admin: ClusterAdmin, units: Mapping[str, Sequence[WorkUni
                 counts: Mapping[str, int | None]) -> set[str]:
     """The target topics that copying their `units` writes to: absent, short of a unit's partition, or
     a partition's end short of its unit's (`counts`: the target's partition counts read already, by
-    topic; another topic's is read on its own). One ListOffsets for all the partitions."""
+    topic; another topic's is read on its own). One ListOffsets for all the partitions, asked again for
+    those answered with a retriable error (a leader moving, a topic just made)."""
     count = {there: counts[there] if there in counts else target_admin.partition_count(there) for there in units}
     written = {there for there, topic_units in units.items()
                if count[there] is None or any(u.partition >= count[there] for u in topic_units)}
     rest = [u for there, topic_units in units.items() if there not in written for u in topic_units]
-    ends = target_admin.end_offsets(u.target_key for u in rest) if rest else {}
+    ends = target_admin.end_offsets((u.target_key for u in rest), retry=True) if rest else {}
     return written | {u.target_topic for u in rest if ends[u.target_key] < u.end_offset}
 
 
@@ -325,7 +326,8 @@ def created_topics(manifest: Manifest) -> set[str]:
 
 
 def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admin: ClusterAdmin,
-                     topics: Iterable[str], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+                     topics: Iterable[str], names: Mapping[str, str] | None = None,
+                     facts: Mapping[str, TopicFacts] | None = None) -> dict[str, Any]:
     """What each of `topics` gained on the source since its target topic was made (partitions,
     configs) is applied to the target topics this run created, and refused with TopicMismatch for
     the others (nothing changed then). What was applied is recorded (part topic-changes/<attempt>)
@@ -336,7 +338,8 @@ def reconcile_topics(manifest: Manifest, source_admin: ClusterAdmin, target_admi
         return {}
     mine = created_topics(manifest)
     topics = list(topics)
-    facts = read_facts(source_admin, target_admin, topics, names)  # {}: each topic read on its own
+    if facts is None:  # read here unless the caller read them ({}: each topic read on its own)
+        facts = read_facts(source_admin, target_admin, topics, names)
     changes = {}
     for topic in topics:
         there = (names or {}).get(topic, topic)
