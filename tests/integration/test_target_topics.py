@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from kmigrate.errors import ClusterUnavailable, TopicMismatch
-from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin
+from kmigrate.kafka.admin import MAX_RECORDS_PER_REQUEST, ClusterAdmin, shows_change
 from kmigrate.kafka.topic_batches import create_topics, too_large, topic_records
 from kmigrate.manifest import Manifest, Part
 from kmigrate.model import WorkUnit
@@ -149,10 +149,13 @@ def test_only_the_existing_target_topics_the_copy_writes_to_are_set_for_it(stack
 def test_a_change_waited_for_reads_back_its_values_and_the_overrides_it_removed(stack, unique_name):
     create_topic(stack.target, unique_name, config={"retention.ms": "3600000"})
     with ClusterAdmin(stack.target) as target:
-        assert not target._shows(unique_name, {}, {"retention.ms"})  # the override is still there
-        assert not target._shows(unique_name, {"segment.ms": "7200000"}, set())
+        def shows(set_configs, removed):  # what the wait reads back: the topic's own configs
+            return shows_change(target.topic_configs(unique_name, explicit_only=True), set_configs, removed)
+
+        assert not shows({}, {"retention.ms"})  # the override is still there
+        assert not shows({"segment.ms": "7200000"}, set())
         target.alter_topic_configs(unique_name, {"segment.ms": "7200000"}, delete=["retention.ms"], visible=True)
-        assert target._shows(unique_name, {"segment.ms": "7200000"}, {"retention.ms"})
+        assert shows({"segment.ms": "7200000"}, {"retention.ms"})
         own = target.topic_configs(unique_name, explicit_only=True)
         assert own.get("segment.ms") == "7200000" and "retention.ms" not in own
 

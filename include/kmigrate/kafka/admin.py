@@ -292,23 +292,24 @@ class ClusterAdmin(GroupCalls):
 
     def topics_configs(self, topics: Iterable[str], *, explicit_only: bool = False) -> dict[str, dict[str, str]]:
         """topic_configs of many topics in one DescribeConfigs request."""
+        return self.topics_configs_and_own(topics)[1 if explicit_only else 0]
+
+    def topics_configs_and_own(self, topics: Iterable[str]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+        """Many topics' configs and those set on each topic itself, both from one DescribeConfigs request."""
         resources = {topic: ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics}
         if not resources:
-            return {}
+            return {}, {}
         futures = self._admin.describe_configs(list(resources.values()), request_timeout=self.timeout_s)
-        out = {}
+        every, own = {}, {}
         for topic, resource in resources.items():
             try:
                 entries = futures[resource].result(timeout=self.timeout_s)
             except KafkaException as exc:
                 raise self._unavailable(f"configs of {topic}", exc) from exc
-            out[topic] = {
-                name: entry.value
-                for name, entry in entries.items()
-                if entry.value is not None
-                and (not explicit_only or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-            }
-        return out
+            every[topic] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
+            own[topic] = {name: value for name, value in every[topic].items()
+                          if entries[name].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+        return every, own
 
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str], replicas: int = -1,
                      wait: bool = True) -> bool:
@@ -368,7 +369,7 @@ class ClusterAdmin(GroupCalls):
         behind = sorted(wanted) if visible else []
         while behind:
             own = self.topics_configs(behind, explicit_only=True)
-            behind = [topic for topic in behind if not _holds(own[topic], *wanted[topic])]
+            behind = [topic for topic in behind if not shows_change(own[topic], *wanted[topic])]
             if behind and time.monotonic() > deadline:
                 set_configs, removed = wanted[behind[0]]
                 raise ClusterUnavailable(f"{self.cluster.name}: topic {behind[0]!r} accepted configs {set_configs} "
@@ -379,10 +380,6 @@ class ClusterAdmin(GroupCalls):
                                          "controller), then retry")
             if behind:
                 time.sleep(0.02)
-
-    def _shows(self, topic: str, set_configs: Mapping[str, str], removed: set[str]) -> bool:
-        """Whether the topic's own configs read back hold `set_configs` and none of `removed`."""
-        return _holds(self.topic_configs(topic, explicit_only=True), set_configs, removed)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow the topic to `total` partitions (CreatePartitions, at most MAX_RECORDS_PER_REQUEST new
@@ -448,6 +445,6 @@ class ClusterAdmin(GroupCalls):
         )
 
 
-def _holds(own: Mapping[str, str], set_configs: Mapping[str, str], removed: set[str]) -> bool:
+def shows_change(own: Mapping[str, str], set_configs: Mapping[str, str], removed: set[str]) -> bool:
     """Whether a topic's own configs `own` hold `set_configs` and none of `removed`."""
     return all(own.get(name) == value for name, value in set_configs.items()) and not removed & own.keys()

@@ -220,7 +220,7 @@ def restore_target_topics(source: ClusterAdmin, target: ClusterAdmin, topics: Ma
     {config: [value during the copy, value now]}."""
     kafka_4 = config_versions.is_kafka_4(target.cluster)
     names = sorted(topics)
-    own, every = source.topics_configs(names, explicit_only=True), source.topics_configs(names)
+    every, own = source.topics_configs_and_own(names)
     explicit = {t: config_versions.for_target(own[t], kafka_4)[0] for t in names}
     effective = {t: {**config_versions.for_target(every[t], kafka_4)[0], **explicit[t]} for t in names}
     before = target.topics_configs([topics[t] for t in names])

@@ -54,7 +54,7 @@ def read_facts(source: ClusterAdmin, target: ClusterAdmin, topics: Sequence[str]
             return {}
         existing = [there[t] for t in topics
                     if there[t] in target_meta.topics and target_meta.topics[there[t]].error is None]
-        effective, explicit = source.topics_configs(topics), source.topics_configs(topics, explicit_only=True)
+        effective, explicit = source.topics_configs_and_own(topics)
         on_target = target.topics_configs(existing)
     except Exception as exc:  # noqa: BLE001 - the per-topic reads say what is wrong
         log.info("reading the topics at once failed (%s); each is read on its own", exc)
